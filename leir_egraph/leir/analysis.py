@@ -1,0 +1,403 @@
+"""Pure analyses of LEIR programs: equation sites, reads/writes, reduction axes, accumulation
+forms, index ranges (with if_then_else guards), intermediate shapes, and the nest dependency
+graph.
+
+All functions take AST values and return plain values; nothing here mutates or prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import networkx as nx
+
+from .ast import (Bin, Call, Compare, Equation, Expr, IBin, IConst, Idx, IExpr, IfThenElse, IName,
+                  Leir, Logic, Loop, LoopNest, Neg, Num, Var)
+from .traverse import walk
+
+Range = tuple[int, int]  # inclusive (lo, hi)
+
+
+# ---------------------------------------------------------------- where equations are
+
+@dataclass(frozen=True)
+class EquationSite:
+    """An equation with its context: top-level nest number, item path and enclosing loops."""
+    nest: int
+    path: tuple[int, ...]
+    loops: tuple[Loop, ...]
+    equation: Equation
+
+    @property
+    def loop_ranges(self) -> dict[str, Range]:
+        return {loop.index: (0, loop.extent - 1) for loop in self.loops}
+
+
+def equation_sites(leir: Leir) -> list[EquationSite]:
+    """Every equation in execution (textual) order with its enclosing loops, outermost first."""
+    out: list[EquationSite] = []
+
+    def visit(nest: LoopNest, top: int, path: tuple[int, ...], loops: tuple[Loop, ...]):
+        loops = loops + nest.loops
+        for i, item in enumerate(nest.body):
+            if isinstance(item, Equation):
+                out.append(EquationSite(top, path + (i,), loops, item))
+            else:
+                visit(item, top, path + (i,), loops)
+
+    for n, nest in enumerate(leir.nests):
+        visit(nest, n, (), ())
+    return out
+
+
+def nest_loops(nest: LoopNest) -> Iterator[Loop]:
+    """All loops of a nest including those of nested nests."""
+    for node in walk(nest):
+        if isinstance(node, Loop):
+            yield node
+
+
+# ---------------------------------------------------------------- reads and writes
+
+def accesses(node) -> Iterator[Var]:
+    """Every tensor access under ``node`` (gathers inside subscripts included)."""
+    for sub in walk(node):
+        if isinstance(sub, Var):
+            yield sub
+
+
+def equation_reads(eq: Equation) -> list[Var]:
+    """Accesses the equation reads: the whole right side plus gathers in the target subscript."""
+    reads = list(accesses(eq.value))
+    for sub in eq.target.subscripts:
+        reads.extend(accesses(sub))
+    return reads
+
+
+def reads(node) -> frozenset[str]:
+    """Names of tensors read anywhere in ``node`` (a Leir, nest or equation)."""
+    eqs = [node] if isinstance(node, Equation) else [n for n in walk(node) if isinstance(n, Equation)]
+    return frozenset(v.name for eq in eqs for v in equation_reads(eq))
+
+
+def writes(node) -> frozenset[str]:
+    """Names of tensors written anywhere in ``node``."""
+    eqs = [node] if isinstance(node, Equation) else [n for n in walk(node) if isinstance(n, Equation)]
+    return frozenset(eq.target.name for eq in eqs)
+
+
+def tensor_names(node) -> frozenset[str]:
+    return frozenset(v.name for v in accesses(node))
+
+
+def index_names(node) -> frozenset[str]:
+    """Loop index names used in ``node`` (in subscripts or as values)."""
+    return frozenset(n.name for n in walk(node) if isinstance(n, (IName, Idx)))
+
+
+def subscript_indices(var: Var) -> frozenset[str]:
+    """Index names appearing in a variable's own subscripts (not inside gathers' subscripts)."""
+    found = set()
+    for sub in var.subscripts:
+        stack = [sub]
+        while stack:
+            s = stack.pop()
+            if isinstance(s, IName):
+                found.add(s.name)
+            elif isinstance(s, IBin):
+                stack.extend((s.lhs, s.rhs))
+    return frozenset(found)
+
+
+def reduction_axes(site: EquationSite) -> tuple[str, ...]:
+    """Enclosing loop indices that do not index the written tensor (outermost first).
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}[D_{tx}=D_{tx}+A_{tx,a}]`` -> ``('a',)``
+    """
+    written = index_names(site.equation.target)
+    return tuple(l.index for l in site.loops if l.index not in written)
+
+
+# ---------------------------------------------------------------- accumulation forms
+
+ACCUMULATION_IDENTITY = {"+": "0", "-": "0", "*": "1", "max": "-inf", "min": "inf"}
+
+
+def accumulation_op(eq: Equation) -> str | None:
+    """The reduction operator if ``eq`` is ``X=X+e``, ``X=X-e``, ``X=X*e``, ``X=max(X,e)`` or
+    ``X=min(X,e)`` with the same subscript on both sides (``+ * max min`` also with the operands
+    swapped); otherwise ``None``."""
+    target, value = eq.target, eq.value
+    if isinstance(value, Bin) and value.op in ("+", "-", "*"):
+        if value.lhs == target:
+            return value.op
+        if value.op != "-" and value.rhs == target:
+            return value.op
+    if isinstance(value, Call) and value.fn in ("max", "min") and target in value.args:
+        return value.fn
+    return None
+
+
+# ---------------------------------------------------------------- index ranges
+
+def affine(expr) -> tuple[dict[str, int], int] | None:
+    """``(coefficients, constant)`` if an index or value expression is affine in index names
+    with integer constants, else ``None``.  ``c*3+f-2`` -> ``({'c': 3, 'f': 1}, -2)``."""
+    if isinstance(expr, IConst):
+        return {}, expr.value
+    if isinstance(expr, Num):
+        return ({}, int(expr.text)) if expr.is_integer_literal else None
+    if isinstance(expr, (IName, Idx)):
+        return {expr.name: 1}, 0
+    if isinstance(expr, Neg):
+        inner = affine(expr.operand)
+        return None if inner is None else ({k: -v for k, v in inner[0].items()}, -inner[1])
+    if isinstance(expr, (IBin, Bin)) and expr.op in ("+", "-", "*"):
+        a, b = affine(expr.lhs), affine(expr.rhs)
+        if a is None or b is None:
+            return None
+        if expr.op == "*":
+            if a[0] and b[0]:
+                return None
+            (coef, const), k = (a, b[1]) if not b[0] else (b, a[1])
+            return {n: c * k for n, c in coef.items() if c * k}, const * k
+        sign = 1 if expr.op == "+" else -1
+        coef = dict(a[0])
+        for n, c in b[0].items():
+            coef[n] = coef.get(n, 0) + sign * c
+        return {n: c for n, c in coef.items() if c}, a[1] + sign * b[1]
+    return None
+
+
+def index_range(expr: IExpr, env: Mapping[str, Range]) -> Range | None:
+    """Inclusive bounds of an index expression given index ranges; ``None`` when unknown
+    (gathers, unbound names)."""
+    lin = affine(expr)
+    if lin is not None:
+        coef, const = lin
+        lo = hi = const
+        for name, c in coef.items():
+            if name not in env:
+                return None
+            a, b = env[name]
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        return lo, hi
+    if isinstance(expr, IBin):
+        a, b = index_range(expr.lhs, env), index_range(expr.rhs, env)
+        if a is None or b is None:
+            return None
+        if expr.op == "*":
+            products = [x * y for x in a for y in b]
+            return min(products), max(products)
+        if expr.op in ("//", "%") and b[0] == b[1] and b[0] > 0:
+            d = b[0]
+            if expr.op == "//":
+                return a[0] // d, a[1] // d
+            return (a[0] % d, a[1] % d) if a[0] // d == a[1] // d else (0, d - 1)
+    return None
+
+
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def refine(env: Mapping[str, Range], cond: Expr, truth: bool) -> dict[str, Range] | None:
+    """Narrow index ranges under ``cond == truth``; ``None`` if that is impossible.
+
+    Handles comparisons affine in one index (chains included), ``&`` when true and ``|`` when
+    false; anything else leaves the ranges unchanged (a safe over-approximation).
+    """
+    env = dict(env)
+    if isinstance(cond, Logic):
+        if (cond.op == "&") == truth:
+            for part in (cond.lhs, cond.rhs):
+                env = refine(env, part, truth)
+                if env is None:
+                    return None
+        return env
+    if isinstance(cond, Compare):
+        pairs = list(zip(cond.operands, cond.ops, cond.operands[1:]))
+        if not truth and len(pairs) > 1:
+            return env
+        for lhs, op, rhs in pairs:
+            env = _refine_pair(env, lhs, op if truth else _NEGATE[op], rhs)
+            if env is None:
+                return None
+    return env
+
+
+def _refine_pair(env: dict[str, Range], lhs: Expr, op: str, rhs: Expr) -> dict[str, Range] | None:
+    a, b = affine(lhs), affine(rhs)
+    if a is None or b is None:
+        return env
+    coef = dict(a[0])
+    for n, c in b[0].items():
+        coef[n] = coef.get(n, 0) - c
+    coef = {n: c for n, c in coef.items() if c}
+    const = a[1] - b[1]  # condition: sum(coef*x) + const  op  0
+    if not coef:
+        holds = {"<": const < 0, "<=": const <= 0, ">": const > 0, ">=": const >= 0,
+                 "==": const == 0, "!=": const != 0}[op]
+        return env if holds else None
+    if len(coef) != 1 or op == "!=":
+        return env
+    ((name, c),) = coef.items()
+    if name not in env:
+        return env
+    if c < 0:  # multiply by -1: flip the comparison
+        c, const = -c, -const
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op]
+    # c*x + const op 0  with c > 0
+    lo, hi = env[name]
+    if op in ("<", "<="):
+        bound = -const - (1 if op == "<" else 0)  # c*x <= bound
+        hi = min(hi, bound // c)
+    elif op in (">", ">="):
+        bound = -const + (1 if op == ">" else 0)  # c*x >= bound
+        lo = max(lo, -((-bound) // c))
+    else:  # ==
+        if (-const) % c:
+            return None
+        lo, hi = max(lo, -const // c), min(hi, -const // c)
+    if lo > hi:
+        return None
+    env[name] = (lo, hi)
+    return env
+
+
+@dataclass(frozen=True)
+class GuardedAccess:
+    """A tensor access with the index ranges that hold where it executes."""
+    var: Var
+    env: Mapping[str, Range]
+    is_write: bool
+
+
+def guarded_accesses(site: EquationSite) -> list[GuardedAccess]:
+    """The equation's accesses, each with ranges narrowed by enclosing if_then_else guards.
+    Accesses in branches that can never run are omitted."""
+    out: list[GuardedAccess] = []
+    env0 = site.loop_ranges
+
+    def var_access(var: Var, env, is_write: bool):
+        out.append(GuardedAccess(var, env, is_write))
+        for sub in var.subscripts:
+            for inner in _top_level_vars(sub):
+                var_access(inner, env, False)
+
+    def visit(expr, env):
+        if isinstance(expr, Var):
+            var_access(expr, env, False)
+        elif isinstance(expr, IfThenElse):
+            visit(expr.cond, env)
+            then_env = refine(env, expr.cond, True)
+            if then_env is not None:
+                visit(expr.then, then_env)
+            else_env = refine(env, expr.cond, False)
+            if else_env is not None:
+                visit(expr.otherwise, else_env)
+        else:
+            for child in _expr_children(expr):
+                visit(child, env)
+
+    var_access(site.equation.target, env0, True)
+    visit(site.equation.value, env0)
+    return out
+
+
+def _expr_children(expr) -> tuple:
+    if isinstance(expr, (Bin, Logic)):
+        return expr.lhs, expr.rhs
+    if isinstance(expr, Neg):
+        return (expr.operand,)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Compare):
+        return expr.operands
+    return ()
+
+
+def _top_level_vars(sub: IExpr) -> Iterator[Var]:
+    """Gathers directly inside an index expression (not inside their own subscripts)."""
+    if isinstance(sub, Var):
+        yield sub
+    elif isinstance(sub, IBin):
+        yield from _top_level_vars(sub.lhs)
+        yield from _top_level_vars(sub.rhs)
+
+
+# ---------------------------------------------------------------- intermediates and shapes
+
+def intermediates(leir: Leir, known: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """Tensor names that are not known (inputs/outputs), in order of first appearance."""
+    seen: dict[str, None] = {}
+    for var in accesses(leir):
+        if var.name not in known:
+            seen.setdefault(var.name, None)
+    return tuple(seen)
+
+
+def written_extent(leir: Leir, name: str) -> tuple[int, ...] | None:
+    """Per-dimension (max written subscript + 1) of ``name`` over all its writes; ``None`` if a
+    write subscript cannot be bounded (gathers)."""
+    shape: list[int] | None = None
+    for site in equation_sites(leir):
+        target = site.equation.target
+        if target.name != name:
+            continue
+        env = site.loop_ranges
+        dims = []
+        for sub in target.subscripts:
+            r = index_range(sub, env)
+            if r is None:
+                return None
+            dims.append(r[1] + 1)
+        shape = dims if shape is None else [max(a, b) for a, b in zip(shape, dims)]
+    return None if shape is None else tuple(shape)
+
+
+def intermediate_shapes(leir: Leir, known) -> dict[str, tuple[int, ...]]:
+    """Shape of every intermediate: the per-dimension maximum written subscript plus one."""
+    out = {}
+    for name in intermediates(leir, frozenset(known)):
+        extent = written_extent(leir, name)
+        if extent is not None:
+            out[name] = extent
+    return out
+
+
+def first_writes(leir: Leir) -> dict[str, Var]:
+    """For each written tensor, the target ``Var`` of its first writing equation."""
+    out: dict[str, Var] = {}
+    for site in equation_sites(leir):
+        out.setdefault(site.equation.target.name, site.equation.target)
+    return out
+
+
+# ---------------------------------------------------------------- dependencies between nests
+
+def dependency_graph(leir: Leir) -> nx.DiGraph:
+    """Nodes are top-level nest numbers; an edge i -> j (i < j) carries ``kinds`` (a subset of
+    RAW, WAR, WAW) and ``tensors`` (the names causing them)."""
+    g = nx.DiGraph()
+    rw = [(reads(n), writes(n)) for n in leir.nests]
+    g.add_nodes_from(range(len(rw)))
+    for i, (ri, wi) in enumerate(rw):
+        for j in range(i + 1, len(rw)):
+            rj, wj = rw[j]
+            kinds, names = set(), set()
+            for kind, common in (("RAW", wi & rj), ("WAR", ri & wj), ("WAW", wi & wj)):
+                if common:
+                    kinds.add(kind)
+                    names |= common
+            if kinds:
+                g.add_edge(i, j, kinds=frozenset(kinds), tensors=frozenset(names))
+    return g
+
+
+def independent(leir: Leir, i: int, j: int) -> bool:
+    """True when nests i and j touch no common tensor in a conflicting way (may be swapped)."""
+    ri, wi = reads(leir.nests[i]), writes(leir.nests[i])
+    rj, wj = reads(leir.nests[j]), writes(leir.nests[j])
+    return not (wi & rj or ri & wj or wi & wj)

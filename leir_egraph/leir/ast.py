@@ -1,0 +1,216 @@
+"""The LEIR abstract syntax tree: frozen, hashable dataclasses with structural equality.
+
+A parsed LEIR text is a :class:`Leir` (a tuple of top-level :class:`LoopNest`). Source
+positions (``pos``) are carried for error messages only and never take part in equality.
+
+Two expression families exist because LEIR has two arithmetics:
+
+* ``IExpr`` -- index arithmetic inside subscripts (``+ - * // %``, integers, index names, and
+  tensor reads used as gathers);
+* ``Expr`` -- value arithmetic of equations (numbers, tensor reads, index names used as values,
+  ``+ - * / **``, unary minus, intrinsics, ``if_then_else``, comparisons, ``&`` and ``|``).
+
+``Var`` (a tensor access) belongs to both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+LOOP_KINDS = ("L", "P", "V", "U", "B")
+PARALLEL_KINDS = frozenset({"P", "V", "B"})  # kinds that claim independent iterations
+DTYPE_CODES = ("f16", "f32", "f64", "bf16", "i8", "i16", "i32", "i64",
+               "u8", "u16", "u32", "u64", "bool")
+SCOPES = ("g", "s", "l")
+FUNCTIONS_1 = ("exp", "log", "sqrt", "abs", "erf")
+FUNCTIONS_2 = ("max", "min")
+RESERVED_TENSOR_LETTERS = frozenset("LPVBUT")
+KEYWORDS = frozenset(FUNCTIONS_1 + FUNCTIONS_2 + ("inf", "if_then_else"))
+
+Pos = Union[tuple[int, int], None]
+
+
+def _pos() -> Pos:
+    return field(default=None, compare=False, hash=False, repr=False)
+
+
+# ---------------------------------------------------------------- index arithmetic
+
+@dataclass(frozen=True)
+class IConst:
+    """An integer in a subscript: ``0`` in ``D_{tx,0,c}``."""
+    value: int
+
+
+@dataclass(frozen=True)
+class IName:
+    """A loop index inside a subscript: ``a`` in ``A_{tx,a}``."""
+    name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class IBin:
+    """Index arithmetic ``lhs op rhs`` with op in ``+ - * // %``."""
+    op: str
+    lhs: "IExpr"
+    rhs: "IExpr"
+
+
+# ---------------------------------------------------------------- tensor access
+
+@dataclass(frozen=True)
+class Var:
+    """A tensor access ``NAME^{dtype,scope}_{sub,...}``; no subscripts means a 0-d scalar."""
+    name: str
+    dtype: str
+    scope: str
+    subscripts: tuple["IExpr", ...] = ()
+    pos: Pos = _pos()
+    # The reference translator sometimes writes an empty subscript list ``X^{f32,g}_{}``; it is
+    # kept only so that such text prints back byte-identical (validation rejects it on tensors
+    # of rank >= 1).
+    empty_subscript: bool = field(default=False, compare=False, hash=False, repr=False)
+
+    @property
+    def rank(self) -> int:
+        return len(self.subscripts)
+
+
+IExpr = Union[IConst, IName, IBin, Var]
+
+
+# ---------------------------------------------------------------- value expressions
+
+@dataclass(frozen=True)
+class Num:
+    """A numeric literal, kept as its exact source text (``1e-05``, ``16``, ``0.5``, ``inf``)."""
+    text: str
+
+    @property
+    def value(self) -> float | int:
+        return float(self.text) if any(c in self.text for c in ".eEn") else int(self.text)
+
+    @property
+    def is_integer_literal(self) -> bool:
+        return self.text.isdigit()
+
+    @staticmethod
+    def of(value: float | int) -> "Num":
+        """The literal for a Python number (negative numbers are ``Neg(Num(..))``)."""
+        if value < 0:
+            raise ValueError("a Num literal is non-negative; wrap it in Neg")
+        return Num(repr(value) if isinstance(value, float) else str(int(value)))
+
+
+@dataclass(frozen=True)
+class Idx:
+    """A loop index used as a value: ``a`` in ``if_then_else(c<=a, ...)``."""
+    name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Neg:
+    """Unary minus."""
+    operand: "Expr"
+
+
+@dataclass(frozen=True)
+class Bin:
+    """Binary arithmetic ``lhs op rhs`` with op in ``+ - * / **``."""
+    op: str
+    lhs: "Expr"
+    rhs: "Expr"
+
+
+@dataclass(frozen=True)
+class Call:
+    """An intrinsic: ``exp log sqrt abs erf`` (one argument) or ``max min`` (two)."""
+    fn: str
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class IfThenElse:
+    """``if_then_else(cond, then, otherwise)``."""
+    cond: "Expr"
+    then: "Expr"
+    otherwise: "Expr"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """A comparison chain ``operands[0] ops[0] operands[1] ops[1] ...`` (``2<=c<258``)."""
+    operands: tuple["Expr", ...]
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Logic:
+    """``lhs & rhs`` or ``lhs | rhs`` on conditions."""
+    op: str
+    lhs: "Expr"
+    rhs: "Expr"
+
+
+Expr = Union[Num, Var, Idx, Neg, Bin, Call, IfThenElse, Compare, Logic]
+
+
+# ---------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Loop:
+    """``KIND^{extent}_{index=0}``: runs ``index`` over ``0 .. extent-1``."""
+    kind: str
+    extent: int
+    index: str
+    pos: Pos = _pos()
+
+    @property
+    def is_bound(self) -> bool:
+        return self.kind == "B"
+
+
+@dataclass(frozen=True)
+class Equation:
+    """``target = value``."""
+    target: Var
+    value: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class LoopNest:
+    """``loops[item;item;...];`` -- items are equations or nested loop nests."""
+    loops: tuple[Loop, ...]
+    body: tuple[Union[Equation, "LoopNest"], ...]
+    pos: Pos = _pos()
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        return tuple(loop.index for loop in self.loops)
+
+    @property
+    def equations(self) -> tuple[Equation, ...]:
+        """The equations directly in this body (not those of nested nests)."""
+        return tuple(item for item in self.body if isinstance(item, Equation))
+
+
+Item = Union[Equation, LoopNest]
+
+
+@dataclass(frozen=True)
+class Leir:
+    """A LEIR program text: top-level loop nests, run in order."""
+    nests: tuple[LoopNest, ...]
+
+    def __iter__(self) -> Iterator[LoopNest]:
+        return iter(self.nests)
+
+    def __len__(self) -> int:
+        return len(self.nests)
+
+
+Node = Union[Leir, LoopNest, Loop, Equation, Expr, IExpr]

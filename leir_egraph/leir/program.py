@@ -1,0 +1,60 @@
+"""A Program is LEIR text (as an AST) plus its Signature, and optionally the values of the
+constants and parameters among its inputs.
+
+Equality and hashing are structural over the AST and the signature; ``name`` and ``values``
+are carried along but do not take part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from .ast import Leir
+from .parser import parse
+from .printer import to_text
+from .signature import Signature
+
+
+@dataclass(frozen=True)
+class Program:
+    """LEIR AST + Signature (+ constant/parameter values by tensor name)."""
+    leir: Leir
+    signature: Signature
+    name: str = field(default="", compare=False)
+    values: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, hash=False,
+                                             repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+
+    @staticmethod
+    def parse(text: str, signature: Signature | Mapping[str, Any], name: str = "",
+              values: Mapping[str, np.ndarray] | None = None) -> "Program":
+        """Parse text and attach a signature (a Signature or its dict form)."""
+        if not isinstance(signature, Signature):
+            signature = Signature.from_dict(signature)
+        return Program(parse(text), signature, name, values or {})
+
+    @cached_property
+    def text(self) -> str:
+        """Canonical LEIR text."""
+        return to_text(self.leir)
+
+    def with_leir(self, leir: Leir) -> "Program":
+        """The same signature, name and values around a different AST (a transformed program)."""
+        if leir is self.leir:
+            return self
+        return replace(self, leir=leir)
+
+    @property
+    def forward_inputs(self) -> tuple[str, ...]:
+        """Input names the caller supplies (those without a stored value)."""
+        return tuple(n for n in self.signature.input_names if n not in self.values)
+
+    def __str__(self) -> str:
+        return self.text

@@ -1,0 +1,66 @@
+"""Generic walks over the LEIR AST: children, sub-node iteration, and bottom-up rebuilding.
+
+Every analysis and rewrite in the project goes through these three functions instead of
+writing its own recursion over the node classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from .ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir, Logic,
+                  Loop, LoopNest, Neg, Num, Var)
+
+_CHILD_FIELDS = {
+    Leir: ("nests",), LoopNest: ("loops", "body"), Loop: (), Equation: ("target", "value"),
+    Var: ("subscripts",), IConst: (), IName: (), IBin: ("lhs", "rhs"), Num: (), Idx: (),
+    Neg: ("operand",), Bin: ("lhs", "rhs"), Call: ("args",), IfThenElse: ("cond", "then", "otherwise"),
+    Compare: ("operands",), Logic: ("lhs", "rhs"),
+}
+
+
+def children(node) -> tuple:
+    """The direct sub-nodes of ``node``, in source order."""
+    out = []
+    for name in _CHILD_FIELDS[type(node)]:
+        value = getattr(node, name)
+        if isinstance(value, tuple):
+            out.extend(value)
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def walk(node) -> Iterator:
+    """Pre-order iteration over ``node`` and all its descendants."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
+
+
+def rebuild(node, fn: Callable):
+    """Bottom-up rewrite: rebuild children first, then apply ``fn`` to the rebuilt node.
+
+    ``fn`` returns a replacement node or ``None`` to keep the (rebuilt) node.
+    """
+    names = _CHILD_FIELDS[type(node)]
+    if names:
+        changes = {}
+        for name in names:
+            value = getattr(node, name)
+            if isinstance(value, tuple):
+                new = tuple(rebuild(v, fn) for v in value)
+                if any(a is not b for a, b in zip(new, value)):
+                    changes[name] = new
+            else:
+                new = rebuild(value, fn)
+                if new is not value:
+                    changes[name] = new
+        if changes:
+            node = replace(node, **changes)
+    result = fn(node)
+    return node if result is None else result
+
