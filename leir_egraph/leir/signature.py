@@ -9,8 +9,11 @@ JSON form (docs/LEIR.md section 2)::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
+
+_SHORT = re.compile(r"([A-Z][a-z]*):([a-z0-9]+)\[([\d,\s]*)\]")
 
 # LEIR dtype code <-> NumPy dtype name.
 DTYPE_NAMES = {
@@ -116,6 +119,32 @@ class Signature:
     @staticmethod
     def from_json(text: str) -> "Signature":
         return Signature.from_dict(json.loads(text))
+
+    @staticmethod
+    def from_short(text: str) -> "Signature":
+        """The compact form used in rule files and docs: ``"A:f32[16,32] C:f32[32] -> D:f32[16]"``
+        (dtype codes or NumPy names; ``[]`` for a scalar)."""
+        def specs(part: str) -> tuple[TensorSpec, ...]:
+            out = []
+            for item in part.split():
+                m = _SHORT.fullmatch(item)
+                if not m:
+                    raise ValueError(f"bad tensor '{item}' in signature '{text}'; "
+                                     "expected NAME:DTYPE[d0,d1,...]")
+                name, dtype, dims = m.groups()
+                shape = tuple(int(d) for d in dims.split(",") if d.strip())
+                out.append(TensorSpec(name, DTYPE_NAMES.get(dtype, dtype), shape))
+            return tuple(out)
+
+        if "->" not in text:
+            raise ValueError(f"signature '{text}' needs '->' between inputs and outputs")
+        ins, outs = text.split("->", 1)
+        return Signature(specs(ins), specs(outs))
+
+    def to_short(self) -> str:
+        def specs(ts):
+            return " ".join(f"{t.name}:{t.code}[{','.join(map(str, t.shape))}]" for t in ts)
+        return f"{specs(self.inputs)} -> {specs(self.outputs)}"
 
     @staticmethod
     def of(inputs: Iterable[tuple[str, str, Iterable[int]]],

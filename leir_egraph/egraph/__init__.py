@@ -1,0 +1,7 @@
+"""The e-graph engine: LEIR in egglog, strategies as rule files, single-step rewrites."""
+
+from .steps import Transition, all_steps, applicable, sample_steps, single_steps
+from .strategy import RuleFileError, Strategy, load_rule_file, load_strategies
+
+__all__ = ["Transition", "all_steps", "applicable", "sample_steps", "single_steps",
+           "RuleFileError", "Strategy", "load_rule_file", "load_strategies"]

@@ -1,0 +1,244 @@
+"""LEIR AST <-> egglog terms (schema.egg), losslessly: ``decode(encode(x)) == x``.
+
+A term is a Python tuple ``(constructor, *args)`` whose args are terms, ``str`` or ``int``
+literals -- the same shape egglog prints -- so terms are hashable, comparable, and can be
+searched for occurrences and spliced without a round trip through egglog.
+
+>>> from leir_egraph.leir import parse
+>>> encode(parse("B^{4}_{tx=0}[C^{f32,g}_{tx}=exp(A^{f32,g}_{tx});];"))[0]
+'PCons'
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir,
+                        Logic, Loop, LoopNest, Neg, Num, Var)
+
+Term = tuple  # (head, *args); args are Term | str | int
+Literal = Union[str, int]
+
+_BIN = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div", "**": "Pow"}
+_IBIN = {"+": "IAdd", "-": "ISub", "*": "IMul", "//": "IFloorDiv", "%": "IMod"}
+_CALL = {"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "abs": "Abs", "erf": "Erf",
+         "max": "Max", "min": "Min"}
+_LOGIC = {"&": "And", "|": "Or"}
+_UNBIN = {v: k for k, v in _BIN.items()}
+_UNIBIN = {v: k for k, v in _IBIN.items()}
+_UNCALL = {v: k for k, v in _CALL.items()}
+_UNLOGIC = {v: k for k, v in _LOGIC.items()}
+
+# Sort of every constructor's result, used to know where a decoded term belongs.
+SORT_OF = {
+    "IConst": "IExpr", "IName": "IExpr", "IRead": "IExpr", **{h: "IExpr" for h in _UNIBIN},
+    "SNil": "Subs", "SCons": "Subs", "MkVar": "Var", "MkVarEmpty": "Var",
+    "Num": "Expr", "Read": "Expr", "Idx": "Expr", "Neg": "Expr", "Ite": "Expr", "Cmp": "Expr",
+    **{h: "Expr" for h in _UNBIN}, **{h: "Expr" for h in _UNCALL}, **{h: "Expr" for h in _UNLOGIC},
+    "CNil": "CmpTail", "CCons": "CmpTail", "MkLoop": "Loop", "LNil": "Loops", "LCons": "Loops",
+    "MkEq": "Eqn", "BNil": "Body", "BEq": "Body", "BNest": "Body", "MkNest": "Nest",
+    "PNil": "Prog", "PCons": "Prog",
+}
+
+
+# ---------------------------------------------------------------- AST -> term
+
+def encode(node) -> Term:
+    """Any AST node (or a Leir program) as a term. A ``Var`` encodes as the variable itself;
+    where a variable is read inside an expression it is wrapped in ``Read`` (value position) or
+    ``IRead`` (index position)."""
+    if isinstance(node, Leir):
+        return _cons_list([encode(n) for n in node.nests], "PCons", "PNil")
+    if isinstance(node, LoopNest):
+        loops = _cons_list([encode(l) for l in node.loops], "LCons", "LNil")
+        body: Term = ("BNil",)
+        for item in reversed(node.body):
+            body = ("BEq" if isinstance(item, Equation) else "BNest", encode(item), body)
+        return ("MkNest", loops, body)
+    if isinstance(node, Loop):
+        return ("MkLoop", node.kind, node.extent, node.index)
+    if isinstance(node, Equation):
+        return ("MkEq", encode(node.target), encode_value(node.value))
+    if isinstance(node, Var):
+        if node.empty_subscript and not node.subscripts:
+            return ("MkVarEmpty", node.name, node.dtype, node.scope)
+        return ("MkVar", node.name, node.dtype, node.scope,
+                _cons_list([encode_index(s) for s in node.subscripts], "SCons", "SNil"))
+    if isinstance(node, (IConst, IName, IBin)):
+        return encode_index(node)
+    return encode_value(node)
+
+
+def _cons_list(items, cons: str, nil: str) -> Term:
+    term: Term = (nil,)
+    for item in reversed(items):
+        term = (cons, item, term)
+    return term
+
+
+def encode_index(node) -> Term:
+    if isinstance(node, Var):
+        return ("IRead", encode(node))
+    if isinstance(node, IConst):
+        return ("IConst", node.value)
+    if isinstance(node, IName):
+        return ("IName", node.name)
+    if isinstance(node, IBin):
+        return (_IBIN[node.op], encode_index(node.lhs), encode_index(node.rhs))
+    raise TypeError(f"not an index expression: {node!r}")
+
+
+def encode_value(node) -> Term:
+    if isinstance(node, Var):
+        return ("Read", encode(node))
+    if isinstance(node, Num):
+        return ("Num", node.text)
+    if isinstance(node, Idx):
+        return ("Idx", node.name)
+    if isinstance(node, Neg):
+        return ("Neg", encode_value(node.operand))
+    if isinstance(node, Bin):
+        return (_BIN[node.op], encode_value(node.lhs), encode_value(node.rhs))
+    if isinstance(node, Call):
+        return (_CALL[node.fn], *(encode_value(a) for a in node.args))
+    if isinstance(node, IfThenElse):
+        return ("Ite", encode_value(node.cond), encode_value(node.then), encode_value(node.otherwise))
+    if isinstance(node, Compare):
+        tail: Term = ("CNil",)
+        for op, operand in reversed(list(zip(node.ops, node.operands[1:]))):
+            tail = ("CCons", op, encode_value(operand), tail)
+        return ("Cmp", encode_value(node.operands[0]), tail)
+    if isinstance(node, Logic):
+        return (_LOGIC[node.op], encode_value(node.lhs), encode_value(node.rhs))
+    raise TypeError(f"not a value expression: {node!r}")
+
+
+# ---------------------------------------------------------------- term -> AST
+
+def _uncons(term: Term, cons: str) -> list:
+    items = []
+    while term[0] == cons:
+        items.append(term[1])
+        term = term[2]
+    return items
+
+
+def decode(term: Term):
+    """The AST node a term denotes (``Read``/``IRead`` wrappers dissolve into their ``Var``)."""
+    head = term[0]
+    if head == "PCons" or head == "PNil":
+        return Leir(tuple(decode(n) for n in _uncons(term, "PCons")))
+    if head == "MkNest":
+        loops = tuple(decode(l) for l in _uncons(term[1], "LCons"))
+        body, rest = [], term[2]
+        while rest[0] != "BNil":
+            body.append(decode(rest[1]))
+            rest = rest[2]
+        return LoopNest(loops, tuple(body))
+    if head == "MkLoop":
+        return Loop(term[1], term[2], term[3])
+    if head == "MkEq":
+        return Equation(decode(term[1]), decode(term[2]))
+    if head == "MkVar":
+        return Var(term[1], term[2], term[3], tuple(decode(s) for s in _uncons(term[4], "SCons")))
+    if head == "MkVarEmpty":
+        return Var(term[1], term[2], term[3], (), empty_subscript=True)
+    if head in ("Read", "IRead"):
+        return decode(term[1])
+    if head == "IConst":
+        return IConst(term[1])
+    if head == "IName":
+        return IName(term[1])
+    if head in _UNIBIN:
+        return IBin(_UNIBIN[head], decode(term[1]), decode(term[2]))
+    if head == "Num":
+        return Num(term[1])
+    if head == "Idx":
+        return Idx(term[1])
+    if head == "Neg":
+        return Neg(decode(term[1]))
+    if head in _UNBIN:
+        return Bin(_UNBIN[head], decode(term[1]), decode(term[2]))
+    if head in _UNCALL:
+        return Call(_UNCALL[head], tuple(decode(a) for a in term[1:]))
+    if head == "Ite":
+        return IfThenElse(decode(term[1]), decode(term[2]), decode(term[3]))
+    if head == "Cmp":
+        operands, ops, tail = [decode(term[1])], [], term[2]
+        while tail[0] == "CCons":
+            ops.append(tail[1])
+            operands.append(decode(tail[2]))
+            tail = tail[3]
+        return Compare(tuple(operands), tuple(ops))
+    if head in _UNLOGIC:
+        return Logic(_UNLOGIC[head], decode(term[1]), decode(term[2]))
+    raise ValueError(f"not a LEIR term: {head}")
+
+
+# ---------------------------------------------------------------- term <-> egglog text
+
+def literal_text(value: Literal) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_egglog(term) -> str:
+    """egglog text of a term or literal."""
+    if not isinstance(term, tuple):
+        return literal_text(term)
+    if len(term) == 1:
+        return f"({term[0]})"
+    return "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+
+
+def from_termdag(termdag, term_id: int, memo: dict) -> Term | Literal | None:
+    """A term out of an egglog TermDag; ``None`` if any part is unextractable (a helper that
+    did not finish evaluating)."""
+    if term_id in memo:
+        return memo[term_id]
+    node = termdag.get(term_id)
+    kind = type(node).__name__
+    if kind == "TermLit":
+        lit = node.value
+        value = lit.value if hasattr(lit, "value") else lit
+        result = int(value) if type(lit).__name__ == "Int" else value
+    elif kind == "TermApp":
+        args = [from_termdag(termdag, a, memo) for a in node.args]
+        result = None if any(a is None for a in args) else (node.name, *args)
+    else:  # TermVar("Unextractable")
+        result = None
+    memo[term_id] = result
+    return result
+
+
+# ---------------------------------------------------------------- occurrences
+
+def occurrences(term: Term, pattern: Term) -> list[tuple[int, ...]]:
+    """Paths (argument positions from the root) of every subterm equal to ``pattern``."""
+    found: list[tuple[int, ...]] = []
+
+    def visit(t, path):
+        if t == pattern:
+            found.append(path)
+            return  # occurrences cannot nest inside an equal term of the same size
+        for i, arg in enumerate(t[1:], start=1):
+            if isinstance(arg, tuple):
+                visit(arg, path + (i,))
+
+    visit(term, ())
+    return found
+
+
+def replace_at(term: Term, path: tuple[int, ...], new: Term) -> Term:
+    """``term`` with the subterm at ``path`` replaced by ``new``."""
+    if not path:
+        return new
+    i = path[0]
+    return term[:i] + (replace_at(term[i], path[1:], new),) + term[i + 1:]
+
+
+def subterm(term: Term, path: tuple[int, ...]) -> Term:
+    for i in path:
+        term = term[i]
+    return term

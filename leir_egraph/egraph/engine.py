@@ -1,0 +1,157 @@
+"""The egglog side of single-step enumeration.
+
+One persistent ``egglog.bindings.EGraph`` per strategy set holds the schema, the generated
+traversal helpers, the guard and parameter relations, the prelude and every strategy's rules.
+Each rule file's ``(rewrite LHS RHS :when (C...))`` is compiled into a *recording* rule
+
+    (rule ((= __lhs LHS) C...) ((Match__<strategy>__<rule> __lhs RHS b1 b2 ...)) :ruleset <strategy>)
+
+so that running a strategy's ruleset for exactly one iteration records every (site, replacement,
+bindings) triple instead of unioning: matches are taken against the pre-iteration database, so a
+rule never fires on what it just built, and no multi-site combinations arise. Per program the
+engine pushes, declares the program and its facts, saturates ``analysis``, runs the strategies
+once, saturates ``helpers`` (which evaluates helper functions in right-hand sides), reads the
+match tables and pops.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .encoding import Literal, Term, from_termdag
+from .facts import LoadedProgram
+from .guards import GUARDS
+from .parameters import PARAMETERS, parameter_facts
+from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
+from .traversals import SCHEMA_FILE, helper_program
+
+PRELUDE_FILE = DEFAULT_RULES_DIR / "prelude.egg"
+MAX_ROWS = 1_000_000
+
+
+def match_relation(strategy: Strategy, rule: Rule) -> str:
+    return f"Match__{strategy.id}__{rule.name.replace('-', '_')}"
+
+
+def ruleset_name(strategy: Strategy) -> str:
+    return f"strategy__{strategy.id}"
+
+
+def recording_rule(strategy: Strategy, rule: Rule) -> str:
+    """The single-step form of a rule: record instead of union."""
+    sorts = " ".join([rule.lhs_sort, rule.lhs_sort] + [s for _, s in rule.bindings])
+    facts = " ".join((f"(= __lhs {rule.lhs})",) + rule.conditions)
+    values = " ".join(["__lhs", rule.rhs, *rule.binding_names])
+    relation = match_relation(strategy, rule)
+    return (f"(relation {relation} ({sorts}))\n"
+            f"(rule ({facts}) (({relation} {values})) :ruleset {ruleset_name(strategy)} "
+            f":name \"{strategy.id}/{rule.name}\")")
+
+
+def saturation_rule(strategy: Strategy, rule: Rule) -> str:
+    """The equality-saturation form of a rule: the rewrite itself, in the strategy's ruleset."""
+    when = f" :when ({' '.join(rule.conditions)})" if rule.conditions else ""
+    return f"(rewrite {rule.lhs} {rule.rhs}{when} :ruleset {ruleset_name(strategy)})"
+
+
+def base_program() -> str:
+    """Schema, rulesets, helpers, guard and parameter relations, guard rules and the prelude."""
+    parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program()]
+    for guard in GUARDS.values():
+        parts.append(guard.declarations())
+    parts.append("\n".join(r.declaration() for r in PARAMETERS))
+    parts.append(PRELUDE_FILE.read_text())
+    for guard in GUARDS.values():
+        if guard.rules:
+            parts.append(guard.rules)
+    return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class RawMatch:
+    """One recorded application before it is placed in the program: the matched term, its
+    replacement (``None`` if a helper did not finish), and the reported bindings."""
+    strategy: str
+    rule: str
+    lhs: Term
+    rhs: Term | None
+    bindings: tuple[tuple[str, Term | Literal | None], ...]
+
+
+class Engine:
+    """A compiled strategy set, reusable across programs (push/pop per program)."""
+
+    def __init__(self, strategies: list[Strategy] | tuple[Strategy, ...]):
+        from egglog import bindings
+
+        self.strategies = tuple(strategies)
+        self._egraph = bindings.EGraph()
+        self._run(base_program())
+        for strategy in self.strategies:
+            self._compile(strategy)
+        names = " ".join(ruleset_name(s) for s in self.strategies)
+        if self.strategies:
+            self._run(f"(unstable-combined-ruleset strategy__all {names})")
+
+    def _run(self, text: str):
+        return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def _compile(self, strategy: Strategy) -> None:
+        try:
+            self._run(f"(ruleset {ruleset_name(strategy)})")
+            for rule in strategy.rules:
+                self._run(recording_rule(strategy, rule))
+        except Exception as err:
+            message = str(err).splitlines()
+            raise RuleFileError(strategy.path, None,
+                                f"egglog rejects the rules of '{strategy.id}': "
+                                f"{message[-1] if message else err}") from None
+
+    def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
+        """Every recorded application of the given strategies (default: all) on a program."""
+        chosen = self.strategies if strategies is None else tuple(strategies)
+        loaded = LoadedProgram(program)
+        facts = [loaded.declarations()]
+        for guard in GUARDS.values():
+            if guard.facts is not None:
+                facts.extend(guard.facts(loaded))
+        facts.extend(parameter_facts(loaded))
+        if set(chosen) == set(self.strategies) and len(chosen) > 1:
+            step = "(run strategy__all 1)"
+        else:
+            step = "\n".join(f"(run {ruleset_name(s)} 1)" for s in chosen)
+        script = "\n".join(facts + ["(run-schedule (saturate (run analysis)))", step,
+                                    "(run-schedule (saturate (run helpers)))"])
+        relations = [(s, r, match_relation(s, r)) for s in chosen for r in s.rules]
+        self._run("(push)")
+        try:
+            self._run(script)
+            outputs = self._run("\n".join(f"(print-function {name} {MAX_ROWS})"
+                                          for _, _, name in relations))
+        finally:
+            self._run("(pop)")
+        found: list[RawMatch] = []
+        for (strategy, rule, _), output in zip(relations, outputs):
+            termdag, memo = output.termdag, {}
+            for row_id, _ in output.terms:
+                args = [from_termdag(termdag, a, memo) for a in termdag.get(row_id).args]
+                lhs, rhs, values = args[0], args[1], args[2:]
+                if lhs is None:
+                    continue
+                found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
+                                      tuple(zip(rule.binding_names, values))))
+        return found
+
+
+@lru_cache(maxsize=8)
+def engine_for(strategies: tuple[Strategy, ...]) -> Engine:
+    """A cached engine per strategy set."""
+    return Engine(strategies)
+
+
+def check_strategy(strategy: Strategy) -> None:
+    """Type-check a strategy's rules against the schema and prelude (raises RuleFileError)."""
+    engine_for((strategy,))

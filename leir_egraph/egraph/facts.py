@@ -1,0 +1,59 @@
+"""A program loaded into egglog: its term, ``let`` names for every nest and program suffix, and
+the egglog text that declares them. Guards and parameters emit facts about these names.
+
+    $n0, $n1, ...   every loop nest (top-level and nested), in pre-order
+    $s0, $s1, ...   the top-level program suffix starting at nest k ($s0 is the whole program)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ..leir.ast import LoopNest
+from ..leir.program import Program
+from .encoding import Term, encode, to_egglog
+
+
+@dataclass
+class LoadedProgram:
+    """The let-bound egglog view of a program, shared by all fact producers."""
+    program: Program
+    nests: list[LoopNest] = field(default_factory=list)        # pre-order, incl. nested
+    top_level: list[int] = field(default_factory=list)         # positions of top-level nests
+
+    def __post_init__(self):
+        def visit(nest: LoopNest):
+            self.nests.append(nest)
+            for item in nest.body:
+                if isinstance(item, LoopNest):
+                    visit(item)
+
+        for nest in self.program.leir.nests:
+            self.top_level.append(len(self.nests))
+            visit(nest)
+
+    @cached_property
+    def term(self) -> Term:
+        return encode(self.program.leir)
+
+    def nest_name(self, k: int) -> str:
+        return f"$n{k}"
+
+    def top_nest_name(self, i: int) -> str:
+        """Let name of top-level nest number ``i``."""
+        return self.nest_name(self.top_level[i])
+
+    def suffix_name(self, i: int) -> str:
+        return f"$s{i}"
+
+    def declarations(self) -> str:
+        """egglog ``let`` commands binding every nest and suffix; the program is ``$s0``."""
+        lines = [f"(let {self.nest_name(k)} {to_egglog(encode(nest))})"
+                 for k, nest in enumerate(self.nests)]
+        n = len(self.program.leir.nests)
+        lines.append(f"(let {self.suffix_name(n)} (PNil))")
+        for i in reversed(range(n)):
+            lines.append(f"(let {self.suffix_name(i)} (PCons {self.top_nest_name(i)} "
+                         f"{self.suffix_name(i + 1)}))")
+        return "\n".join(lines)

@@ -1,0 +1,382 @@
+"""The nine preconditions of the strategies as named guards shared by every rule file, plus the
+extra soundness guards some rules need.
+
+A guard is a name, a docstring, a refusal sentence (used in chains of thought and in
+counterexample checks) and the egglog relations it provides. Relations are filled either with
+facts computed by the LEIR analyses (``facts``) or by egglog rules in the ``analysis`` ruleset
+(``rules``). Rule files refer to the relations by name inside ``:when`` conditions.
+
+Every relation carries a ``holds`` sentence template; ``{0}``, ``{1}``... are its arguments
+rendered as LEIR text, so the chain of thought can state exactly which fact held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Callable, Iterable
+
+from ..leir.analysis import accumulation_op, equation_sites, reads, reduction_axes
+from ..leir.ast import Bin, Call, IfThenElse, Leir, Num, Var
+from ..leir.legality import fusible, independent_iterations, loops_swappable
+from .encoding import encode_value, to_egglog
+from .facts import LoadedProgram
+
+
+@dataclass(frozen=True)
+class Relation:
+    """An egglog relation a guard provides: name, column sorts, and its CoT sentence."""
+    name: str
+    sorts: tuple[str, ...]
+    holds: str
+
+    def declaration(self) -> str:
+        return f"(relation {self.name} ({' '.join(self.sorts)}))"
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A named precondition."""
+    name: str
+    doc: str
+    refusal: str
+    relations: tuple[Relation, ...] = ()
+    facts: Callable[[LoadedProgram], Iterable[str]] | None = None
+    rules: str = ""  # egglog rules (ruleset analysis) computing the relations
+    structural: bool = field(default=False)  # satisfied by the rule's pattern itself
+
+    def declarations(self) -> str:
+        return "\n".join(r.declaration() for r in self.relations)
+
+
+def _top_nests(loaded: LoadedProgram):
+    for i, nest in enumerate(loaded.program.leir.nests):
+        yield i, loaded.top_nest_name(i), nest
+
+
+def _all_nests(loaded: LoadedProgram):
+    for k, nest in enumerate(loaded.nests):
+        yield loaded.nest_name(k), nest
+
+
+def _q(text: str) -> str:
+    return '"' + text + '"'
+
+
+# ---------------------------------------------------------------- 1. pattern match
+
+PATTERN_MATCH = Guard(
+    "pattern_match",
+    "The specific computation pattern the strategy rewrites occurs in the program; the rule's "
+    "left-hand side is the pattern, so this guard is checked by matching itself.",
+    "the computation pattern this strategy rewrites does not occur in the program",
+    structural=True)
+
+
+# ---------------------------------------------------------------- 2. dependency
+
+def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+    leir = loaded.program.leir
+    nests = list(_top_nests(loaded))
+    rw = [(reads(n), frozenset(s.equation.target.name for s in equation_sites(Leir((n,)))))
+          for _, _, n in nests]
+    for (i, ni, a), (j, nj, b) in combinations(nests, 2):
+        (ra, wa), (rb, wb) = rw[i], rw[j]
+        if not (wa & rb or ra & wb or wa & wb):
+            yield f"(Independent {ni} {nj})"
+            yield f"(Independent {nj} {ni})"
+        if j == i + 1 and fusible(a, b):
+            yield f"(Fusible {ni} {nj})"
+    for name, nest in _all_nests(loaded):
+        loops = nest.loops
+        for x, y in combinations(loops, 2):
+            if loops_swappable(nest, x.index, y.index):
+                yield f"(Swappable {name} {_q(x.index)} {_q(y.index)})"
+    read_after: set[str] = set()
+    names = sorted({v for n in leir.nests for v in reads(n)} |
+                   {s.equation.target.name for s in equation_sites(leir)})
+    for i in reversed(range(len(leir.nests) + 1)):
+        for name in names:
+            if name not in read_after:
+                yield f"(UnreadIn {_q(name)} {loaded.suffix_name(i)})"
+        if i > 0:
+            read_after |= reads(leir.nests[i - 1])
+
+
+DEPENDENCY = Guard(
+    "dependency",
+    "Data dependencies allow the move: computed from read/write sets and the dependence "
+    "analyses of leir.legality. Independent: the two nests share no RAW, WAR or WAW conflict. "
+    "Fusible: the second nest may run inside the first's loops iteration by iteration. "
+    "Swappable: two loops of a nest may exchange nesting positions. UnreadIn: no nest of the "
+    "program suffix reads the tensor.",
+    "a data dependence between the nests or loops involved forbids the move",
+    relations=(
+        Relation("Independent", ("Nest", "Nest"),
+                 "the nests {0} and {1} have no read-after-write, write-after-read or "
+                 "write-after-write dependence"),
+        Relation("Fusible", ("Nest", "Nest"),
+                 "every value {1} takes from {0} is read in the same iteration that writes it, "
+                 "and {1} writes nothing {0} touches"),
+        Relation("Swappable", ("Nest", "String", "String"),
+                 "no element written in {0} is touched by iterations that differ in both "
+                 "loops {1} and {2}"),
+        Relation("UnreadIn", ("String", "Prog"),
+                 "no later nest reads {0}"),
+    ),
+    facts=_dependency_facts)
+
+
+# ---------------------------------------------------------------- 3. operation identity
+
+def _identity_facts(loaded: LoadedProgram) -> Iterable[str]:
+    seen: dict[str, list[str]] = {}
+    for name, nest in _all_nests(loaded):
+        for eq in nest.equations:
+            seen.setdefault(to_egglog(encode_value(eq.value)), []).append(name)
+    for text, where in seen.items():
+        if len(where) >= 2:
+            yield f"(RepeatedValue {text})"
+
+
+OPERATION_IDENTITY = Guard(
+    "operation_identity",
+    "Repeated identical computations exist: the same right-hand side is computed by at least "
+    "two equations of the program.",
+    "no computation is repeated in the program",
+    relations=(Relation("RepeatedValue", ("Expr",),
+                        "the expression {0} is computed by more than one equation"),),
+    facts=_identity_facts)
+
+
+# ---------------------------------------------------------------- 4. loop nest consistency
+
+def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
+    nests = list(_top_nests(loaded))
+    for (_, ni, a), (_, nj, b) in combinations(nests, 2):
+        if a.loops == b.loops:
+            yield f"(SameLoops {ni} {nj})"
+            yield f"(SameLoops {nj} {ni})"
+
+
+LOOP_NEST_CONSISTENCY = Guard(
+    "loop_nest_consistency",
+    "The nests involved have exactly the same loops (kinds, extents, indices, order).",
+    "the nests involved do not share the same loop structure",
+    relations=(Relation("SameLoops", ("Nest", "Nest"),
+                        "the nests {0} and {1} have identical loops"),),
+    facts=_consistency_facts)
+
+
+# ---------------------------------------------------------------- 5. equation count
+
+def _equation_count_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for name, nest in _all_nests(loaded):
+        yield f"(EquationCount {name} {len(nest.equations)})"
+
+
+EQUATION_COUNT = Guard(
+    "equation_count",
+    "A nest holds enough equations for the strategy (e.g. at least two to split it).",
+    "the nest does not hold enough equations",
+    relations=(Relation("EquationCount", ("Nest", "i64"), "the nest {0} holds {1} equations"),),
+    facts=_equation_count_facts)
+
+
+# ---------------------------------------------------------------- 6. loop axis count
+
+def _loop_count_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for name, nest in _all_nests(loaded):
+        yield f"(LoopCount {name} {len(nest.loops)})"
+
+
+LOOP_AXIS_COUNT = Guard(
+    "loop_axis_count",
+    "A nest has enough loop axes (e.g. at least two to reorder or tile them). LoopCount gives "
+    "the number; LoopOuter pairs two loops of one nest, the first enclosing the second, which "
+    "exists only when the nest has at least two axes.",
+    "the nest does not have enough loop axes",
+    relations=(Relation("LoopCount", ("Nest", "i64"), "the nest {0} has {1} loop axes"),
+               Relation("LoopOuter", ("Loops", "Loop", "Loop"),
+                        "the loop {1} encloses the loop {2} in the same nest, so the nest has "
+                        "at least two loop axes")),
+    facts=_loop_count_facts,
+    rules="""
+(rule ((= ls (LCons l rest)) (LoopIn rest m)) ((LoopOuter ls l m)) :ruleset analysis)
+(rule ((= ls (LCons l rest)) (LoopOuter rest m q)) ((LoopOuter ls m q)) :ruleset analysis)
+""")
+
+
+# ---------------------------------------------------------------- 7. loop range factorization
+
+def _factor_facts(loaded: LoadedProgram) -> Iterable[str]:
+    extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
+    for n in extents:
+        for f in range(2, n):
+            if n % f == 0:
+                yield f"(ProperFactor {n} {f})"
+
+
+LOOP_RANGE_FACTORIZATION = Guard(
+    "loop_range_factorization",
+    "The loop's extent has a proper divisor f (1 < f < extent) to split it by.",
+    "the loop extent has no proper divisor to split it by",
+    relations=(Relation("ProperFactor", ("i64", "i64"), "{1} properly divides the extent {0}"),),
+    facts=_factor_facts)
+
+
+# ---------------------------------------------------------------- 8. reduction axis
+
+def _axis_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for name, nest in _all_nests(loaded):
+        reduced: set[str] = set()
+        for site in equation_sites(Leir((nest,))):
+            reduced.update(reduction_axes(site))
+        for loop in nest.loops:
+            if loop.index in reduced:
+                yield f"(ReductionAxis {name} {_q(loop.index)})"
+            if independent_iterations(nest, loop.index):
+                yield f"(IndependentAxis {name} {_q(loop.index)})"
+
+
+REDUCTION_AXIS = Guard(
+    "reduction_axis",
+    "Parallelising, vectorising, binding or fusing must not touch a reduction axis. "
+    "ReductionAxis: the loop's index does not index some written tensor. IndependentAxis: "
+    "iterations of the loop write disjoint elements and read only what they write themselves, "
+    "so they may run in any order or at once.",
+    "the loop is a reduction axis (its iterations combine into the same elements)",
+    relations=(
+        Relation("ReductionAxis", ("Nest", "String"), "{1} is a reduction axis of {0}"),
+        Relation("IndependentAxis", ("Nest", "String"),
+                 "the iterations of loop {1} in {0} are independent (not a reduction axis)"),
+    ),
+    facts=_axis_facts)
+
+
+# ---------------------------------------------------------------- 9. intermediate variable
+
+def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
+    known = set(loaded.program.signature.names)
+    seen: dict[str, tuple[str, str]] = {}
+    for site in equation_sites(loaded.program.leir):
+        t = site.equation.target
+        seen.setdefault(t.name, (t.dtype, t.scope))
+    for name, (dtype, scope) in seen.items():
+        if name not in known:
+            yield f"(Intermediate {_q(name)})"
+            yield f"(ScopeOf {_q(name)} {_q(scope)})"
+
+
+INTERMEDIATE_VARIABLE = Guard(
+    "intermediate_variable",
+    "The tensor is an intermediate (written by the program, not an input or output), so its "
+    "storage may change without changing the program's interface.",
+    "the tensor is a known input or output, whose storage the caller fixes",
+    relations=(
+        Relation("Intermediate", ("String",), "{0} is an intermediate variable"),
+        Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}"),
+    ),
+    facts=_intermediate_facts)
+
+
+# ---------------------------------------------------------------- extra: non-negative operands
+
+def nonnegative(expr, tensors: frozenset[str]) -> bool:
+    """Is a value expression >= 0 (or NaN only where its operands are) for every input?
+    ``tensors`` are the tensor names already known to hold only such values."""
+    if isinstance(expr, Num):
+        return True  # literals are non-negative; negatives are Neg(Num)
+    if isinstance(expr, Var):
+        return expr.name in tensors
+    if isinstance(expr, Call):
+        if expr.fn in ("exp", "sqrt", "abs"):
+            return True
+        if expr.fn == "max":
+            return any(nonnegative(a, tensors) for a in expr.args)
+        if expr.fn == "min":
+            return all(nonnegative(a, tensors) for a in expr.args)
+        return False
+    if isinstance(expr, Bin):
+        if expr.op in ("+", "*", "/"):
+            return nonnegative(expr.lhs, tensors) and nonnegative(expr.rhs, tensors)
+        if expr.op == "**":
+            return nonnegative(expr.lhs, tensors)
+        return False
+    if isinstance(expr, IfThenElse):
+        return nonnegative(expr.then, tensors) and nonnegative(expr.otherwise, tensors)
+    return False
+
+
+def nonnegative_tensors(leir: Leir, inputs: frozenset[str]) -> frozenset[str]:
+    """Tensors every write of which stores a non-negative value (accumulations with the
+    identities 0 and 1 included), computed to a fixpoint; inputs are never assumed."""
+    writers: dict[str, list] = {}
+    for site in equation_sites(leir):
+        writers.setdefault(site.equation.target.name, []).append(site.equation)
+    known: frozenset[str] = frozenset()
+    while True:
+        grown = set(known)
+        for name, eqs in writers.items():
+            if name in inputs or name in known:
+                continue
+            ok = True
+            for eq in eqs:
+                op = accumulation_op(eq)
+                if op in ("+", "*"):
+                    other = eq.value.rhs if eq.value.lhs == eq.target else eq.value.lhs
+                    ok = ok and nonnegative(other, known | {name})
+                else:
+                    ok = ok and nonnegative(eq.value, known)
+            if ok:
+                grown.add(name)
+        if grown == known:
+            return known
+        known = frozenset(grown)
+
+
+def _nonnegative_facts(loaded: LoadedProgram) -> Iterable[str]:
+    inputs = frozenset(loaded.program.signature.input_names)
+    for name in sorted(nonnegative_tensors(loaded.program.leir, inputs)):
+        yield f"(NonNegativeTensor {_q(name)})"
+
+
+NONNEGATIVE = Guard(
+    "nonnegative_operand",
+    "Extra soundness guard (not one of the paper's nine): an expression is provably >= 0 "
+    "(exp, sqrt, abs, non-negative literals, tensors all of whose writes are such values, and "
+    "sums/products/quotients/powers/max of such), so identities like log(a*b) = log(a)+log(b) "
+    "hold for every input, NaN positions included.",
+    "an operand may be negative, where the identity would turn NaN into a number or back",
+    relations=(Relation("NonNegative", ("Expr",), "{0} is never negative"),
+               Relation("NonNegativeTensor", ("String",), "every value written to {0} is "
+                                                          "non-negative")),
+    facts=_nonnegative_facts,
+    rules="""
+(rule ((= e (Num s))) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Read (MkVar x d sc subs))) (NonNegativeTensor x)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Exp a))) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Sqrt a))) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Abs a))) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Add a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Mul a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Div a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Pow a b)) (NonNegative a)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Max a b)) (NonNegative a)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Max a b)) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Min a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+(rule ((= e (Ite c a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
+""")
+
+
+GUARDS: dict[str, Guard] = {g.name: g for g in (
+    PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
+    LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE,
+    NONNEGATIVE)}
+
+PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
+                       "loop_nest_consistency", "equation_count", "loop_axis_count",
+                       "loop_range_factorization", "reduction_axis", "intermediate_variable")
+
+RELATIONS: dict[str, tuple[Guard, Relation]] = {
+    r.name: (g, r) for g in GUARDS.values() for r in g.relations}

@@ -1,0 +1,81 @@
+"""Parameters a rule cannot invent, supplied to egglog as facts before the run so enumeration
+stays exhaustive: fresh index and tensor names, the program root, scope choices, GPU binding
+names. Each is a relation with a CoT sentence, like a guard's.
+
+Fresh names follow the reference's alphabets: indices ``a c d f g h i j k l m n o p q r s u w``
+(then ``aa ac ...``), tensors ``A C D ... Z`` without ``B L P T U V`` (then ``Aa Ac ...``).
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from typing import Iterable, Iterator
+
+from ..leir.analysis import accesses, nest_loops
+from .facts import LoadedProgram
+from .guards import Relation
+
+INDEX_LETTERS = "acdfghijklmnopqrsuw"
+TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
+FRESH_INDEX_COUNT = 3
+FRESH_TENSOR_COUNT = 4
+
+
+def _bijective(n: int, letters: str) -> str:
+    out = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, len(letters))
+        out = letters[r] + out
+    return out
+
+
+def index_names() -> Iterator[str]:
+    """a, c, d, ..., w, aa, ac, ..."""
+    for n in count():
+        yield _bijective(n, INDEX_LETTERS)
+
+
+def tensor_names() -> Iterator[str]:
+    """A, C, D, ..., Z, Aa, Ac, ... (first letter upper case, the rest lower case)."""
+    for n in count():
+        name = _bijective(n, TENSOR_LETTERS)
+        yield name[0] + name[1:].lower()
+
+
+def fresh(used: set[str], supply: Iterator[str], k: int) -> list[str]:
+    out = []
+    for name in supply:
+        if name not in used:
+            out.append(name)
+            if len(out) == k:
+                return out
+    return out
+
+
+def _q(text: str) -> str:
+    return '"' + text + '"'
+
+
+def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """All parameter facts for a loaded program."""
+    yield f"(Root {loaded.suffix_name(0)})"
+    for k, nest in enumerate(loaded.nests):
+        used = {l.index for l in nest_loops(nest)}
+        for i, name in enumerate(fresh(used, index_names(), FRESH_INDEX_COUNT)):
+            yield f"(FreshIndex {loaded.nest_name(k)} {i} {_q(name)})"
+    used_tensors = {v.name for v in accesses(loaded.program.leir)} | set(loaded.program.signature.names)
+    for i, name in enumerate(fresh(used_tensors, tensor_names(), FRESH_TENSOR_COUNT)):
+        yield f"(FreshTensor {i} {_q(name)})"
+    for old in "gsl":
+        for new in "gsl":
+            if old != new:
+                yield f"(ScopeChange {_q(old)} {_q(new)})"
+
+
+PARAMETERS = (
+    Relation("Root", ("Prog",), "{0} is the whole program"),
+    Relation("FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}"),
+    Relation("FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program"),
+    Relation("ScopeChange", ("String", "String"), "scope {0} may become scope {1}"),
+)

@@ -1,0 +1,154 @@
+"""Single-step rewrites: every distinct one-site application of a strategy, as Transitions.
+
+>>> from leir_egraph import Program
+>>> p = Program.parse("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];",
+...                   {"inputs": [{"name": "A", "dtype": "float32", "shape": [16, 8]}],
+...                    "outputs": [{"name": "D", "dtype": "float32", "shape": [16]}]})
+>>> [t.after.text for t in single_steps(p, "loop_reorder")]
+['L^{8}_{a=0}B^{16}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];']
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterable
+
+from ..leir.program import Program
+from .cot import Site, fragment_text, locate, render_cot
+from .encoding import decode, occurrences, replace_at
+from .engine import RawMatch, engine_for
+from .strategy import Strategy, load_strategies
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One rule application at one site: before -> after, with its provenance and reasoning."""
+    before: Program
+    after: Program
+    strategy: str
+    category: str
+    rule: str
+    site: Site
+    bindings: dict = field(hash=False, compare=False)
+    guard_facts: tuple[str, ...] = ()
+    cot: str = ""
+    difficulty: float = 0.0
+    difficulty_class: str = ""
+
+    def to_dict(self) -> dict:
+        return {"before": self.before.text, "after": self.after.text, "strategy": self.strategy,
+                "category": self.category, "rule": self.rule, "site": self.site.to_dict(),
+                "bindings": dict(self.bindings), "guard_facts": list(self.guard_facts),
+                "cot": self.cot, "difficulty": self.difficulty,
+                "difficulty_class": self.difficulty_class}
+
+
+@dataclass(frozen=True)
+class BrokenMatch:
+    """A match whose right-hand side never finished evaluating (a rule bug, reported)."""
+    strategy: str
+    rule: str
+    lhs: str
+
+
+@lru_cache(maxsize=1)
+def default_strategies() -> tuple[Strategy, ...]:
+    return tuple(load_strategies())
+
+
+def resolve(strategies) -> tuple[Strategy, ...]:
+    """Accept Strategy objects, ids, or None (all default strategies)."""
+    if strategies is None:
+        return default_strategies()
+    if isinstance(strategies, (Strategy, str)):
+        strategies = [strategies]
+    by_id = {s.id: s for s in default_strategies()}
+    out = []
+    for s in strategies:
+        if isinstance(s, str):
+            if s not in by_id:
+                raise KeyError(f"unknown strategy '{s}'; known: {', '.join(sorted(by_id))}")
+            s = by_id[s]
+        out.append(s)
+    return tuple(out)
+
+
+def _render(sort_value) -> str:
+    return fragment_text(sort_value) if sort_value is not None else "?"
+
+
+def transitions_from(program: Program, matches: Iterable[RawMatch],
+                     strategies: dict[str, Strategy], broken: list | None = None) -> list[Transition]:
+    """Place raw matches at every occurrence of their matched term, one transition each."""
+    term = None
+    out: dict[tuple, Transition] = {}
+    for m in matches:
+        strategy = strategies[m.strategy]
+        rule = next(r for r in strategy.rules if r.name == m.rule)
+        if m.rhs is None:
+            if broken is not None:
+                broken.append(BrokenMatch(m.strategy, m.rule, fragment_text(m.lhs)))
+            continue
+        if m.rhs == m.lhs:
+            continue
+        if term is None:
+            from .encoding import encode
+            term = encode(program.leir)
+        rendered = {name: _render(value) for name, value in m.bindings}
+        lhs_text, rhs_text = fragment_text(m.lhs), fragment_text(m.rhs)
+        for path in occurrences(term, m.lhs):
+            after_leir = decode(replace_at(term, path, m.rhs))
+            if after_leir == program.leir:
+                continue
+            after = program.with_leir(after_leir)
+            key = (m.strategy, path, after.text)
+            if key in out:
+                continue
+            site = locate(path, rule.lhs_sort, lhs_text)
+            cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
+                                    program.leir, after_leir)
+            out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
+                                  site, rendered, tuple(facts), cot, strategy.score,
+                                  strategy.difficulty)
+    return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
+
+
+def all_steps(program: Program, strategies=None, *, broken: list | None = None) -> list[Transition]:
+    """Every distinct one-site application of every given strategy (default: all)."""
+    chosen = resolve(strategies)
+    engine = engine_for(default_strategies() if strategies is None else chosen)
+    matches = engine.matches(program, list(chosen))
+    return transitions_from(program, matches, {s.id: s for s in chosen}, broken)
+
+
+def single_steps(program: Program, strategy, *, limit: int | None = None,
+                 broken: list | None = None) -> list[Transition]:
+    """Every distinct one-site application of one strategy, deterministically ordered."""
+    (chosen,) = resolve(strategy)
+    engine = engine_for((chosen,))
+    found = transitions_from(program, engine.matches(program), {chosen.id: chosen}, broken)
+    return found if limit is None else found[:limit]
+
+
+def applicable(program: Program, strategies=None) -> dict[str, int]:
+    """Strategy id -> number of distinct sites where it applies (only strategies that apply)."""
+    counts: dict[str, set] = {}
+    for t in all_steps(program, strategies):
+        counts.setdefault(t.strategy, set()).add(t.site.path)
+    return {k: len(v) for k, v in counts.items()}
+
+
+def sample_steps(program: Program, strategies=None, *, seed: int, per_strategy: int = 1
+                 ) -> list[Transition]:
+    """A seeded choice of up to ``per_strategy`` transitions for each strategy that applies."""
+    rng = random.Random(seed)
+    by_strategy: dict[str, list[Transition]] = {}
+    for t in all_steps(program, strategies):
+        by_strategy.setdefault(t.strategy, []).append(t)
+    out = []
+    for sid in sorted(by_strategy):
+        options = by_strategy[sid]
+        out.extend(rng.sample(options, min(per_strategy, len(options))))
+    return out

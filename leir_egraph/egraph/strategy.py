@@ -1,0 +1,327 @@
+"""Strategies are rule files: ``rules/<category>/<strategy_id>.toml``.
+
+A file holds the strategy's metadata (id, category, description, guards, difficulty inputs P and
+S -- K is the number of guards --, a chain-of-thought template), one or more egglog ``rewrite``
+rules with the pattern variables to report as bindings, and its own examples and
+counterexamples. See docs/RULES.md for the format and a worked example.
+
+The loader validates everything it can before a rule ever runs and reports ``file:line: message``:
+unknown or missing keys, unknown categories and guard names, duplicate ids, egglog syntax,
+undeclared binding sorts, and guard arguments that are not reported bindings.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .encoding import SORT_OF
+from .guards import GUARDS, RELATIONS
+from .parameters import PARAMETERS
+
+DEFAULT_RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+CATEGORIES = ("graph", "operator", "memory", "math")
+VALUE_SORTS = ("String", "i64")
+TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IExpr", "Expr",
+              "CmpTail")
+PARAMETER_RELATIONS = {r.name: r for r in PARAMETERS}
+
+_TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
+             "counterexamples", "note"}
+_RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort"}
+_EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
+_COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
+
+
+class RuleFileError(ValueError):
+    """A rule file that cannot be loaded, located as ``file:line``."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str):
+        self.path, self.line, self.message = str(path), line, message
+        super().__init__(f"{path}:{line if line is not None else 1}: {message}")
+
+
+@dataclass(frozen=True)
+class GuardAtom:
+    """A use of a guard or parameter relation in a rule's conditions: ``(ProperFactor n f)``."""
+    relation: str
+    args: tuple[str, ...]  # egglog text of each argument (variables or literals)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``:when`` condition: its text, head (relation/primitive name, ``=`` for equalities),
+    the variables it mentions, and -- for ``(= v (...))`` -- the variable it defines."""
+    text: str
+    head: str
+    variables: frozenset[str]
+    defines: str | None = None
+    input_variables: frozenset[str] = frozenset()  # variables of the defining expression
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One egglog rewrite of a strategy, split into its parts."""
+    name: str
+    lhs: str
+    rhs: str
+    conditions: tuple[str, ...]
+    parsed_conditions: tuple[Condition, ...]
+    lhs_variables: frozenset[str]
+    bindings: tuple[tuple[str, str], ...]  # (variable, sort), in reporting order
+    lhs_sort: str
+    guard_atoms: tuple[GuardAtom, ...]
+    source: str
+
+    @property
+    def binding_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.bindings)
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str
+    signature: Any
+    after: str
+    bindings: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class CounterExample:
+    before: str
+    signature: Any
+    refused_by: str
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A loaded rule file."""
+    id: str
+    category: str
+    description: str
+    guards: tuple[str, ...]
+    P: int
+    S: int
+    cot: str
+    rules: tuple[Rule, ...]
+    examples: tuple[Example, ...]
+    counterexamples: tuple[CounterExample, ...]
+    path: str
+
+    @property
+    def K(self) -> int:
+        """Number of preconditions checked: the guards the file lists."""
+        return len(self.guards)
+
+    @property
+    def score(self) -> float:
+        """The paper's difficulty: 0.1*K + 0.5*(P-1) + S."""
+        return round(0.1 * self.K + 0.5 * (self.P - 1) + self.S, 3)
+
+    @property
+    def difficulty(self) -> str:
+        return difficulty_class(self.score)
+
+
+def difficulty_class(score: float) -> str:
+    """easy < 1 <= medium < 2.5 <= difficult."""
+    return "easy" if score < 1 else "medium" if score < 2.5 else "difficult"
+
+
+# ---------------------------------------------------------------- loading
+
+def load_strategies(*dirs: str | Path, include_default: bool = True) -> list[Strategy]:
+    """Strategies from the default ``rules/`` directory plus any user directories, ordered by
+    category then id. Raises :class:`RuleFileError` on the first bad file."""
+    roots = ([DEFAULT_RULES_DIR] if include_default else []) + [Path(d) for d in dirs]
+    by_id: dict[str, Strategy] = {}
+    for root in roots:
+        if not root.is_dir():
+            raise RuleFileError(root, None, "rules directory does not exist")
+        for path in sorted(root.rglob("*.toml")):
+            strategy = load_rule_file(path)
+            if strategy.id in by_id:
+                raise RuleFileError(path, _line_of(path.read_text(), "id"),
+                                    f"duplicate strategy id '{strategy.id}' "
+                                    f"(also defined in {by_id[strategy.id].path})")
+            by_id[strategy.id] = strategy
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    return sorted(by_id.values(), key=lambda s: (order[s.category], s.id))
+
+
+def load_rule_file(path: str | Path) -> Strategy:
+    """Parse and validate one rule file (egglog syntax included; type checking happens when an
+    engine compiles it, see :func:`leir_egraph.egraph.engine.check_strategy`)."""
+    path = Path(path)
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        m = re.search(r"line (\d+)", str(err))
+        raise RuleFileError(path, int(m.group(1)) if m else None, f"TOML: {err}") from None
+
+    def fail(key: str, message: str):
+        raise RuleFileError(path, _line_of(text, key), message)
+
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        fail(sorted(unknown)[0], f"unknown key '{sorted(unknown)[0]}'; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    for key, kind in (("id", str), ("category", str), ("description", str), ("guards", list),
+                      ("P", int), ("S", int), ("cot", str), ("rules", list)):
+        if key not in data:
+            fail(key, f"missing required key '{key}'")
+        if not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool)):
+            fail(key, f"'{key}' must be a {kind.__name__}")
+    sid = data["id"]
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", sid):
+        fail("id", f"strategy id '{sid}' must be snake_case")
+    if path.stem != sid:
+        fail("id", f"strategy id '{sid}' must match the file name '{path.stem}.toml'")
+    if data["category"] not in CATEGORIES:
+        fail("category", f"unknown category '{data['category']}'; expected one of {', '.join(CATEGORIES)}")
+    for g in data["guards"]:
+        if g not in GUARDS:
+            fail("guards", f"unknown guard '{g}'; known guards: {', '.join(GUARDS)}")
+    if data["P"] < 1 or data["S"] < 0:
+        fail("P", "difficulty inputs need P >= 1 and S >= 0")
+    if not data["rules"]:
+        fail("rules", "a strategy needs at least one [[rules]] entry")
+    rules = tuple(_load_rule(path, text, sid, i, r) for i, r in enumerate(data["rules"]))
+    if len({r.name for r in rules}) != len(rules):
+        fail("rules", "rule names must be unique within a file")
+    examples = []
+    for ex in data.get("examples", []):
+        bad = set(ex) - _EXAMPLE_KEYS
+        if bad or not {"before", "signature", "after"} <= set(ex):
+            fail("examples", f"an [[examples]] entry needs before, signature, after "
+                             f"(optional: bindings, note); got {', '.join(sorted(ex))}")
+        examples.append(Example(ex["before"], ex["signature"], ex["after"], dict(ex.get("bindings", {}))))
+    counters = []
+    for ce in data.get("counterexamples", []):
+        bad = set(ce) - _COUNTER_KEYS
+        if bad or not {"before", "signature", "refused_by"} <= set(ce):
+            fail("counterexamples", "a [[counterexamples]] entry needs before, signature, "
+                                    f"refused_by (optional: note); got {', '.join(sorted(ce))}")
+        if ce["refused_by"] not in data["guards"]:
+            fail("refused_by", f"refused_by '{ce['refused_by']}' is not one of this strategy's "
+                               f"guards ({', '.join(data['guards'])})")
+        counters.append(CounterExample(ce["before"], ce["signature"], ce["refused_by"]))
+    template_slots = set(re.findall(r"{(\w+)}", data["cot"]))
+    known_slots = {n for r in rules for n in r.binding_names} | {"lhs", "rhs"}
+    missing = template_slots - known_slots
+    if missing:
+        fail("cot", f"CoT template slot(s) {', '.join(sorted(missing))} are not bindings of any rule")
+    return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
+                    data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
+                    tuple(counters), str(path))
+
+
+def _load_rule(path: Path, text: str, sid: str, index: int, data: dict) -> Rule:
+    line = _line_of(text, "egglog", nth=index)
+
+    def fail(message: str, at: int | None = None):
+        raise RuleFileError(path, at or line, message)
+
+    if not isinstance(data, dict) or set(data) - _RULE_KEYS or not {"name", "egglog"} <= set(data):
+        fail("a [[rules]] entry needs name and egglog (optional: bindings, lhs_sort)")
+    name = data["name"]
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        fail(f"rule name '{name}' must be lowercase kebab-case")
+    bindings = tuple((k, v) for k, v in data.get("bindings", {}).items())
+    for var, sort in bindings:
+        if sort not in VALUE_SORTS + TERM_SORTS:
+            fail(f"binding '{var}' has unknown sort '{sort}'; use one of {', '.join(VALUE_SORTS + TERM_SORTS)}")
+    source = data["egglog"]
+    body_line = _line_of_text(text, source.strip().splitlines()[0] if source.strip() else "", line)
+    from egglog import bindings as egg
+
+    try:
+        commands = egg.EGraph().parse_program(source)
+    except Exception as err:  # egglog raises its own error type
+        m = re.search(r"In (\d+):", str(err))
+        at = body_line + int(m.group(1)) - _first_content_line(source) if m else body_line
+        fail(f"egglog syntax: {str(err).splitlines()[-1]}", at)
+    if len(commands) != 1 or type(commands[0]).__name__ != "RewriteCommand":
+        fail("the egglog text of a rule must be exactly one (rewrite LHS RHS :when (...)) command")
+    command = commands[0]
+    if command.name:
+        fail("do not give a :ruleset; the engine puts each strategy in its own ruleset")
+    rewrite = command.rewrite
+    lhs, rhs = str(rewrite.lhs), str(rewrite.rhs)
+    conditions = tuple(str(c) for c in rewrite.conditions)
+    declared = dict(bindings)
+    head = type(rewrite.lhs).__name__
+    if head == "Call" and rewrite.lhs.name in SORT_OF:
+        lhs_sort = SORT_OF[rewrite.lhs.name]
+    else:
+        lhs_sort = data.get("lhs_sort") or declared.get(lhs)
+        if lhs_sort not in TERM_SORTS:
+            fail("the left-hand side is not a schema constructor; declare its sort with "
+                 "lhs_sort (or as a binding of the same variable)")
+    atoms = []
+    for cond in rewrite.conditions:
+        expr = getattr(cond, "expr", None)
+        if type(cond).__name__ != "Fact" or type(expr).__name__ != "Call":
+            continue
+        if expr.name in RELATIONS or expr.name in PARAMETER_RELATIONS:
+            args = tuple(str(a) for a in expr.args)
+            for a in expr.args:
+                if type(a).__name__ == "Var" and a.name not in declared and a.name != lhs:
+                    fail(f"guard/parameter argument '{a.name}' of ({expr.name} ...) must be "
+                         "declared in bindings so the chain of thought can state the fact")
+            atoms.append(GuardAtom(expr.name, args))
+    text_all = " ".join((lhs, rhs) + conditions)
+    for var, _ in bindings:
+        if not re.search(rf"(?<![\w\-\"]){re.escape(var)}(?![\w\-\"])", text_all):
+            fail(f"binding '{var}' does not occur in the rule")
+    parsed = tuple(_condition(c) for c in rewrite.conditions)
+    return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
+                lhs_sort, tuple(atoms), source)
+
+
+def _variables(expr) -> set[str]:
+    kind = type(expr).__name__
+    if kind == "Var":
+        return {expr.name}
+    if kind == "Call":
+        out: set[str] = set()
+        for a in expr.args:
+            out |= _variables(a)
+        return out
+    return set()
+
+
+def _condition(cond) -> Condition:
+    if type(cond).__name__ == "Eq":
+        left, right = cond.left, cond.right
+        defines = left.name if type(left).__name__ == "Var" else None
+        head = right.name if type(right).__name__ == "Call" else "="
+        return Condition(str(cond), head, frozenset(_variables(left) | _variables(right)),
+                         defines, frozenset(_variables(right)))
+    expr = cond.expr
+    head = expr.name if type(expr).__name__ == "Call" else ""
+    return Condition(str(cond), head, frozenset(_variables(expr)))
+
+
+def _line_of(text: str, key: str, nth: int = 0) -> int | None:
+    hits = [i + 1 for i, line in enumerate(text.splitlines())
+            if re.match(rf"\s*{re.escape(key)}\s*=", line) or re.match(rf"\s*\[+{re.escape(key)}\]+", line)]
+    return hits[nth] if len(hits) > nth else (hits[0] if hits else None)
+
+
+def _line_of_text(text: str, snippet: str, default: int | None) -> int:
+    if snippet:
+        for i, line in enumerate(text.splitlines()):
+            if snippet.strip() and snippet.strip() in line:
+                return i + 1
+    return default or 1
+
+
+def _first_content_line(source: str) -> int:
+    for i, line in enumerate(source.splitlines()):
+        if line.strip():
+            return i + 1
+    return 1

@@ -1,0 +1,75 @@
+"""Schema-generated helper functions that walk a term: substitute an index, move a tensor to
+another scope, rename a tensor.
+
+Each helper ``H`` over sort ``S`` is an ``:unextractable`` constructor ``(H<S> term extra...)``
+plus one push-down rewrite per schema constructor of ``S`` (ruleset ``helpers``), so a rule's
+right-hand side can say ``(SubstBody body "a" (IAdd ...))`` and the ``helpers`` ruleset,
+saturated after the strategy step, evaluates it to a plain term. Constructors that need their
+own behaviour (the leaves a helper actually changes) are listed as ``special`` and written by
+hand in ``rules/prelude.egg``.
+
+Generating the boring cases from the schema keeps one source of truth: a new constructor in
+``schema.egg`` is traversed by every helper automatically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SCHEMA_FILE = Path(__file__).with_name("schema.egg")
+
+STATEMENT_SORTS = ("Body", "Nest", "Eqn", "Var", "Subs", "IExpr", "Expr", "CmpTail")
+PROGRAM_SORTS = ("Prog",) + STATEMENT_SORTS
+
+
+@dataclass(frozen=True)
+class MapHelper:
+    """A helper family: ``{prefix}{Sort}`` for each traversed sort."""
+    prefix: str
+    extra_sorts: tuple[str, ...]
+    sorts: tuple[str, ...]
+    special: frozenset[str]  # constructors whose rules are hand-written in the prelude
+    doc: str
+
+
+MAP_HELPERS = (
+    MapHelper("Subst", ("String", "IExpr"), STATEMENT_SORTS, frozenset({"IName", "Idx"}),
+              "replace every use of an index name by an index expression"),
+    MapHelper("Rescope", ("String", "String"), PROGRAM_SORTS, frozenset({"MkVar", "MkVarEmpty"}),
+              "give every access of a tensor a new scope"),
+    MapHelper("Rename", ("String", "String"), PROGRAM_SORTS, frozenset({"MkVar", "MkVarEmpty"}),
+              "give every access of a tensor a new name"),
+)
+
+
+@lru_cache(maxsize=1)
+def schema_constructors() -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """``(name, input sorts, output sort)`` of every schema constructor, via egglog's parser."""
+    from egglog import bindings
+
+    commands = bindings.EGraph().parse_program(SCHEMA_FILE.read_text())
+    return tuple((c.name, tuple(c.schema.input), c.schema.output)
+                 for c in commands if type(c).__name__ == "Constructor")
+
+
+def helper_program() -> str:
+    """egglog text declaring every map helper and its generic push-down rewrites."""
+    lines = []
+    for helper in MAP_HELPERS:
+        extras = " ".join(helper.extra_sorts)
+        lines.append(f";; {helper.prefix}<Sort>: {helper.doc}")
+        for sort in helper.sorts:
+            lines.append(f"(constructor {helper.prefix}{sort} ({sort} {extras}) {sort} :unextractable)")
+        params = " ".join(f"p{i}" for i in range(len(helper.extra_sorts)))
+        for name, inputs, output in schema_constructors():
+            if output not in helper.sorts or name in helper.special:
+                continue
+            args = [f"x{i}" for i in range(len(inputs))]
+            mapped = [f"({helper.prefix}{s} {a} {params})" if s in helper.sorts else a
+                      for a, s in zip(args, inputs)]
+            lhs = f"({name}{''.join(' ' + a for a in args)})"
+            rhs = f"({name}{''.join(' ' + m for m in mapped)})"
+            lines.append(f"(rewrite ({helper.prefix}{output} {lhs} {params}) {rhs} :ruleset helpers)")
+    return "\n".join(lines) + "\n"
