@@ -19,8 +19,9 @@ from .strategy import Rule, Strategy
 _PARAMETER_RELATIONS = {r.name: r for r in PARAMETERS}
 
 
-def fragment_text(value) -> str:
-    """LEIR text of a term of any sort (lists as their concatenated elements), or a literal."""
+def fragment_text(value, decoder=decode) -> str:
+    """LEIR text of a term of any sort (lists as their concatenated elements), or a literal.
+    ``decoder`` may be a memoising :class:`~leir_egraph.egraph.encoding.Decoder`."""
     if not isinstance(value, tuple):
         return str(value)
     head = value[0]
@@ -30,43 +31,49 @@ def fragment_text(value) -> str:
             items.append(value[1])
             value = value[2]
         if head in ("SCons", "SNil"):
-            return ",".join(fragment_text(i) for i in items)
+            return ",".join(fragment_text(i, decoder) for i in items)
         sep = ";" if head in ("BEq", "BNest", "BNil") else ""
-        return "".join(fragment_text(i) + (sep if i[0] == "MkEq" else "") for i in items)
+        return "".join(fragment_text(i, decoder) + (sep if i[0] == "MkEq" else "") for i in items)
     if head in ("CCons", "CNil"):
         parts = []
         while value[0] == "CCons":
-            parts.append(value[1] + fragment_text(value[2]))
+            parts.append(value[1] + fragment_text(value[2], decoder))
             value = value[3]
         return "".join(parts)
-    node = decode(value)
-    return to_text(node)
+    return to_text(decoder(value))
 
 
 @dataclass(frozen=True)
 class Site:
-    """Where a rule matched: the term path, the top-level nest, and the matched text."""
+    """Where a rule matched: the term path, the matched sort, the top-level nest (``None`` for a
+    program suffix), the matched text, and the text of the enclosing equation if any."""
     path: tuple[int, ...]
     sort: str
-    nest: int | None          # top-level nest number, or None for a whole-program suffix
-    first_nest: int           # first top-level nest the matched term covers
+    nest: int | None
+    first_nest: int
     text: str
+    equation: str = ""
 
     def to_dict(self) -> dict:
         return {"path": list(self.path), "sort": self.sort, "nest": self.nest,
-                "first_nest": self.first_nest, "text": self.text}
+                "first_nest": self.first_nest, "text": self.text, "equation": self.equation}
 
 
-def locate(path: tuple[int, ...], sort: str, text: str) -> Site:
+def locate(program_term, path: tuple[int, ...], sort: str, text: str, decoder=decode) -> Site:
     """Turn a term path into nest coordinates: every ``2`` step along the program list moves to
-    the next nest; the first ``1`` step enters a nest."""
-    nest = 0
-    for i, step in enumerate(path):
-        if step == 2:
+    the next nest; the first ``1`` step enters a nest. Also finds the enclosing equation."""
+    nest, term, entered, equation = 0, program_term, False, ""
+    for step in path:
+        if not entered and step == 2:
             nest += 1
-            continue
-        return Site(path, sort, nest, nest, text)
-    return Site(path, sort, None, nest, text)
+        elif not entered:
+            entered = True
+        term = term[step]
+        if isinstance(term, tuple) and term[0] == "MkEq" and sort not in ("Eqn",):
+            equation = fragment_text(term, decoder)
+    if not entered:
+        return Site(path, sort, None, nest, text)
+    return Site(path, sort, nest, nest, text, equation)
 
 
 def _changed_span(before: Leir, after: Leir) -> tuple[int, int, int, int]:
@@ -117,22 +124,31 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     params = [render_fact(a.relation, atom_args(rule, rendered, a))
               for a in rule.guard_atoms if a.relation in _PARAMETER_RELATIONS
               and a.relation != "Root"]
-    where = ("the whole program" if site.nest is None and site.sort == "Prog" and site.first_nest == 0
-             else f"the program from nest {site.first_nest} on" if site.sort == "Prog"
-             else f"nest {site.nest}")
+    first, end_before, _, end_after = _changed_span(before, after)
+    old_text = "".join(to_text(n) for n in before.nests[first:end_before])
+    new_text = "".join(to_text(n) for n in after.nests[first:end_after])
+    changed = _nest_list(range(first, end_before))
     parts = [strategy.description]
-    parts.append(f"Under the given IR, rule '{rule.name}' matches {where}: '{lhs_text}'.")
-    structural = [g for g in strategy.guards if g == "pattern_match"]
-    if structural:
-        parts.append("pattern match: the rule's pattern occurs there.")
+    if site.nest is None:
+        parts.append(f"Under the given IR, rule '{rule.name}' matches the program from nest "
+                     f"{site.first_nest} on and changes {changed}: '{old_text}'.")
+    elif site.equation:
+        parts.append(f"Under the given IR, rule '{rule.name}' matches '{lhs_text}' in the "
+                     f"equation '{site.equation}' of nest {site.nest}.")
+    else:
+        parts.append(f"Under the given IR, rule '{rule.name}' matches nest {site.nest}: "
+                     f"'{lhs_text}'.")
+    if "pattern_match" in strategy.guards:
+        parts.append("Pattern match: the rule's pattern occurs there.")
     parts.extend(f"{f[0].upper()}{f[1:]}." for f in facts)
     if params:
         parts.append("Parameters: " + "; ".join(params) + ".")
     slots = dict(rendered, lhs=lhs_text, rhs=rhs_text)
     parts.append(re.sub(r"{(\w+)}", lambda m: slots.get(m.group(1), m.group(0)), strategy.cot))
-    first, end_before, _, end_after = _changed_span(before, after)
-    new_text = "".join(to_text(n) for n in after.nests[first:end_after])
-    parts.append(f"Putting '{rhs_text}' in place of the matched part rewrites "
-                 f"{_nest_list(range(first, end_before))} of the original into "
-                 f"'{new_text}'; every other nest stays as it is.")
+    if site.nest is None:
+        parts.append(f"Reassembled, {changed} of the original become '{new_text}'; every other "
+                     "nest stays as it is.")
+    else:
+        parts.append(f"Putting '{rhs_text}' in its place turns {changed} into '{new_text}'; "
+                     "every other nest stays as it is.")
     return " ".join(parts), facts

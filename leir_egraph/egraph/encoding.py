@@ -123,55 +123,73 @@ def _uncons(term: Term, cons: str) -> list:
     return items
 
 
-def decode(term: Term):
-    """The AST node a term denotes (``Read``/``IRead`` wrappers dissolve into their ``Var``)."""
+class Decoder:
+    """``decode`` with a memo keyed by term identity: decoding many programs that share most
+    subterms (the transitions of one program) decodes each shared subterm once."""
+
+    def __init__(self):
+        self._memo: dict[int, tuple] = {}
+
+    def __call__(self, term: Term):
+        hit = self._memo.get(id(term))
+        if hit is not None and hit[0] is term:
+            return hit[1]
+        node = decode(term, self)
+        self._memo[id(term)] = (term, node)
+        return node
+
+
+def decode(term: Term, sub=None):
+    """The AST node a term denotes (``Read``/``IRead`` wrappers dissolve into their ``Var``).
+    ``sub`` decodes children (default: this function)."""
+    decode_child = sub or decode
     head = term[0]
     if head == "PCons" or head == "PNil":
-        return Leir(tuple(decode(n) for n in _uncons(term, "PCons")))
+        return Leir(tuple(decode_child(n) for n in _uncons(term, "PCons")))
     if head == "MkNest":
-        loops = tuple(decode(l) for l in _uncons(term[1], "LCons"))
+        loops = tuple(decode_child(l) for l in _uncons(term[1], "LCons"))
         body, rest = [], term[2]
         while rest[0] != "BNil":
-            body.append(decode(rest[1]))
+            body.append(decode_child(rest[1]))
             rest = rest[2]
         return LoopNest(loops, tuple(body))
     if head == "MkLoop":
         return Loop(term[1], term[2], term[3])
     if head == "MkEq":
-        return Equation(decode(term[1]), decode(term[2]))
+        return Equation(decode_child(term[1]), decode_child(term[2]))
     if head == "MkVar":
-        return Var(term[1], term[2], term[3], tuple(decode(s) for s in _uncons(term[4], "SCons")))
+        return Var(term[1], term[2], term[3], tuple(decode_child(s) for s in _uncons(term[4], "SCons")))
     if head == "MkVarEmpty":
         return Var(term[1], term[2], term[3], (), empty_subscript=True)
     if head in ("Read", "IRead"):
-        return decode(term[1])
+        return decode_child(term[1])
     if head == "IConst":
         return IConst(term[1])
     if head == "IName":
         return IName(term[1])
     if head in _UNIBIN:
-        return IBin(_UNIBIN[head], decode(term[1]), decode(term[2]))
+        return IBin(_UNIBIN[head], decode_child(term[1]), decode_child(term[2]))
     if head == "Num":
         return Num(term[1])
     if head == "Idx":
         return Idx(term[1])
     if head == "Neg":
-        return Neg(decode(term[1]))
+        return Neg(decode_child(term[1]))
     if head in _UNBIN:
-        return Bin(_UNBIN[head], decode(term[1]), decode(term[2]))
+        return Bin(_UNBIN[head], decode_child(term[1]), decode_child(term[2]))
     if head in _UNCALL:
-        return Call(_UNCALL[head], tuple(decode(a) for a in term[1:]))
+        return Call(_UNCALL[head], tuple(decode_child(a) for a in term[1:]))
     if head == "Ite":
-        return IfThenElse(decode(term[1]), decode(term[2]), decode(term[3]))
+        return IfThenElse(decode_child(term[1]), decode_child(term[2]), decode_child(term[3]))
     if head == "Cmp":
-        operands, ops, tail = [decode(term[1])], [], term[2]
+        operands, ops, tail = [decode_child(term[1])], [], term[2]
         while tail[0] == "CCons":
             ops.append(tail[1])
-            operands.append(decode(tail[2]))
+            operands.append(decode_child(tail[2]))
             tail = tail[3]
         return Compare(tuple(operands), tuple(ops))
     if head in _UNLOGIC:
-        return Logic(_UNLOGIC[head], decode(term[1]), decode(term[2]))
+        return Logic(_UNLOGIC[head], decode_child(term[1]), decode_child(term[2]))
     raise ValueError(f"not a LEIR term: {head}")
 
 

@@ -17,7 +17,8 @@ from typing import Iterable
 
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
-from .encoding import decode, occurrences, replace_at
+from ..leir.printer import to_text
+from .encoding import Decoder, Term, encode, occurrences, replace_at
 from .engine import RawMatch, engine_for
 from .strategy import Strategy, load_strategies
 
@@ -75,14 +76,27 @@ def resolve(strategies) -> tuple[Strategy, ...]:
     return tuple(out)
 
 
-def _render(sort_value) -> str:
-    return fragment_text(sort_value) if sort_value is not None else "?"
-
-
 def transitions_from(program: Program, matches: Iterable[RawMatch],
                      strategies: dict[str, Strategy], broken: list | None = None) -> list[Transition]:
     """Place raw matches at every occurrence of their matched term, one transition each."""
     term = None
+    decoder = Decoder()
+    texts: dict[int, tuple[Term, str]] = {}
+
+    def nest_text(nest_term: Term) -> str:
+        hit = texts.get(id(nest_term))
+        if hit is None or hit[0] is not nest_term:
+            hit = (nest_term, to_text(decoder(nest_term)))
+            texts[id(nest_term)] = hit
+        return hit[1]
+
+    def program_text(prog_term: Term) -> str:
+        parts = []
+        while prog_term[0] == "PCons":
+            parts.append(nest_text(prog_term[1]))
+            prog_term = prog_term[2]
+        return "".join(parts)
+
     out: dict[tuple, Transition] = {}
     for m in matches:
         strategy = strategies[m.strategy]
@@ -94,21 +108,25 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
         if m.rhs == m.lhs:
             continue
         if term is None:
-            from .encoding import encode
             term = encode(program.leir)
-        rendered = {name: _render(value) for name, value in m.bindings}
-        lhs_text, rhs_text = fragment_text(m.lhs), fragment_text(m.rhs)
+        rendered = {name: "?" if value is None else fragment_text(value, decoder)
+                    for name, value in m.bindings}
+        lhs_text, rhs_text = fragment_text(m.lhs, decoder), fragment_text(m.rhs, decoder)
         for path in occurrences(term, m.lhs):
-            after_leir = decode(replace_at(term, path, m.rhs))
-            if after_leir == program.leir:
+            new_term = replace_at(term, path, m.rhs)
+            text = program_text(new_term)
+            if text == program.text:
                 continue
-            after = program.with_leir(after_leir)
-            key = (m.strategy, path, after.text)
+            key = (m.strategy, path, text)
             if key in out:
                 continue
-            site = locate(path, rule.lhs_sort, lhs_text)
+            after = program.with_leir(decoder(new_term))
+            after.__dict__["text"] = text  # already printed, nest by nest
+            if key in out:
+                continue
+            site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
             cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
-                                    program.leir, after_leir)
+                                    program.leir, after.leir)
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
                                   site, rendered, tuple(facts), cot, strategy.score,
                                   strategy.difficulty)

@@ -9,6 +9,7 @@ expected there.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -174,16 +175,24 @@ class _Builder(lark.Transformer):
                        "t b v x y z e (use a, c, d, f, ...)", token)
 
 
+_BUILDER = _Builder("")
+_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
+    # The transformer runs inline with the LALR parser: no parse tree is ever built.
     return lark.Lark(GRAMMAR_FILE.read_text(), parser="lalr", lexer="contextual",
-                     maybe_placeholders=False)
+                     maybe_placeholders=False, transformer=_BUILDER)
 
 
 def parse(text: str) -> Leir:
     """Parse LEIR text into a :class:`Leir` AST, or raise :class:`LeirSyntaxError`."""
+    parser = _parser()
     try:
-        tree = _parser().parse(text)
+        with _LOCK:
+            _BUILDER._text = text
+            return parser.parse(text)
     except lark.exceptions.UnexpectedCharacters as err:
         bad = text[err.pos_in_stream:err.pos_in_stream + 12].split("\n")[0]
         raise LeirSyntaxError(f"unexpected text '{bad}'; expected "
@@ -202,10 +211,4 @@ def parse(text: str) -> Leir:
         lines = text.splitlines() or [""]
         raise LeirSyntaxError(f"unexpected end of input; expected {_describe_expected(err.expected)}",
                               len(lines), len(lines[-1]) + 1, text) from None
-    try:
-        return _Builder(text).transform(tree)
-    except lark.exceptions.VisitError as err:
-        if isinstance(err.orig_exc, LeirSyntaxError):
-            raise err.orig_exc from None
-        raise
 
