@@ -1,0 +1,279 @@
+"""The e-graph engine: encoding, rule files, guards, single-step enumeration, chain of thought."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from leir_egraph.egraph import (RuleFileError, all_steps, applicable, load_strategies, sample_steps,
+                                single_steps)
+from leir_egraph.egraph.encoding import decode, encode
+from leir_egraph.egraph.engine import Engine
+from leir_egraph.egraph.facts import LoadedProgram
+from leir_egraph.egraph.guards import GUARDS, PAPER_PRECONDITIONS
+from leir_egraph.egraph.rulecheck import check_examples
+from leir_egraph.leir import Program, Signature, parse, to_text
+
+STRATEGIES = load_strategies()
+
+
+def program(text: str, sig: str) -> Program:
+    return Program(parse(text), Signature.from_short(sig))
+
+
+def test_encoding_is_lossless_on_the_reference_corpus(reference_rows):
+    for row in reference_rows:
+        leir = parse(row["leir"])
+        back = decode(encode(leir))
+        assert back == leir and to_text(back) == row["leir"], row["id"]
+
+
+def test_encoding_survives_a_trip_through_egglog(golden_rows):
+    from egglog import bindings
+
+    from leir_egraph.egraph.encoding import from_termdag, to_egglog
+    from leir_egraph.egraph.traversals import SCHEMA_FILE
+
+    egraph = bindings.EGraph()
+    egraph.run_program(*egraph.parse_program(SCHEMA_FILE.read_text()))
+    for row in golden_rows[::10]:
+        leir = parse(row["leir"])
+        out = egraph.run_program(*egraph.parse_program(f"(push)(let $p {to_egglog(encode(leir))})(extract $p)"))
+        egraph.run_program(*egraph.parse_program("(pop)"))
+        assert decode(from_termdag(out[-1].termdag, out[-1].term, {})) == leir
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.id)
+def test_rule_file_examples_and_counterexamples(strategy):
+    """Every rule file brings its own tests: examples must be produced, counterexamples refused
+    by the guard they name."""
+    assert strategy.examples, f"{strategy.id} has no examples"
+    assert strategy.counterexamples, f"{strategy.id} has no counterexamples"
+    assert check_examples(strategy) == []
+
+
+def test_every_guard_is_named_documented_and_can_refuse():
+    assert set(PAPER_PRECONDITIONS) <= set(GUARDS)
+    for guard in GUARDS.values():
+        assert guard.doc and guard.refusal
+        assert guard.structural or guard.relations
+
+
+# ---------------------------------------------------------------- the nine guards, held and refused
+
+def facts_of(p: Program) -> list[str]:
+    loaded = LoadedProgram(p)
+    out = []
+    for guard in GUARDS.values():
+        if guard.facts:
+            out.extend(guard.facts(loaded))
+    return out
+
+
+SOFTMAX = program(
+    "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+    "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];"
+    "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];",
+    "A:f32[4,8] -> C:f32[4,8]")
+ELEMENTWISE = program(
+    "B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=log(A^{f32,g}_{tx,a});];"
+    "B^{4}_{tx=0}L^{6}_{a=0}[E^{f32,g}_{tx,a}=log(A^{f32,g}_{tx,a});];"
+    "B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+E^{f32,g}_{tx,a};];",
+    "A:f32[4,6] -> C:f32[4,6]")
+
+
+def test_dependency_guard():
+    facts = facts_of(ELEMENTWISE)
+    assert "(Independent $n0 $n1)" in facts      # both only read A
+    assert "(Independent $n1 $n2)" not in facts  # RAW on E
+    assert "(Fusible $n1 $n2)" in facts           # element-wise flow
+    assert "(Fusible $n0 $n1)" in facts
+    softmax = facts_of(SOFTMAX)
+    assert not any(f.startswith("(Fusible") for f in softmax)  # reductions feed later nests
+    assert '(Swappable $n0 "tx" "a")' in softmax  # order-free max reduction
+    assert '(UnreadIn "D" $s3)' in softmax and '(UnreadIn "D" $s2)' not in softmax
+
+
+def test_operation_identity_guard():
+    assert any(f.startswith("(RepeatedValue (Log") for f in facts_of(ELEMENTWISE))
+    assert not any(f.startswith("(RepeatedValue") for f in facts_of(SOFTMAX))
+
+
+def test_loop_nest_consistency_guard():
+    assert "(SameLoops $n0 $n2)" in facts_of(ELEMENTWISE)
+    mixed = program("B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
+                    "B^{4}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx,0};];", "A:f32[4,6] -> C:f32[4]")
+    assert not any(f.startswith("(SameLoops") for f in facts_of(mixed))
+
+
+def test_equation_and_loop_axis_count_guards():
+    argmax = program("B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});"
+                     "C^{i64,g}_{tx}=if_then_else(A^{f32,g}_{tx,a}>=D^{f32,g}_{tx},a,C^{i64,g}_{tx});];",
+                     "A:f32[4,6] -> C:i64[4]")
+    facts = facts_of(argmax)
+    assert "(EquationCount $n0 2)" in facts and "(LoopCount $n0 2)" in facts
+    assert "(EquationCount $n0 1)" in facts_of(SOFTMAX)
+
+
+def test_loop_range_factorization_guard():
+    facts = facts_of(SOFTMAX)
+    assert "(ProperFactor 8 2)" in facts and "(ProperFactor 8 4)" in facts
+    assert not any(f.startswith("(ProperFactor 8 8)") or f.startswith("(ProperFactor 8 1)") for f in facts)
+    prime = program("B^{7}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];", "A:f32[7] -> C:f32[7]")
+    assert not any(f.startswith("(ProperFactor") for f in facts_of(prime))
+
+
+def test_reduction_axis_guard():
+    facts = facts_of(SOFTMAX)
+    assert '(ReductionAxis $n0 "a")' in facts and '(IndependentAxis $n0 "tx")' in facts
+    assert '(IndependentAxis $n0 "a")' not in facts
+    assert '(IndependentAxis $n2 "a")' in facts  # the normalisation nest writes C_{tx,a}
+
+
+def test_intermediate_variable_guard():
+    facts = facts_of(SOFTMAX)
+    assert '(Intermediate "D")' in facts and '(ScopeOf "D" "g")' in facts
+    assert '(Intermediate "C")' not in facts and '(Intermediate "A")' not in facts
+
+
+def test_nonnegative_guard_follows_values_through_intermediates():
+    facts = facts_of(SOFTMAX)
+    assert '(NonNegativeTensor "E")' in facts   # a sum of exp
+    assert '(NonNegativeTensor "D")' not in facts  # a max of inputs
+
+
+# ---------------------------------------------------------------- enumeration
+
+def test_one_site_per_transition_even_for_repeated_subterms():
+    p = program("B^{4}_{tx=0}[C^{f32,g}_{tx}=log(exp(A^{f32,g}_{tx})*2)+log(exp(A^{f32,g}_{tx})*2);];",
+                "A:f32[4] -> C:f32[4]")
+    steps = single_steps(p, "expand_log")
+    assert [t.after.text for t in steps] == [
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=log(exp(A^{f32,g}_{tx}))+log(2)+log(exp(A^{f32,g}_{tx})*2);];",
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=log(exp(A^{f32,g}_{tx})*2)+(log(exp(A^{f32,g}_{tx}))+log(2));];"]
+    assert len({t.site.path for t in steps}) == 2
+
+
+def test_enumeration_is_exhaustive_and_deterministic():
+    steps = single_steps(SOFTMAX, "loop_split")
+    # every loop (tx: 4, a: 8) of every nest with every proper factor: (1 + 2) * 3 nests
+    assert len(steps) == 9
+    assert [t.after.text for t in steps] == [t.after.text for t in single_steps(SOFTMAX, "loop_split")]
+    assert {t.bindings["f"] for t in steps} == {"2", "4"}
+    assert single_steps(SOFTMAX, "loop_split", limit=2) == steps[:2]
+
+
+def test_applicable_and_seeded_sampling():
+    counts = applicable(ELEMENTWISE)
+    assert counts["operator_fusion"] == 2 and counts["loop_split"] == 3
+    assert "expand_log" not in counts
+    a = sample_steps(ELEMENTWISE, seed=7)
+    b = sample_steps(ELEMENTWISE, seed=7)
+    assert [t.after.text for t in a] == [t.after.text for t in b]
+    assert {t.strategy for t in a} == set(counts)
+
+
+def test_chain_of_thought_is_derived_from_rule_site_and_bindings():
+    (t,) = [t for t in single_steps(SOFTMAX, "loop_split")
+            if t.site.nest == 1 and t.bindings["i"] == "a" and t.bindings["f"] == "4"]
+    strategy = next(s for s in STRATEGIES if s.id == "loop_split")
+    assert t.cot.startswith(strategy.description)
+    assert "matches nest 1" in t.cot
+    assert "Loop range factorization: '4' properly divides the extent '8'" in t.cot
+    assert "'c' is an index name unused" in t.cot
+    assert "'c*2+a'" in t.cot
+    assert t.after.text in SOFTMAX.text or t.after.leir.nests[1] != SOFTMAX.leir.nests[1]
+    assert to_text(t.after.leir.nests[1]) in t.cot
+    assert t.guard_facts == ("loop range factorization: '4' properly divides the extent '8'",)
+
+
+def test_transition_records_everything():
+    t = single_steps(ELEMENTWISE, "operator_fusion")[0]
+    d = t.to_dict()
+    for key in ("before", "after", "strategy", "category", "rule", "site", "bindings",
+                "guard_facts", "cot", "difficulty", "difficulty_class"):
+        assert key in d
+    assert d["category"] == "graph" and d["difficulty_class"] == "medium"
+
+
+# ---------------------------------------------------------------- rule files
+
+COMMUTE = '''
+id = "commute_add"
+category = "math"
+description = "Swap the operands of an addition."
+guards = ["pattern_match"]
+P = 1
+S = 0
+cot = "The sum '{lhs}' equals '{rhs}'."
+
+[[rules]]
+name = "commute"
+bindings = { a = "Expr", b = "Expr" }
+egglog = """
+(rewrite (Add a b) (Add b a))
+"""
+
+[[examples]]
+before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];"
+signature = "A:f32[4] -> C:f32[4]"
+after = "B^{4}_{tx=0}[C^{f32,g}_{tx}=1+A^{f32,g}_{tx};];"
+
+[[counterexamples]]
+before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
+signature = "A:f32[4] -> C:f32[4]"
+refused_by = "pattern_match"
+'''
+
+
+def test_user_story_a_new_strategy_is_one_file(tmp_path):
+    (tmp_path / "math").mkdir()
+    (tmp_path / "math" / "commute_add.toml").write_text(COMMUTE)
+    strategies = load_strategies(tmp_path)
+    assert "commute_add" in {s.id for s in strategies}
+    assert len(strategies) == len(STRATEGIES) + 1
+    mine = next(s for s in strategies if s.id == "commute_add")
+    assert check_examples(mine) == []
+    steps = all_steps(ELEMENTWISE, [mine])
+    assert [t.after.text.split(";];")[2] for t in steps] == [
+        "B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}+D^{f32,g}_{tx,a}"]
+    assert steps[0].difficulty_class == "easy"
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace('guards = ["pattern_match"]', 'guards = ["pattern_matching"]'),
+     ":4: unknown guard 'pattern_matching'"),
+    (lambda t: t.replace('category = "math"', 'category = "maths"'), ":2: unknown category 'maths'"),
+    (lambda t: t.replace("(rewrite (Add a b) (Add b a))", "(rewrite (Add a b) (Add b a)"),
+     "commute_add.toml:14: egglog syntax"),
+    (lambda t: t.replace('S = 0', 'S = 0\ncolour = "red"'), "unknown key 'colour'"),
+    (lambda t: t.replace('a = "Expr", b = "Expr"', 'a = "Expr", q = "Expr"'),
+     "binding 'q' does not occur in the rule"),
+    (lambda t: t.replace('{rhs}', '{c}'), "slot(s) c are not bindings"),
+    (lambda t: t.replace('refused_by = "pattern_match"', 'refused_by = "dependency"'),
+     "refused_by 'dependency' is not one of this strategy's guards"),
+])
+def test_loader_rejects_bad_rule_files_with_file_and_line(tmp_path, edit, message):
+    path = tmp_path / "commute_add.toml"
+    path.write_text(edit(COMMUTE.lstrip("\n")))
+    with pytest.raises(RuleFileError) as err:
+        load_strategies(tmp_path)
+    assert message in str(err.value), str(err.value)
+    assert str(err.value).startswith(str(path))
+
+
+def test_loader_rejects_duplicate_ids(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "loop_split.toml").write_text(
+        (Path(STRATEGIES[0].path).parents[1] / "operator" / "loop_split.toml").read_text())
+    with pytest.raises(RuleFileError, match="duplicate strategy id 'loop_split'"):
+        load_strategies(tmp_path)
+
+
+def test_engine_rejects_rules_egglog_cannot_type(tmp_path):
+    (tmp_path / "commute_add.toml").write_text(COMMUTE.replace("(Add b a)", "(Plus b a)"))
+    (strategy,) = load_strategies(tmp_path, include_default=False)
+    with pytest.raises(RuleFileError, match="egglog rejects the rules of 'commute_add'"):
+        Engine([strategy])
