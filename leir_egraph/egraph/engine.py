@@ -28,7 +28,7 @@ from .parameters import PARAMETERS, parameter_facts
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
 
-PRELUDE_FILE = DEFAULT_RULES_DIR / "prelude.egg"
+PRELUDE_DIR = DEFAULT_RULES_DIR / "prelude"
 MAX_ROWS = 1_000_000
 
 
@@ -63,7 +63,7 @@ def base_program() -> str:
     for guard in GUARDS.values():
         parts.append(guard.declarations())
     parts.append("\n".join(r.declaration() for r in PARAMETERS))
-    parts.append(PRELUDE_FILE.read_text())
+    parts.extend(p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg")))
     for guard in GUARDS.values():
         if guard.rules:
             parts.append(guard.rules)

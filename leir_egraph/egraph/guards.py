@@ -369,10 +369,43 @@ NONNEGATIVE = Guard(
 """)
 
 
-GUARDS: dict[str, Guard] = {g.name: g for g in (
-    PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
-    LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE,
-    NONNEGATIVE)}
+@dataclass(frozen=True)
+class GuardExtension:
+    """More relations for an existing guard (or a new extra guard), defined next to the
+    strategies that need them in ``leir_egraph/egraph/extensions/``."""
+    guard: str
+    relations: tuple[Relation, ...] = ()
+    facts: Callable[[LoadedProgram], Iterable[str]] | None = None
+    rules: str = ""
+    new_guard: Guard | None = None  # set to add a guard beyond the base ones
+
+
+def _assemble() -> dict[str, Guard]:
+    """Base guards plus every extension module's additions, merged per guard name."""
+    from .extensions import guard_extensions
+
+    guards = {g.name: g for g in (
+        PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
+        LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE,
+        NONNEGATIVE)}
+    for ext in guard_extensions():
+        if ext.new_guard is not None:
+            if ext.new_guard.name in guards:
+                raise ValueError(f"guard '{ext.new_guard.name}' is defined twice")
+            guards[ext.new_guard.name] = ext.new_guard
+        if ext.guard not in guards:
+            raise ValueError(f"extension for unknown guard '{ext.guard}'")
+        base = guards[ext.guard]
+        producers = [f for f in (base.facts, ext.facts) if f is not None]
+        guards[ext.guard] = Guard(
+            base.name, base.doc, base.refusal, base.relations + ext.relations,
+            (lambda loaded, ps=tuple(producers): [f for p in ps for f in p(loaded)])
+            if producers else None,
+            "\n".join(r for r in (base.rules, ext.rules) if r), base.structural)
+    return guards
+
+
+GUARDS: dict[str, Guard] = _assemble()
 
 PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
                        "loop_nest_consistency", "equation_count", "loop_axis_count",

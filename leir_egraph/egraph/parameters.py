@@ -8,8 +8,9 @@ Fresh names follow the reference's alphabets: indices ``a c d f g h i j k l m n 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import count
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..leir.analysis import accesses, nest_loops
 from .facts import LoadedProgram
@@ -57,8 +58,7 @@ def _q(text: str) -> str:
     return '"' + text + '"'
 
 
-def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
-    """All parameter facts for a loaded program."""
+def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
     yield f"(Root {loaded.suffix_name(0)})"
     for k, nest in enumerate(loaded.nests):
         used = {l.index for l in nest_loops(nest)}
@@ -73,9 +73,32 @@ def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
                 yield f"(ScopeChange {_q(old)} {_q(new)})"
 
 
-PARAMETERS = (
+@dataclass(frozen=True)
+class ParameterSet:
+    """Parameter relations and the function producing their facts."""
+    relations: tuple[Relation, ...]
+    facts: Callable[[LoadedProgram], Iterable[str]]
+
+
+CORE_PARAMETERS = ParameterSet((
     Relation("Root", ("Prog",), "{0} is the whole program"),
     Relation("FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}"),
     Relation("FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program"),
     Relation("ScopeChange", ("String", "String"), "scope {0} may become scope {1}"),
-)
+), _core_facts)
+
+
+def _parameter_sets() -> tuple[ParameterSet, ...]:
+    from .extensions import parameter_sets
+
+    return (CORE_PARAMETERS, *parameter_sets())
+
+
+PARAMETER_SETS = _parameter_sets()
+PARAMETERS = tuple(r for p in PARAMETER_SETS for r in p.relations)
+
+
+def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """All parameter facts for a loaded program."""
+    for params in PARAMETER_SETS:
+        yield from params.facts(loaded)

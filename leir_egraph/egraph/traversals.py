@@ -6,7 +6,9 @@ plus one push-down rewrite per schema constructor of ``S`` (ruleset ``helpers``)
 right-hand side can say ``(SubstBody body "a" (IAdd ...))`` and the ``helpers`` ruleset,
 saturated after the strategy step, evaluates it to a plain term. Constructors that need their
 own behaviour (the leaves a helper actually changes) are listed as ``special`` and written by
-hand in ``rules/prelude.egg``.
+hand in ``rules/prelude/core.egg``. A helper with a ``match_sort`` replaces whole subterms: its
+generated rules only push down where the subterm differs from the one being replaced, and a
+generated exact-match rule puts the replacement in.
 
 Generating the boring cases from the schema keeps one source of truth: a new constructor in
 ``schema.egg`` is traversed by every helper automatically.
@@ -32,6 +34,7 @@ class MapHelper:
     sorts: tuple[str, ...]
     special: frozenset[str]  # constructors whose rules are hand-written in the prelude
     doc: str
+    match_sort: str = ""  # replace subterms of this sort equal to the first extra argument
 
 
 MAP_HELPERS = (
@@ -41,6 +44,8 @@ MAP_HELPERS = (
               "give every access of a tensor a new scope"),
     MapHelper("Rename", ("String", "String"), PROGRAM_SORTS, frozenset({"MkVar", "MkVarEmpty"}),
               "give every access of a tensor a new name"),
+    MapHelper("Replace", ("Expr", "Expr"), PROGRAM_SORTS, frozenset(),
+              "replace every occurrence of an expression by another", match_sort="Expr"),
 )
 
 
@@ -71,5 +76,10 @@ def helper_program() -> str:
                       for a, s in zip(args, inputs)]
             lhs = f"({name}{''.join(' ' + a for a in args)})"
             rhs = f"({name}{''.join(' ' + m for m in mapped)})"
-            lines.append(f"(rewrite ({helper.prefix}{output} {lhs} {params}) {rhs} :ruleset helpers)")
+            when = f" :when ((!= {lhs} p0))" if output == helper.match_sort else ""
+            lines.append(f"(rewrite ({helper.prefix}{output} {lhs} {params}) {rhs}{when} "
+                         ":ruleset helpers)")
+        if helper.match_sort:
+            s = helper.match_sort
+            lines.append(f"(rewrite ({helper.prefix}{s} p0 {params}) p1 :ruleset helpers)")
     return "\n".join(lines) + "\n"
