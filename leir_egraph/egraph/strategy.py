@@ -30,7 +30,8 @@ TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IE
 PARAMETER_RELATIONS = {r.name: r for r in PARAMETERS}
 
 _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
-             "counterexamples", "note"}
+             "counterexamples", "note", "direction", "inverse"}
+DIRECTIONS = ("simplify", "expand")
 _RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
 _COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
@@ -110,6 +111,8 @@ class Strategy:
     examples: tuple[Example, ...]
     counterexamples: tuple[CounterExample, ...]
     path: str
+    direction: str = ""   # "simplify" or "expand" for strategies in an inverse pair (balancing)
+    inverse: tuple[str, ...] = ()  # ids of the inverse strategies (STRATEGIES.md pairs)
 
     @property
     def K(self) -> int:
@@ -187,6 +190,12 @@ def load_rule_file(path: str | Path) -> Strategy:
             fail("guards", f"unknown guard '{g}'; known guards: {', '.join(GUARDS)}")
     if data["P"] < 1 or data["S"] < 0:
         fail("P", "difficulty inputs need P >= 1 and S >= 0")
+    if data.get("direction", "simplify") not in DIRECTIONS:
+        fail("direction", f"direction must be one of {', '.join(DIRECTIONS)}")
+    inverse = data.get("inverse", [])
+    inverse = [inverse] if isinstance(inverse, str) else inverse
+    if not isinstance(inverse, list) or not all(isinstance(i, str) for i in inverse):
+        fail("inverse", "inverse must be a strategy id or a list of ids")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
     rules = tuple(_load_rule(path, text, sid, i, r) for i, r in enumerate(data["rules"]))
@@ -216,7 +225,7 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("cot", f"CoT template slot(s) {', '.join(sorted(missing))} are not bindings of any rule")
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
-                    tuple(counters), str(path))
+                    tuple(counters), str(path), data.get("direction", ""), tuple(inverse))
 
 
 def _load_rule(path: Path, text: str, sid: str, index: int, data: dict) -> Rule:
