@@ -1,0 +1,168 @@
+"""Compile, run and time lowered LEIR programs.
+
+``build`` caches compiled modules keyed by (canonical text, signature, target, lowering
+options), so verifying many rewrites of one program compiles the original once per process.
+
+    >>> run(program, {"A": a})                       # doctest: +SKIP
+    {'C': array([[...]], dtype=float32)}
+
+Outputs are allocated filled with NaN (integers: their largest value, bool: True) before the
+call, so an element the program never writes shows up instead of reading as a plausible 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..leir.program import Program
+from .expr import LoweringError
+from .targets import TargetLike, target_dict, target_key, target_kind
+from .tir import LowerOptions, lower
+
+CACHE_SIZE = 256
+_cache: "OrderedDict[tuple, Built]" = OrderedDict()
+
+
+@dataclass(frozen=True)
+class Built:
+    """A compiled program: the PrimFunc, TVM's executable and how long lowering+compiling took."""
+    text: str
+    target: str
+    func: Any
+    executable: Any
+    seconds: float
+
+    def source(self) -> str:
+        """Device source (CUDA C) or, on the CPU, the TIR script."""
+        if self.target == "cuda":
+            return self.executable.mod.imports[0].inspect_source()
+        return self.func.script()
+
+
+def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
+    """Lower and compile ``program`` (cached). ``options`` are ``lower``'s keywords:
+    ``reverse_parallel``, ``poison``, ``serial``."""
+    opts = LowerOptions(**options)
+    key = (program.text, program.signature.to_json(), target_key(target), opts.key())
+    hit = _cache.get(key)
+    if hit is not None:
+        _cache.move_to_end(key)
+        return hit
+    import tvm
+    start = time.perf_counter()
+    func = lower(program, target, **options)
+    kind = target_kind(target)
+    if kind == "cuda":
+        from .cuda import CudaInvalid, verify_device_kernels
+        verify_device_kernels(func, target_dict(target))
+    executable = tvm.compile(func, target=target_dict(target))
+    if kind == "cuda" and not executable.mod.imports:
+        raise CudaInvalid("TVM produced no device kernel (host-only code)")
+    built = Built(program.text, kind, func, executable, time.perf_counter() - start)
+    _cache[key] = built
+    while len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return built
+
+
+def clear_cache() -> None:
+    _cache.clear()
+
+
+def cuda_source(program: Program) -> str:
+    """The CUDA C source of ``program``'s kernels; CudaInvalid says why there is none."""
+    return build(program, "cuda").source()
+
+
+# ---------------------------------------------------------------- arguments
+
+def fill_value(dtype: np.dtype):
+    """What an output holds before the program writes it."""
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def arguments(program: Program, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    """Input arrays in call order (stored ``program.values`` fill the missing ones), each
+    checked against the signature. Raises ValueError naming the offending input."""
+    sig = program.signature
+    unknown = sorted(set(inputs) - set(sig.input_names))
+    if unknown:
+        raise ValueError(f"unexpected input(s) {', '.join(unknown)}: the signature's inputs are "
+                         f"{', '.join(sig.input_names)}")
+    out = []
+    for spec in sig.inputs:
+        if spec.name in inputs:
+            value = inputs[spec.name]
+        elif spec.name in program.values:
+            value = program.values[spec.name]
+        else:
+            raise ValueError(f"missing input '{spec.name}' ({spec.dtype}{list(spec.shape)}): "
+                             "pass it or store it in program.values")
+        array = np.asarray(value)
+        want = numpy_dtype(spec.dtype)
+        if array.shape != spec.shape:
+            raise ValueError(f"input '{spec.name}' has shape {list(array.shape)} but the signature "
+                             f"says {list(spec.shape)}")
+        if array.dtype != want:
+            if not (np.can_cast(array.dtype, want, "same_kind") or want.name == "bfloat16"):
+                raise ValueError(f"input '{spec.name}' has dtype {array.dtype} but the signature "
+                                 f"says {spec.dtype}")
+            array = array.astype(want)
+        out.append(array if array.flags.c_contiguous else array.copy(order="C"))
+    return out
+
+
+def _tensors(program: Program, inputs: Mapping[str, Any]):
+    import tvm
+    args = [tvm.runtime.tensor(a) for a in arguments(program, inputs)]
+    outs = []
+    for spec in program.signature.outputs:
+        dtype = numpy_dtype(spec.dtype)
+        outs.append(tvm.runtime.tensor(np.full(spec.shape, fill_value(dtype), dtype=dtype)))
+    return args, outs
+
+
+# ---------------------------------------------------------------- running and timing
+
+def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm",
+        **options) -> dict[str, np.ndarray]:
+    """Run ``program`` on ``inputs`` (name -> array); returns every output by name."""
+    if target_kind(target) != "llvm":
+        raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
+    built = build(program, target, **options)
+    args, outs = _tensors(program, inputs)
+    built.executable(*args, *outs)
+    return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
+
+
+def time_program(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm", *,
+                 warmup: int = 2, repeat: int = 5, min_repeat_ms: float = 10.0,
+                 **options) -> float:
+    """Median run time in milliseconds: ``warmup`` untimed calls, then ``repeat`` timed
+    repeats, each looping the kernel until it has run at least ``min_repeat_ms``."""
+    import tvm
+    if target_kind(target) != "llvm":
+        raise LoweringError("only the llvm target can be timed here")
+    built = build(program, target, **options)
+    args, outs = _tensors(program, inputs)
+    for _ in range(warmup):
+        built.executable(*args, *outs)
+    timer = built.executable.mod.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat,
+                                                min_repeat_ms=int(min_repeat_ms))
+    return float(timer(*args, *outs).median) * 1e3

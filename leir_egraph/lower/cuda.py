@@ -1,0 +1,162 @@
+"""CUDA-specific rules: when a LEIR program can be a valid set of CUDA kernels.
+
+Each top-level nest is one kernel. TVM 0.27 compiles invalid kernels without complaint (2048
+threads per block, 64 KB of shared memory), so validity is checked twice:
+
+1. statically on the LEIR (``check_launch``): at most 1024 threads per block, threadIdx.x/y
+   <= 1024, threadIdx.z <= 64, blockIdx.y/z <= 65535, one B loop per hardware axis per nest,
+   shared/local intermediates confined to one kernel;
+2. on the lowered device kernels (``verify_device_kernels``) with TVM's
+   ``s_tir.analysis.verify_gpu_code`` (shared memory per block among others), after TVM's
+   default pipeline with the target bound.
+
+Both raise :class:`CudaInvalid` with a sentence saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..leir.analysis import equation_sites, tensor_names
+from ..leir.ast import LoopNest
+from ..leir.program import Program
+from .expr import LoweringError
+
+LIMITS = {
+    "threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
+    "blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
+}
+MAX_THREADS_PER_BLOCK = 1024
+MAX_SHARED_BYTES = 48 * 1024
+GPU_CONSTRAINTS = {
+    "max_threads_per_block": MAX_THREADS_PER_BLOCK,
+    "max_shared_memory_per_block": MAX_SHARED_BYTES,
+    "max_local_memory_per_block": 2**31 - 1,
+    "max_thread_x": LIMITS["threadIdx.x"],
+    "max_thread_y": LIMITS["threadIdx.y"],
+    "max_thread_z": LIMITS["threadIdx.z"],
+    "max_vthread": 8,
+    "max_vector_bytes": 16,
+}
+
+
+class CudaInvalid(LoweringError):
+    """The program cannot be a valid CUDA kernel; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(f"not a valid CUDA kernel: {reason}")
+
+
+def _bound_loops(nest: LoopNest):
+    for loop in nest.loops:
+        if loop.kind == "B":
+            yield loop
+    for item in nest.body:
+        if isinstance(item, LoopNest):
+            yield from _bound_loops(item)
+
+
+def launch_problems(program: Program) -> list[str]:
+    """Every launch-configuration rule the program breaks, one sentence each."""
+    from .tir import thread_tag
+    out = []
+    for n, nest in enumerate(program.leir.nests, start=1):
+        axes: dict[str, str] = {}
+        extents: dict[str, int] = {}
+        for loop in _bound_loops(nest):
+            tag = thread_tag(loop.index)
+            if tag in axes:
+                out.append(f"nest {n}: B loops '{axes[tag]}' and '{loop.index}' both bind {tag}; "
+                           "one hardware axis takes one loop per kernel")
+                continue
+            axes[tag], extents[tag] = loop.index, loop.extent
+            if loop.extent > LIMITS[tag]:
+                out.append(f"nest {n}: B^{{{loop.extent}}}_{{{loop.index}=0}} binds {tag} to "
+                           f"{loop.extent} > {LIMITS[tag]}, the most CUDA allows")
+        threads = math.prod(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
+        if threads > MAX_THREADS_PER_BLOCK:
+            out.append(f"nest {n}: {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
+    return out
+
+
+def check_launch(program: Program) -> None:
+    """Raise :class:`CudaInvalid` if the launch configuration of any nest is impossible."""
+    problems = launch_problems(program)
+    if problems:
+        raise CudaInvalid("; ".join(problems))
+
+
+def kernel_scoped_intermediates(program: Program, scopes: dict[str, str]) -> dict[int, list[str]]:
+    """Shared (``s``) and local (``l``) intermediates by the top-level nest (kernel) using them.
+
+    Such memory does not outlive a kernel, so an intermediate of scope s or l used by two
+    top-level nests cannot be placed: CudaInvalid."""
+    out: dict[int, list[str]] = {}
+    for name, scope in scopes.items():
+        if scope == "g":
+            continue
+        users = [n for n, nest in enumerate(program.leir.nests) if name in tensor_names(nest)]
+        if len(users) > 1:
+            kind = "shared" if scope == "s" else "local"
+            raise CudaInvalid(f"intermediate '{name}' has scope {scope} ({kind} memory) but is used "
+                              f"by nests {', '.join(str(u + 1) for u in users)}; {kind} memory "
+                              "does not outlive a kernel (use scope g)")
+        out.setdefault(users[0], []).append(name)
+    for n, names in out.items():
+        names.sort(key=lambda name: next(i for i, s in enumerate(equation_sites(program.leir))
+                                         if s.equation.target.name == name))
+    return out
+
+
+def device_modules(func, target):
+    """TVM's default pipeline with ``target`` bound, split into (host module, device modules)."""
+    import importlib
+
+    import tvm
+    build_module = importlib.import_module("tvm.tirx.build")
+    target = tvm.target.Target(target)
+    host = tvm.target.Target("llvm")
+    mod = tvm.IRModule.from_expr(func)
+    mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
+    pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+    return build_module.split_host_device_mods(pipeline(mod))
+
+
+def verify_device_kernels(func, target) -> None:
+    """Run ``verify_gpu_code`` on every lowered device kernel; raise CudaInvalid naming the
+    failing kernel and, where it can be told, the broken limit."""
+    from tvm import s_tir
+    _, device = device_modules(func, target)
+    kernels = [(gv.name_hint, fn) for mod in device.values() for gv, fn in mod.functions.items()]
+    if not kernels:
+        raise CudaInvalid("TVM produced no device kernel (host-only code)")
+    for name, fn in kernels:
+        if not s_tir.analysis.verify_gpu_code(fn, GPU_CONSTRAINTS):
+            shared = _shared_bytes(fn.body)
+            detail = (f"shared memory {shared} B > {MAX_SHARED_BYTES} B" if shared > MAX_SHARED_BYTES
+                      else "a launch or memory limit is exceeded")
+            raise CudaInvalid(f"kernel {name} fails TVM's verify_gpu_code ({detail})")
+
+
+def _shared_bytes(stmt) -> int:
+    """Bytes of shared-memory allocations under a lowered statement."""
+    import tvm
+    total = 0
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tvm.tirx.AllocBuffer):
+            buf = node.buffer
+            if buf.scope().startswith("shared"):
+                elements = math.prod(int(d) for d in buf.shape)
+                total += elements * tvm.runtime.DataType(buf.dtype).bits // 8
+        for attr in ("seq", "body", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if child is None:
+                continue
+            if isinstance(child, (list, tuple)) or type(child).__name__ == "Array":
+                stack.extend(child)
+            else:
+                stack.append(child)
+    return total

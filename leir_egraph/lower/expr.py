@@ -1,0 +1,306 @@
+"""LEIR expressions -> TVM ``tirx`` expressions, with the dtype rules of docs/LEIR.md §3.
+
+* Arithmetic happens in the dtype of the equation's target: tensor reads of another dtype,
+  literals and index values are cast to it (``D^{f32}=H^{i64}_{tx}*2`` reads ``H`` as f32).
+* A comparison is evaluated in its operands' own type: integers when it reads no tensor,
+  otherwise the widest dtype of the tensors it reads (argmax's ``A>=D`` compares f32 values
+  although the target ``C`` is i64).
+* ``if_then_else`` is TVM's lazy ``tirx.if_then_else``: the branch not taken is never
+  evaluated, so a guarded out-of-range read never executes.
+* ``max``/``min`` on floats propagate NaN (like PyTorch's ``maximum``/``relu``); TVM's own
+  ``max(NaN, 0)`` returns 0.
+
+TVM is imported by the caller (``tir.py``) before any function here runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+from ..leir.ast import (Bin, Call, Compare, IBin, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
+                        Var)
+from ..leir.signature import DTYPE_NAMES
+
+
+class LoweringError(ValueError):
+    """A valid LEIR program that cannot be turned into TIR for the requested target."""
+
+
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+SIGNED = ("int8", "int16", "int32", "int64")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+         "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+
+def tvm_dtype(code: str) -> str:
+    """LEIR dtype code -> TVM dtype string (``f32`` -> ``float32``)."""
+    try:
+        return DTYPE_NAMES[code]
+    except KeyError:
+        raise LoweringError(f"unsupported dtype '{code}'") from None
+
+
+def dtype_of(expr) -> str:
+    """The dtype of a TIR expression (TVM 0.27 exposes it as ``expr.ty``)."""
+    return str(expr.ty)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOATS
+
+
+def widest(dtypes) -> str | None:
+    """The dtype a comparison between these dtypes is evaluated in (None when empty).
+
+    Any float wins over integers; among floats the widest (f16 with bf16 -> f32); among
+    integers the widest, signed if any operand is signed; bool alone compares as int32."""
+    dtypes = set(dtypes)
+    if not dtypes:
+        return None
+    floats = [d for d in dtypes if d in FLOATS]
+    if floats:
+        if {"float16", "bfloat16"} <= set(floats) and not {"float32", "float64"} & set(floats):
+            return "float32"
+        return max(floats, key=lambda d: (_BITS[d], d == "float16"))
+    ints = [d for d in dtypes if d in SIGNED + UNSIGNED]
+    if not ints:
+        return "int32"
+    bits = max(_BITS[d] for d in ints)
+    if any(d in SIGNED for d in ints):
+        return f"int{bits}"
+    return f"uint{bits}"
+
+
+def identity(op: str, dtype: str):
+    """The implicit initial value of an accumulation ``X=X op e`` (docs/LEIR.md §3)."""
+    from tvm import tirx
+    if dtype == "bool":
+        return tirx.const(op in ("*", "min"), "bool")
+    if op in ("+", "-"):
+        return tirx.const(0, dtype)
+    if op == "*":
+        return tirx.const(1, dtype)
+    if is_float(dtype):
+        return tirx.const(-math.inf if op == "max" else math.inf, dtype)
+    return tirx.min_value(dtype) if op == "max" else tirx.max_value(dtype)
+
+
+def poison_value(dtype: str):
+    """What an unwritten element holds under ``poison=True``: NaN, the largest integer, True."""
+    from tvm import tirx
+    if is_float(dtype):
+        return tirx.const(math.nan, dtype)
+    if dtype == "bool":
+        return tirx.const(True, "bool")
+    return tirx.max_value(dtype)
+
+
+class ExprLowering:
+    """Lowers the expressions of one equation.
+
+    ``env`` maps loop index names to their TIR values (a loop variable, or ``extent-1-v`` for a
+    loop run in reverse); ``buffers`` maps tensor names to TIR buffers; ``load`` builds a read.
+    """
+
+    def __init__(self, env: Mapping, buffers: Mapping, load: Callable | None = None):
+        from tvm import tirx
+        self.tirx = tirx
+        self.env = env
+        self.buffers = buffers
+        self._load = load or (lambda buf, idx: tirx.BufferLoad(buf, idx))
+
+    # ------------------------------------------------------------ tensor access and subscripts
+
+    def access(self, var: Var):
+        """``A_{tx,C_{tx}}`` -> ``A[tx, int32(C[tx])]`` in A's own dtype."""
+        buf = self.buffers[var.name]
+        return self._load(buf, [self.index(s) for s in var.subscripts])
+
+    def index(self, sub):
+        """Index arithmetic: ``//`` and ``%`` are floor division and floor modulo."""
+        tirx = self.tirx
+        if isinstance(sub, IConst):
+            return tirx.const(sub.value, "int32" if -2**31 <= sub.value < 2**31 else "int64")
+        if isinstance(sub, IName):
+            return self.env[sub.name]
+        if isinstance(sub, Var):  # a gather: the tensor's value is the subscript
+            value = self.access(sub)
+            return value if dtype_of(value) == "int32" else tirx.Cast("int32", value)
+        lhs, rhs = self.index(sub.lhs), self.index(sub.rhs)
+        if sub.op == "+":
+            return lhs + rhs
+        if sub.op == "-":
+            return lhs - rhs
+        if sub.op == "*":
+            return lhs * rhs
+        if sub.op == "//":
+            return tirx.floordiv(lhs, rhs)
+        if sub.op == "%":
+            return tirx.floormod(lhs, rhs)
+        raise LoweringError(f"unknown index operator '{sub.op}'")
+
+    # ------------------------------------------------------------ values in a given dtype
+
+    def cast(self, value, dtype: str):
+        have = dtype_of(value)
+        if have == dtype:
+            return value
+        if dtype == "bool":
+            return self.tirx.NE(value, self.tirx.const(0, have))
+        return self.tirx.Cast(dtype, value)
+
+    def literal(self, num: Num, dtype: str):
+        """A literal in ``dtype``: floats as written; in an integer dtype a float literal is
+        truncated toward zero and ``inf`` is the dtype's largest value."""
+        tirx = self.tirx
+        value = num.value
+        if is_float(dtype):
+            return tirx.const(float(value), dtype)
+        if dtype == "bool":
+            return tirx.const(bool(value), "bool")
+        if isinstance(value, float):
+            if math.isinf(value):
+                return tirx.max_value(dtype)
+            value = int(value)
+        return tirx.const(value, dtype)
+
+    def value(self, e, dtype: str):
+        """Lower a value expression computed in ``dtype`` (the equation target's dtype)."""
+        tirx = self.tirx
+        if dtype == "bool" and isinstance(e, (Bin, Neg, Call)):
+            # bool has no arithmetic: compute in int32, then nonzero -> True
+            return self.cast(self.value(e, "int32"), "bool")
+        if isinstance(e, Num):
+            return self.literal(e, dtype)
+        if isinstance(e, Var):
+            return self.cast(self.access(e), dtype)
+        if isinstance(e, Idx):
+            return self.cast(self.env[e.name], dtype)
+        if isinstance(e, Neg):
+            operand = self.value(e.operand, dtype)
+            return tirx.const(0, dtype) - operand if dtype in UNSIGNED else -operand
+        if isinstance(e, Bin):
+            return self._binary(e, dtype)
+        if isinstance(e, Call):
+            return self._call(e, dtype)
+        if isinstance(e, IfThenElse):
+            return tirx.if_then_else(self.condition(e.cond), self.value(e.then, dtype),
+                                     self.value(e.otherwise, dtype))
+        if isinstance(e, (Compare, Logic)):
+            return self.cast(self.condition(e), dtype)
+        raise LoweringError(f"cannot lower expression {type(e).__name__}")
+
+    def _binary(self, e: Bin, dtype: str):
+        tirx = self.tirx
+        if e.op == "**":
+            return self._power(e, dtype)
+        a, b = self.value(e.lhs, dtype), self.value(e.rhs, dtype)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        if e.op == "/":
+            return tirx.div(a, b) if is_float(dtype) else tirx.truncdiv(a, b)
+        raise LoweringError(f"unknown operator '{e.op}'")
+
+    def _power(self, e: Bin, dtype: str):
+        tirx = self.tirx
+        if is_float(dtype):
+            return tirx.pow(self.value(e.lhs, dtype), self.value(e.rhs, dtype))
+        exponent = e.rhs.value if isinstance(e.rhs, Num) else None
+        if isinstance(exponent, int) and exponent <= 64:
+            # integer power by repeated multiplication (TVM's pow is float-only)
+            base = self.value(e.lhs, dtype)
+            result = tirx.const(1, dtype)
+            for _ in range(exponent):
+                result = result * base
+            return result
+        return tirx.Cast(dtype, tirx.pow(self.value(e.lhs, "float64"), self.value(e.rhs, "float64")))
+
+    def _call(self, e: Call, dtype: str):
+        tirx = self.tirx
+        if e.fn in ("max", "min"):
+            a, b = (self.value(x, dtype) for x in e.args)
+            pick = tirx.max(a, b) if e.fn == "max" else tirx.min(a, b)
+            if not is_float(dtype):
+                return pick
+            # NaN in either operand gives NaN, as in PyTorch
+            return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, pick))
+        (arg,) = e.args
+        if e.fn == "abs":
+            x = self.value(arg, dtype)
+            return x if dtype in UNSIGNED else tirx.abs(x)
+        fn = {"exp": tirx.exp, "log": tirx.log, "sqrt": tirx.sqrt, "erf": tirx.erf}.get(e.fn)
+        if fn is None:
+            raise LoweringError(f"unknown function '{e.fn}'")
+        # TVM has no f16/bf16 erf and no integer transcendental functions: compute wider
+        if dtype in ("float32", "float64") or (is_float(dtype) and e.fn != "erf"):
+            return fn(self.value(arg, dtype))
+        wide = "float32" if is_float(dtype) else "float64"
+        return tirx.Cast(dtype, fn(self.value(arg, wide)))
+
+    # ------------------------------------------------------------ conditions
+
+    def condition(self, e):
+        """A bool expression: comparisons (chains are conjunctions), ``&``, ``|``, bool reads."""
+        tirx = self.tirx
+        if isinstance(e, Logic):
+            a, b = self.condition(e.lhs), self.condition(e.rhs)
+            return tirx.And(a, b) if e.op == "&" else tirx.Or(a, b)
+        if isinstance(e, Compare):
+            dtype = self.comparison_dtype(e)
+            operands = [self.value(x, dtype) for x in e.operands]
+            result = None
+            for a, op, b in zip(operands, e.ops, operands[1:]):
+                term = getattr(tirx, _COMPARE_NODES[op])(a, b)
+                result = term if result is None else tirx.And(result, term)
+            return result
+        if isinstance(e, Var):
+            return self.cast(self.access(e), "bool")
+        # a value used as a condition (validation normally forbids it): nonzero is true
+        return self.cast(self.value(e, "float64"), "bool")
+
+    def comparison_dtype(self, e: Compare) -> str:
+        """Widest dtype of the tensors the operands read (gathers in subscripts excluded);
+        integers for index-only comparisons (float64 if a non-integer literal occurs)."""
+        tensors, floats_literal, big = set(), False, False
+        stack = list(e.operands)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Var):
+                tensors.add(tvm_dtype(node.dtype))
+                continue  # its subscripts are index values, not compared values
+            if isinstance(node, Num):
+                value = node.value
+                if isinstance(value, float):
+                    floats_literal = True
+                elif not -2**31 <= value < 2**31:
+                    big = True
+                continue
+            stack.extend(_value_children(node))
+        if tensors:
+            return widest(tensors)
+        if floats_literal:
+            return "float64"
+        return "int64" if big else "int32"
+
+
+def _value_children(e) -> tuple:
+    if isinstance(e, (Bin, Logic)):
+        return (e.lhs, e.rhs)
+    if isinstance(e, Neg):
+        return (e.operand,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Compare):
+        return e.operands
+    if isinstance(e, IfThenElse):
+        return (e.cond, e.then, e.otherwise)
+    return ()
+
+
+_COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}

@@ -1,0 +1,303 @@
+"""LEIR program -> TVM ``tirx`` PrimFunc, built with TVM's IR builder.
+
+The function takes the signature's inputs then its outputs as buffers (0-d buffers for
+scalars). Top-level nests are emitted in order; before each one come the allocations of the
+intermediates it writes first, then the implicit initialisations its accumulations need
+(docs/LEIR.md §3)::
+
+    B^{16}_{tx=0}L^{256}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];
+    ->
+    D = T.alloc_buffer((16,))
+    for i0 in range(16): D[i0] = T.float32(-inf)          # implicit init, whole shape
+    for tx in range(16):                                  # B is serial on the CPU
+        for a in range(256):
+            D[tx] = max(D[tx], A[tx, a])                   # NaN-propagating max
+
+Loop kinds (CPU): L serial, P parallel, V vectorized, U unrolled (while the product of the
+unrolled extents stays <= 256, else serial), B serial. A P loop inside a loop that already
+runs in parallel or vectorized, and a V loop inside a vectorized loop, are emitted serial
+(TVM rejects nested parallel loops and nested vectorisation). On CUDA, B loops bind to the
+thread axis named by the index (``tx`` -> threadIdx.x, ``bya`` -> blockIdx.y); P is serial.
+
+Options: ``reverse_parallel`` runs every P/V/B loop serially from its last iteration to its
+first; ``serial`` runs them serially in order; ``poison`` fills every intermediate with NaN
+(ints: their largest value, bool: True) right after allocation.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from ..leir.analysis import accumulation_op, equation_sites, intermediate_shapes
+from ..leir.ast import Equation, LoopNest
+from ..leir.program import Program
+from ..leir.validate import check
+from .expr import ExprLowering, LoweringError, identity, poison_value, tvm_dtype
+from .targets import TargetLike, target_kind
+
+MAX_UNROLL = 256
+_PARALLEL_FILL_ELEMENTS = 1 << 14  # fills at least this large get a parallel outer loop
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    """How loop kinds are emitted; the defaults are the program's own meaning and speed."""
+    reverse_parallel: bool = False
+    poison: bool = False
+    serial: bool = False
+
+    def key(self) -> tuple:
+        return (self.reverse_parallel, self.poison, self.serial)
+
+
+@dataclass
+class _Plan:
+    """Where allocations and implicit initialisations go, per top-level nest."""
+    shapes: dict[str, tuple[int, ...]]
+    dtypes: dict[str, str]
+    allocate_before: dict[int, list[str]] = field(default_factory=dict)
+    init_before: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
+    scopes: dict[str, str] = field(default_factory=dict)  # intermediate -> 'g' | 's' | 'l'
+
+
+def plan(program: Program) -> _Plan:
+    """Allocation point (first writing top-level nest) and implicit initialisations.
+
+    An accumulation ``X=X op e`` initialises X over its whole shape right before its top-level
+    nest when no textually earlier equation wrote X and X is not an input."""
+    sig = program.signature
+    known = {t.name for t in sig.tensors}
+    shapes = {t.name: t.shape for t in sig.tensors}
+    shapes.update(intermediate_shapes(program.leir, known))
+    dtypes = {t.name: t.dtype for t in sig.tensors}
+    p = _Plan(shapes, dtypes)
+    inputs = set(sig.input_names)
+    written: set[str] = set()
+    for site in equation_sites(program.leir):
+        target = site.equation.target
+        name = target.name
+        if name not in known and name not in dtypes:
+            dtypes[name] = tvm_dtype(target.dtype)
+            p.scopes[name] = target.scope
+            p.allocate_before.setdefault(site.nest, []).append(name)
+        op = accumulation_op(site.equation)
+        if op is not None and name not in written and name not in inputs:
+            p.init_before.setdefault(site.nest, []).append((name, op))
+        written.add(name)
+    return p
+
+
+def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bool = False,
+          poison: bool = False, serial: bool = False):
+    """Lower a valid program to a ``tvm.tirx.PrimFunc`` named ``main``.
+
+    Raises ``LeirValidationError`` for an invalid program, ``LoweringError`` when the program
+    cannot be expressed for the target, and ``CudaInvalid`` (a LoweringError) when it cannot be
+    a valid CUDA kernel."""
+    check(program)
+    kind = target_kind(target)
+    options = LowerOptions(reverse_parallel, poison, serial)
+    if kind == "cuda":
+        from .cuda import check_launch
+        check_launch(program)
+    return _Lowering(program, kind, options).run()
+
+
+class _Lowering:
+    def __init__(self, program: Program, kind: str, options: LowerOptions):
+        import tvm  # noqa: F401  (loads the TVM runtime before the builder modules)
+        from tvm import tirx
+        from tvm.script.ir_builder import IRBuilder
+        from tvm.tirx.script.builder import ir as T
+        self.tirx, self.IRBuilder, self.T = tirx, IRBuilder, T
+        self.program, self.kind, self.options = program, kind, options
+        self.plan = plan(program)
+        self.buffers: dict = {}
+        self.cuda = kind == "cuda"
+        self.kernel_scoped: dict[int, list[str]] = {}
+        if self.cuda:
+            from .cuda import kernel_scoped_intermediates
+            self.kernel_scoped = kernel_scoped_intermediates(program, self.plan.scopes)
+
+    # ------------------------------------------------------------ function
+
+    def run(self):
+        T, IRBuilder = self.T, self.IRBuilder
+        sig = self.program.signature
+        in_kernel = {n for names in self.kernel_scoped.values() for n in names}
+        with IRBuilder() as ib:
+            with T.prim_func():
+                T.func_name("main")
+                for spec in sig.inputs + sig.outputs:
+                    self.buffers[spec.name] = T.arg(spec.name, T.buffer(spec.shape, spec.dtype))
+                T.func_attr({"tir.noalias": True})
+                for n, nest in enumerate(self.program.leir.nests):
+                    for name in self.plan.allocate_before.get(n, ()):
+                        if name not in in_kernel:
+                            self._allocate(name, "global")
+                    for name, op in self.plan.init_before.get(n, ()):
+                        if name not in in_kernel:
+                            self._fill(name, identity(op, self.plan.dtypes[name]))
+                    self._top_level(n, nest)
+        return ib.get()
+
+    def _allocate(self, name: str, scope: str):
+        T = self.T
+        dtype = self.plan.dtypes[name]
+        buf = T.alloc_buffer(self.plan.shapes[name], dtype, scope=scope)
+        self.IRBuilder.name(name, buf)
+        self.buffers[name] = buf
+        if self.options.poison:
+            self._fill(name, poison_value(dtype), kernel=self.cuda and scope == "global")
+
+    def _fill(self, name: str, value, kernel: bool | None = None):
+        """``name[...] = value`` over the whole shape (as its own kernel on CUDA at top level)."""
+        T = self.T
+        buf, shape = self.buffers[name], self.plan.shapes[name]
+        kernel = self.cuda if kernel is None else kernel
+        if kernel:
+            self._fill_kernel(buf, shape, value)
+            return
+        if not shape:
+            T.buffer_store(buf, value, [])
+            return
+        total = math.prod(shape)
+        with ExitStack() as stack:
+            idx = []
+            for d, extent in enumerate(shape):
+                parallel = (d == 0 and not self.cuda and extent > 1
+                            and total >= _PARALLEL_FILL_ELEMENTS)
+                frame = T.parallel(0, extent) if parallel else T.serial(0, extent)
+                v = stack.enter_context(frame)
+                self.IRBuilder.name(f"i{d}", v)
+                idx.append(v)
+            T.buffer_store(buf, value, idx)
+
+    def _fill_kernel(self, buf, shape, value):
+        T, tirx = self.T, self.tirx
+        total = math.prod(shape)
+        threads = min(total, 256)
+        blocks = -(-total // threads)
+        with T.thread_binding(blocks, thread="blockIdx.x") as b:
+            self.IRBuilder.name("bx", b)
+            with T.thread_binding(threads, thread="threadIdx.x") as t:
+                self.IRBuilder.name("tx", t)
+                flat = b * threads + t
+                idx, rest = [], flat
+                for extent in reversed(shape):
+                    idx.append(tirx.floormod(rest, extent))
+                    rest = tirx.floordiv(rest, extent)
+                idx.reverse()
+                if total % threads:
+                    with T.If(flat < total):
+                        with T.Then():
+                            T.buffer_store(buf, value, idx)
+                else:
+                    T.buffer_store(buf, value, idx)
+
+    # ------------------------------------------------------------ nests and loops
+
+    def _top_level(self, n: int, nest: LoopNest):
+        if not self.cuda:
+            self._nest(nest, _Context())
+            return
+        scoped = self.kernel_scoped.get(n, [])
+        if not _has_bound_loop(nest):
+            # a nest with no B loop runs as a single-thread kernel
+            T = self.T
+            with T.thread_binding(1, thread="blockIdx.x") as b:
+                self.IRBuilder.name("bx", b)
+                with T.thread_binding(1, thread="threadIdx.x") as t:
+                    self.IRBuilder.name("tx", t)
+                    self._kernel_locals(n, scoped)
+                    self._nest(nest, _Context())
+            return
+        self._nest(nest, _Context(), kernel_locals=(n, scoped))
+
+    def _kernel_locals(self, n: int, names: list[str]):
+        """Shared/local intermediates of one kernel: allocated (and implicitly initialised) in
+        the kernel, once every thread index of the nest is bound."""
+        scope_names = {"g": "global", "s": "shared", "l": "local"}
+        for name in names:
+            self._allocate(name, scope_names[self.plan.scopes[name]])
+        for name, op in self.plan.init_before.get(n, ()):
+            if name in names:
+                self._fill(name, identity(op, self.plan.dtypes[name]), kernel=False)
+
+    def _nest(self, nest: LoopNest, ctx: "_Context", kernel_locals=None):
+        T = self.T
+        with ExitStack() as stack:
+            env = dict(ctx.env)
+            last_bound = max((i for i, l in enumerate(nest.loops) if l.kind == "B"), default=-1)
+            for i, loop in enumerate(nest.loops):
+                frame, reverse, ctx = self._loop_frame(loop, ctx)
+                var = stack.enter_context(frame)
+                self.IRBuilder.name(loop.index, var)
+                env[loop.index] = (loop.extent - 1 - var) if reverse else var
+                if kernel_locals is not None and i == last_bound:
+                    self._kernel_locals(*kernel_locals)
+            ctx = ctx.with_env(env)
+            for item in nest.body:
+                if isinstance(item, Equation):
+                    self._equation(item, env)
+                else:
+                    self._nest(item, ctx)
+
+    def _loop_frame(self, loop, ctx: "_Context"):
+        """(frame, runs reversed?, context for the loop's body)."""
+        T, opts = self.T, self.options
+        extent, kind = loop.extent, loop.kind
+        if kind == "B" and self.cuda and not (opts.reverse_parallel or opts.serial):
+            return T.thread_binding(extent, thread=thread_tag(loop.index)), False, ctx
+        if kind in ("P", "V", "B") and opts.reverse_parallel:
+            return T.serial(0, extent), True, ctx
+        if kind in ("P", "V", "B") and opts.serial:
+            return T.serial(0, extent), False, ctx
+        if kind == "P" and not self.cuda and not (ctx.in_parallel or ctx.in_vector):
+            return T.parallel(0, extent), False, ctx.replace(in_parallel=True)
+        if kind == "V" and not ctx.in_vector and (not self.cuda or extent in (2, 4)):
+            return T.vectorized(0, extent), False, ctx.replace(in_vector=True)
+        if kind == "U" and extent * ctx.unrolled <= MAX_UNROLL:
+            return T.unroll(0, extent), False, ctx.replace(unrolled=ctx.unrolled * extent)
+        return T.serial(0, extent), False, ctx
+
+    # ------------------------------------------------------------ equations
+
+    def _equation(self, eq: Equation, env):
+        target = eq.target
+        dtype = self.plan.dtypes.get(target.name) or tvm_dtype(target.dtype)
+        lowering = ExprLowering(env, self.buffers)
+        value = lowering.value(eq.value, dtype)
+        indices = [lowering.index(s) for s in target.subscripts]
+        self.T.buffer_store(self.buffers[target.name], value, indices)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the enclosing loops imply for a loop being emitted."""
+    env: tuple = ()
+    in_parallel: bool = False
+    in_vector: bool = False
+    unrolled: int = 1
+
+    def replace(self, **changes) -> "_Context":
+        from dataclasses import replace
+        return replace(self, **changes)
+
+    def with_env(self, env: dict) -> "_Context":
+        return self.replace(env=env)
+
+
+def _has_bound_loop(nest: LoopNest) -> bool:
+    return any(l.kind == "B" for l in nest.loops) or any(
+        isinstance(item, LoopNest) and _has_bound_loop(item) for item in nest.body)
+
+
+def thread_tag(index: str) -> str:
+    """``tx`` -> ``threadIdx.x``, ``bya`` -> ``blockIdx.y``."""
+    if len(index) < 2 or index[0] not in "tb" or index[1] not in "xyz":
+        raise LoweringError(f"'{index}' is not a GPU binding name (tx, ty, tz, bx, by, bz + suffix)")
+    return ("threadIdx." if index[0] == "t" else "blockIdx.") + index[1]
+
