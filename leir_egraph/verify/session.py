@@ -1,0 +1,202 @@
+"""The TVM half of a verification: build, run, compare, check independence, time.
+
+``evaluate(job, report)`` runs in the worker process (or in-process for debugging). It reports
+progress through ``report`` as it goes -- the stage it is entering, each level passed and each
+piece of evidence -- so that when the process crashes or is killed on a timeout, the parent
+still knows how far ``after`` got.
+
+A job is plain data (LEIR text, signature dict, numpy values), never TVM objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..leir.program import Program
+from ..lower.build import build, run, time_program
+from ..lower.targets import CPU_TARGET, target_kind
+from .compare import compare
+from .independence import check_independent
+from .inputs import integer_ranges, random_inputs
+
+Report = Callable[..., None]
+
+# The reverse-order check compares two builds bit for bit; without LLVM optimisation both
+# evaluate each iteration with the same instructions (no contraction or vectorisation that
+# could differ between them), and they compile several times faster.
+DYNAMIC_TARGET = {**CPU_TARGET, "opt-level": 0}
+
+
+def describe_error(err: BaseException) -> str:
+    """One line: TVM errors keep their last line (the check that failed), others their first."""
+    text = str(err).strip()
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    if not lines:
+        return type(err).__name__
+    module = type(err).__module__ or ""
+    line = lines[-1] if module.startswith("tvm") or "Traceback" in text else lines[0]
+    line = line if len(line) <= 300 else line[:297] + "..."
+    return f"{type(err).__name__}: {line}"
+
+
+def program_of(spec: dict[str, Any]) -> Program:
+    return Program.parse(spec["text"], spec["signature"], spec.get("name", ""),
+                         spec.get("values") or {})
+
+
+def has_parallel_claims(program: Program) -> bool:
+    from ..leir.analysis import nest_loops
+    return any(loop.kind in ("P", "V", "B") and loop.extent > 1
+               for nest in program.leir.nests for loop in nest_loops(nest))
+
+
+def reverse_order_check(program: Program, inputs: dict[str, np.ndarray]) -> str | None:
+    """Run every P/V/B loop serially forward, then in reverse (intermediates poisoned with NaN
+    in both); ``None`` when the outputs are bitwise identical, else what differs."""
+    if not has_parallel_claims(program):
+        return None
+    forward = run(program, inputs, DYNAMIC_TARGET, serial=True, poison=True)
+    backward = run(program, inputs, DYNAMIC_TARGET, reverse_parallel=True, poison=True)
+    for name, a in forward.items():
+        b = backward[name]
+        if a.tobytes() != b.tobytes():
+            differs = ~((a == b) | (np.isnan(a) & np.isnan(b))) if a.dtype.kind == "f" else a != b
+            count = int(np.sum(differs))
+            first = np.unravel_index(int(np.argmax(differs)), differs.shape) if a.ndim else ()
+            at = ",".join(str(int(i)) for i in first)
+            return (f"running the P/V/B loops in reverse order changes {name} at {count} of "
+                    f"{a.size} element(s), first [{at}]: forward {a[first]}, reverse {b[first]}")
+    return None
+
+
+def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any]:
+    """Verify ``job['after']`` against ``job['before']``; returns VerificationResult fields."""
+    return _Evaluation(job, report or (lambda **_: None)).run()
+
+
+class _Evaluation:
+    def __init__(self, job: dict[str, Any], report: Report):
+        self.job, self.report = job, report
+        self.fields: dict[str, Any] = {}
+        self.level = "diff"
+
+    def note(self, **fields):
+        self.fields.update(fields)
+        self.report(fields=fields)
+
+    def stage(self, text: str):
+        self.report(stage=text)
+
+    def passed(self, level: str):
+        self.level = level
+        self.report(passed=level)
+
+    def result(self, reason: str | None) -> dict[str, Any]:
+        return {"level": self.level, "reason": reason, **self.fields}
+
+    def run(self) -> dict[str, Any]:
+        job = self.job
+        target = job.get("target", "llvm")
+        trials, seed = int(job.get("trials", 3)), int(job.get("seed", 0))
+        self.note(trials=trials, target=target_kind(target))
+        before, after = program_of(job["before"]), program_of(job["after"])
+        before_problem = job.get("before_problem")
+
+        # ---- build
+        self.stage("building after")
+        try:
+            seconds = build(after, target).seconds
+            if target_kind(target) != "llvm":
+                seconds += build(after, "llvm").seconds  # execution happens on the CPU
+            self.note(build_s_after=seconds)
+        except Exception as err:  # noqa: BLE001 -- every failure is a verdict, not a crash
+            return self.result(f"build: {describe_error(err)}")
+        self.passed("build")
+        if before_problem is None:
+            self.stage("building before")
+            try:
+                self.note(build_s_before=build(before, "llvm").seconds)
+            except Exception as err:  # noqa: BLE001
+                before_problem = f"before does not build: {describe_error(err)}"
+
+        # ---- exec
+        ranges = integer_ranges(before)
+        inputs = [random_inputs(before, seed, t, ranges) for t in range(max(trials, 1))]
+        self.stage("running after")
+        try:
+            after_out = [run(after, inputs[0])]
+        except Exception as err:  # noqa: BLE001
+            return self.result(f"exec: {describe_error(err)}")
+        self.passed("exec")
+        if before_problem is None:
+            self.stage("running before")
+            try:
+                before_out = [run(before, inputs[0])]
+            except Exception as err:  # noqa: BLE001
+                before_problem = f"before fails to run: {describe_error(err)}"
+        if before_problem is not None:
+            self.note(before_problem=before_problem)
+            return self.result(f"equal: cannot compare, {before_problem}")
+
+        # ---- equal
+        max_abs = max_rel = 0.0
+        informative = {name: False for name in after_out[0]}
+        for t in range(trials):
+            self.stage(f"comparing trial {t + 1} of {trials}")
+            if t > 0:
+                try:
+                    after_out.append(run(after, inputs[t]))
+                except Exception as err:  # noqa: BLE001
+                    return self.result(f"equal: trial {t + 1}: after fails: {describe_error(err)}")
+                before_out.append(run(before, inputs[t]))
+            for name in before_out[t]:
+                c = compare(before_out[t][name], after_out[t][name], name)
+                max_abs, max_rel = max(max_abs, c.max_abs_err), max(max_rel, c.max_rel_err)
+                self.note(max_abs_err=max_abs, max_rel_err=max_rel)
+                if not c.equal:
+                    return self.result(f"equal: trial {t + 1}: {c.problem}")
+                informative[name] = informative[name] or c.informative
+        blank = [name for name, seen in informative.items() if not seen]
+        if blank:
+            return self.result(f"equal: not established: {', '.join(blank)} is all zero or "
+                               f"non-finite in every trial")
+        self.passed("equal")
+
+        # ---- independent
+        self.stage("checking independence of after")
+        problem = _independence_problem(after, inputs[0])
+        self.stage("checking independence of before")
+        before_issue = _independence_problem(before, inputs[0])
+        self.note(before_independent=before_issue is None)
+        reason = None
+        if problem is None:
+            self.passed("independent")
+        else:
+            reason = f"independent: {problem}"
+            if before_issue is not None:
+                self.note(before_problem=f"before is not Independent: {before_issue}")
+                reason += " (before is not Independent either, so after cannot be blamed)"
+            self.report(reason=reason)
+
+        # ---- timing
+        if job.get("timing", True):
+            self.stage("timing before")
+            t_before = time_program(before, inputs[0])
+            self.note(time_before_ms=t_before)
+            self.stage("timing after")
+            t_after = time_program(after, inputs[0])
+            self.note(time_after_ms=t_after,
+                      speedup=(t_before / t_after) if t_after > 0 else None)
+        return self.result(reason)
+
+
+def _independence_problem(program: Program, inputs) -> str | None:
+    static = check_independent(program)
+    if not static.ok:
+        return static.reason
+    try:
+        return reverse_order_check(program, inputs)
+    except Exception as err:  # noqa: BLE001
+        return f"reverse-order run failed: {describe_error(err)}"

@@ -1,0 +1,187 @@
+"""A persistent subprocess that does the TVM work of verifications.
+
+TVM is imported once per worker (~3 s) and compiled modules stay cached in it, so checking
+many rewrites of one program compiles the original once. A segfault or a runaway kernel kills
+only the worker: the parent reports how far the verification got and starts a fresh worker
+for the next request.
+
+Protocol (pickled messages over two pipes): the parent sends a job dict; the worker answers
+with any number of ``("progress", {...})`` messages and one ``("done", result fields)`` or
+``("error", text)``. Jobs carry LEIR text and numpy arrays only: pickling TVM IR segfaults.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+STARTUP_TIMEOUT = 180.0
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerOutcome:
+    """What came back for one job: ``status`` is done, timeout, crash or error."""
+
+    def __init__(self, status: str, result: dict | None, progress: dict, detail: str = ""):
+        self.status, self.result, self.progress, self.detail = status, result, progress, detail
+
+
+class Worker:
+    """Client side of one worker process; ``request`` restarts it after a crash or timeout."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self._send: Connection | None = None
+        self._recv: Connection | None = None
+        self._log = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.close()
+        to_child_r, to_child_w = os.pipe()
+        to_parent_r, to_parent_w = os.pipe()
+        self._log = tempfile.TemporaryFile(prefix="leir-verify-worker-")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "leir_egraph.verify.worker", str(to_child_r), str(to_parent_w)],
+            pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=self._log, env=env, start_new_session=True)
+        os.close(to_child_r)
+        os.close(to_parent_w)
+        self._send = Connection(to_child_w, readable=False)
+        self._recv = Connection(to_parent_r, writable=False)
+        if not self._recv.poll(STARTUP_TIMEOUT):
+            detail = self.log_tail()
+            self.close()
+            raise RuntimeError(f"verification worker did not start in {STARTUP_TIMEOUT:.0f} s"
+                               + (f": {detail}" if detail else ""))
+        try:
+            message = self._recv.recv()
+        except (EOFError, OSError):
+            detail = self.log_tail()
+            self.close()
+            raise RuntimeError(f"verification worker died while starting: {detail}") from None
+        if message != ("ready",):
+            self.close()
+            raise RuntimeError(f"verification worker sent {message!r} instead of ready")
+
+    def close(self) -> None:
+        """Stop the worker (the one this client started) and release its pipes."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    self.proc.kill()
+            self.proc.wait()
+        for conn in (self._send, self._recv):
+            if conn is not None:
+                conn.close()
+        if self._log is not None:
+            self._log.close()
+        self.proc = self._send = self._recv = self._log = None
+
+    def log_tail(self, lines: int = 6) -> str:
+        """Last lines the worker wrote to stdout/stderr (crash messages, fault tracebacks)."""
+        if self._log is None:
+            return ""
+        try:
+            self._log.flush()
+            self._log.seek(0, os.SEEK_END)
+            size = self._log.tell()
+            self._log.seek(max(0, size - 4000))
+            text = self._log.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        kept = [l.strip() for l in text.splitlines() if l.strip() and "Warning" not in l]
+        return " | ".join(kept[-lines:])
+
+    # ------------------------------------------------------------ one job
+
+    def request(self, job: dict[str, Any], timeout: float) -> WorkerOutcome:
+        """Send ``job`` and wait up to ``timeout`` seconds (worker start-up not counted)."""
+        if not self.alive():
+            self.start()
+        progress: dict[str, Any] = {"fields": {}}
+        self._send.send(job)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._recv.poll(max(remaining, 0)):
+                self.close()
+                return WorkerOutcome("timeout", None, progress)
+            try:
+                kind, payload = self._recv.recv()
+            except (EOFError, OSError):
+                code = self.proc.wait() if self.proc is not None else None
+                detail = _exit_description(code)
+                tail = self.log_tail()
+                self.close()
+                return WorkerOutcome("crash", None, progress,
+                                     detail + (f" ({tail})" if tail else ""))
+            if kind == "progress":
+                fields = payload.pop("fields", None)
+                if fields:
+                    progress["fields"].update(fields)
+                progress.update(payload)
+            elif kind == "done":
+                return WorkerOutcome("done", payload, progress)
+            else:
+                return WorkerOutcome("error", None, progress, str(payload))
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "worker exited"
+    if code < 0:
+        try:
+            return f"worker killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker killed by signal {-code}"
+    return f"worker exited with status {code}"
+
+
+# ---------------------------------------------------------------- the worker process itself
+
+def serve(read_fd: int, write_fd: int) -> None:
+    """Worker main loop: import TVM, say ready, then evaluate jobs until the pipe closes."""
+    import faulthandler
+    faulthandler.enable()
+    recv = Connection(read_fd, writable=False)
+    send = Connection(write_fd, readable=False)
+    import tvm  # noqa: F401  (pay the import once, before the first job's clock starts)
+    from .session import evaluate
+    send.send(("ready",))
+    while True:
+        try:
+            job = recv.recv()
+        except (EOFError, OSError):
+            return
+
+        def report(**payload):
+            send.send(("progress", payload))
+
+        try:
+            result = evaluate(job, report)
+        except Exception as err:  # noqa: BLE001 -- reported to the parent as a verdict
+            from .session import describe_error
+            send.send(("error", describe_error(err)))
+            continue
+        send.send(("done", result))
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))
