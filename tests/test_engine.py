@@ -277,3 +277,22 @@ def test_engine_rejects_rules_egglog_cannot_type(tmp_path):
     (strategy,) = load_strategies(tmp_path, include_default=False)
     with pytest.raises(RuleFileError, match="egglog rejects the rules of 'commute_add'"):
         Engine([strategy])
+
+
+@pytest.mark.parametrize("first", ["parameters", "guards", "steps"])
+def test_extension_parameters_survive_any_import_order(first):
+    """Extension modules import ParameterSet from parameters.py while guards.py discovers them;
+    whichever engine module is imported first, every extension's parameter relations must reach
+    PARAMETERS (a half-imported extension module used to contribute none)."""
+    import subprocess
+    import sys
+
+    script = (f"import leir_egraph.egraph.{first}\n"
+              "from leir_egraph.egraph import extensions\n"
+              "from leir_egraph.egraph.parameters import PARAMETERS\n"
+              "declared = {r.name for m in extensions._modules()\n"
+              "            for p in getattr(m, 'PARAMETER_SETS', ()) for r in p.relations}\n"
+              "missing = declared - {r.name for r in PARAMETERS}\n"
+              "assert not missing, missing\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -14,7 +14,18 @@ from typing import Callable, Iterable, Iterator
 
 from ..leir.analysis import accesses, nest_loops
 from .facts import LoadedProgram
-from .guards import Relation
+
+
+# Defined before the guards import: loading guards discovers the extension modules, which may
+# import ParameterSet while this module is still initialising.
+@dataclass(frozen=True)
+class ParameterSet:
+    """Parameter relations and the function producing their facts."""
+    relations: tuple[Relation, ...]
+    facts: Callable[[LoadedProgram], Iterable[str]]
+
+
+from .guards import Relation  # noqa: E402
 
 INDEX_LETTERS = "acdfghijklmnopqrsuw"
 TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
@@ -71,13 +82,6 @@ def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
         for new in "gsl":
             if old != new:
                 yield f"(ScopeChange {_q(old)} {_q(new)})"
-
-
-@dataclass(frozen=True)
-class ParameterSet:
-    """Parameter relations and the function producing their facts."""
-    relations: tuple[Relation, ...]
-    facts: Callable[[LoadedProgram], Iterable[str]]
 
 
 CORE_PARAMETERS = ParameterSet((
