@@ -19,12 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from .encoding import Literal, Term, from_termdag
 from .facts import LoadedProgram
 from .guards import GUARDS
-from .parameters import PARAMETERS, parameter_facts
+from .parameters import PARAMETER_SETS, PARAMETERS
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
 
@@ -55,6 +54,13 @@ def saturation_rule(strategy: Strategy, rule: Rule) -> str:
     """The equality-saturation form of a rule: the rewrite itself, in the strategy's ruleset."""
     when = f" :when ({' '.join(rule.conditions)})" if rule.conditions else ""
     return f"(rewrite {rule.lhs} {rule.rhs}{when} :ruleset {ruleset_name(strategy)})"
+
+
+@lru_cache(maxsize=1)
+def _analysis_text() -> str:
+    """The egglog text of every analysis rule (guards' rules and prelude files)."""
+    return "\n".join([g.rules for g in GUARDS.values() if g.rules] +
+                     [p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg"))])
 
 
 def base_program() -> str:
@@ -95,6 +101,10 @@ class Engine:
         names = " ".join(ruleset_name(s) for s in self.strategies)
         if self.strategies:
             self._run(f"(unstable-combined-ruleset strategy__all {names})")
+        # Facts are only sent for relations a compiled rule or an analysis rule can read.
+        self._read_relations = ({c.head for s in self.strategies for r in s.rules
+                                 for c in r.parsed_conditions}
+                                | set(re.findall(r"\((\w+)", _analysis_text())))
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
@@ -115,10 +125,13 @@ class Engine:
         chosen = self.strategies if strategies is None else tuple(strategies)
         loaded = LoadedProgram(program)
         facts = [loaded.declarations()]
+        wanted = self._read_relations
         for guard in GUARDS.values():
-            if guard.facts is not None:
-                facts.extend(guard.facts(loaded))
-        facts.extend(parameter_facts(loaded))
+            if guard.facts is not None and any(r.name in wanted for r in guard.relations):
+                facts.extend(f for f in guard.facts(loaded) if f[1:f.index(" ")] in wanted)
+        for params in PARAMETER_SETS:
+            if any(r.name in wanted for r in params.relations):
+                facts.extend(f for f in params.facts(loaded) if f[1:f.index(" ")] in wanted)
         if set(chosen) == set(self.strategies) and len(chosen) > 1:
             step = "(run strategy__all 1)"
         else:

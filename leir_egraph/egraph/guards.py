@@ -13,6 +13,7 @@ rendered as LEIR text, so the chain of thought can state exactly which fact held
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations
 from typing import Callable, Iterable
 
@@ -209,12 +210,18 @@ LOOP_AXIS_COUNT = Guard(
 
 # ---------------------------------------------------------------- 7. loop range factorization
 
+def proper_factors(n: int) -> list[int]:
+    """Divisors f of n with 1 < f < n, ascending (O(sqrt n))."""
+    small = [f for f in range(2, int(n ** 0.5) + 1) if n % f == 0]
+    large = [n // f for f in reversed(small) if n // f != f]
+    return small + large
+
+
 def _factor_facts(loaded: LoadedProgram) -> Iterable[str]:
     extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
     for n in extents:
-        for f in range(2, n):
-            if n % f == 0:
-                yield f"(ProperFactor {n} {f})"
+        for f in proper_factors(n):
+            yield f"(ProperFactor {n} {f})"
 
 
 LOOP_RANGE_FACTORIZATION = Guard(
@@ -405,11 +412,24 @@ def _assemble() -> dict[str, Guard]:
     return guards
 
 
-GUARDS: dict[str, Guard] = _assemble()
-
 PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
                        "loop_nest_consistency", "equation_count", "loop_axis_count",
                        "loop_range_factorization", "reduction_axis", "intermediate_variable")
 
-RELATIONS: dict[str, tuple[Guard, Relation]] = {
-    r.name: (g, r) for g in GUARDS.values() for r in g.relations}
+
+@lru_cache(maxsize=1)
+def _registry() -> tuple[dict[str, Guard], dict[str, tuple[Guard, Relation]]]:
+    guards = _assemble()
+    relations = {r.name: (g, r) for g in guards.values() for r in g.relations}
+    return guards, relations
+
+
+def __getattr__(name: str):
+    # GUARDS and RELATIONS are assembled on first use, not at import: extension modules import
+    # this module (and parameters.py) while being discovered, so discovery must not run while
+    # those modules are still initialising.
+    if name == "GUARDS":
+        return _registry()[0]
+    if name == "RELATIONS":
+        return _registry()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,23 +9,13 @@ Fresh names follow the reference's alphabets: indices ``a c d f g h i j k l m n 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import count
 from typing import Callable, Iterable, Iterator
 
 from ..leir.analysis import accesses, nest_loops
 from .facts import LoadedProgram
-
-
-# Defined before the guards import: loading guards discovers the extension modules, which may
-# import ParameterSet while this module is still initialising.
-@dataclass(frozen=True)
-class ParameterSet:
-    """Parameter relations and the function producing their facts."""
-    relations: tuple[Relation, ...]
-    facts: Callable[[LoadedProgram], Iterable[str]]
-
-
-from .guards import Relation  # noqa: E402
+from .guards import Relation
 
 INDEX_LETTERS = "acdfghijklmnopqrsuw"
 TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
@@ -84,6 +74,13 @@ def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
                 yield f"(ScopeChange {_q(old)} {_q(new)})"
 
 
+@dataclass(frozen=True)
+class ParameterSet:
+    """Parameter relations and the function producing their facts."""
+    relations: tuple[Relation, ...]
+    facts: Callable[[LoadedProgram], Iterable[str]]
+
+
 CORE_PARAMETERS = ParameterSet((
     Relation("Root", ("Prog",), "{0} is the whole program"),
     Relation("FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}"),
@@ -92,17 +89,24 @@ CORE_PARAMETERS = ParameterSet((
 ), _core_facts)
 
 
+@lru_cache(maxsize=1)
 def _parameter_sets() -> tuple[ParameterSet, ...]:
     from .extensions import parameter_sets
 
     return (CORE_PARAMETERS, *parameter_sets())
 
 
-PARAMETER_SETS = _parameter_sets()
-PARAMETERS = tuple(r for p in PARAMETER_SETS for r in p.relations)
+def __getattr__(name: str):
+    # Discovered on first use, not at import (extension modules import this module while they
+    # are being discovered; see guards.__getattr__).
+    if name == "PARAMETER_SETS":
+        return _parameter_sets()
+    if name == "PARAMETERS":
+        return tuple(r for p in _parameter_sets() for r in p.relations)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
     """All parameter facts for a loaded program."""
-    for params in PARAMETER_SETS:
+    for params in _parameter_sets():
         yield from params.facts(loaded)

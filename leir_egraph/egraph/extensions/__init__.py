@@ -17,9 +17,6 @@ import pkgutil
 
 
 def _modules():
-    # Extension modules import ParameterSet from ..parameters, whose own loading collects
-    # PARAMETER_SETS from them: load it first, so it never finds a half-imported extension.
-    from .. import parameters  # noqa: F401
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         yield importlib.import_module(f"{__name__}.{info.name}")
 
