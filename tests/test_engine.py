@@ -264,6 +264,24 @@ def test_loader_rejects_bad_rule_files_with_file_and_line(tmp_path, edit, messag
     assert str(err.value).startswith(str(path))
 
 
+def test_replace_over_an_unevaluated_replace_keeps_terms_apart():
+    """(Replace (Replace x D F) E G): the outer Replace must not push down past a subterm that
+    only turns out equal to E once the inner Replace is evaluated, or it unions E with G."""
+    from egglog import bindings
+    from leir_egraph.egraph.engine import base_program
+
+    egraph = bindings.EGraph()
+    run = lambda text: egraph.run_program(*egraph.parse_program(text))  # noqa: E731
+    read = lambda n: f'(Read (MkVar "{n}" "f32" "g" (SNil)))'  # noqa: E731
+    run(base_program())
+    run(f"(let $q (ReplaceExpr (ReplaceExpr (Div {read('D')} {read('E')}) {read('D')} {read('F')}) "
+        f"{read('E')} {read('G')}))")
+    run("(run-schedule (saturate (run helpers)))")
+    run(f"(check (= $q (Div {read('F')} {read('G')})))")
+    with pytest.raises(Exception):
+        run(f"(check (= {read('E')} {read('G')}))")
+
+
 def test_loader_rejects_duplicate_ids(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "loop_split.toml").write_text(

@@ -59,9 +59,40 @@ def schema_constructors() -> tuple[tuple[str, tuple[str, ...], str], ...]:
                  for c in commands if type(c).__name__ == "Constructor")
 
 
+def evaluated_program(sort: str) -> list[str]:
+    """``Evaluated<S> t``: the class of ``t`` holds a term of schema constructors only, for
+    ``sort`` and every sort its terms contain (ruleset ``helpers``).
+
+    A helper that replaces subterms equal to ``p0`` must push down only where the subterm
+    *differs* from ``p0``, and inequality is not monotone: a subterm still holding an unevaluated
+    helper (the output of another helper, ``(Replace (Replace x a b) c d)``) can look different
+    from ``p0`` now and turn out equal once evaluated, and pushing down early would then union
+    ``p0`` with its replacement. Two evaluated classes never merge later, so the test is sound
+    between them.
+    """
+    constructors = schema_constructors()
+    needed, grew = {sort}, True
+    while grew:
+        inner = {s for _, ins, out in constructors if out in needed for s in ins
+                 if s not in ("String", "i64")}
+        grew = not inner <= needed
+        needed |= inner
+    lines = [f"(relation Evaluated{s} ({s}))" for s in sorted(needed)]
+    for name, inputs, output in constructors:
+        if output not in needed:
+            continue
+        args = [f"x{i}" for i in range(len(inputs))]
+        conds = "".join(f" (Evaluated{s} {a})" for a, s in zip(args, inputs) if s in needed)
+        lhs = f"({name}{''.join(' ' + a for a in args)})"
+        lines.append(f"(rule ((= t {lhs}){conds}) ((Evaluated{output} t)) :ruleset helpers)")
+    return lines
+
+
 def helper_program() -> str:
     """egglog text declaring every map helper and its generic push-down rewrites."""
     lines = []
+    for sort in sorted({h.match_sort for h in MAP_HELPERS if h.match_sort}):
+        lines.extend(evaluated_program(sort))
     for helper in MAP_HELPERS:
         extras = " ".join(helper.extra_sorts)
         lines.append(f";; {helper.prefix}<Sort>: {helper.doc}")
@@ -76,7 +107,8 @@ def helper_program() -> str:
                       for a, s in zip(args, inputs)]
             lhs = f"({name}{''.join(' ' + a for a in args)})"
             rhs = f"({name}{''.join(' ' + m for m in mapped)})"
-            when = f" :when ((!= {lhs} p0))" if output == helper.match_sort else ""
+            when = (f" :when ((Evaluated{output} {lhs}) (Evaluated{output} p0) (!= {lhs} p0))"
+                    if output == helper.match_sort else "")
             lines.append(f"(rewrite ({helper.prefix}{output} {lhs} {params}) {rhs}{when} "
                          ":ruleset helpers)")
         if helper.match_sort:
