@@ -170,13 +170,14 @@ class _Evaluation:
         self.stage("checking independence of before")
         before_issue = _independence_problem(before, inputs[0])
         self.note(before_independent=before_issue is None)
+        if before_issue is not None:
+            self.note(before_problem=f"before is not Independent: {before_issue}")
         reason = None
         if problem is None:
             self.passed("independent")
         else:
             reason = f"independent: {problem}"
             if before_issue is not None:
-                self.note(before_problem=f"before is not Independent: {before_issue}")
                 reason += " (before is not Independent either, so after cannot be blamed)"
             self.report(reason=reason)
 

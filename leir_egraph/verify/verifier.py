@@ -131,6 +131,8 @@ def _interrupted(outcome, timeout: float, kind: str) -> VerificationResult:
         what = f"timed out after {timeout:g} s while {stage}"
     elif outcome.status == "crash":
         what = f"{outcome.detail} while {stage}"
+        if outcome.output:
+            what += f" (worker output: {outcome.output})"
     else:
         what = f"worker error while {stage}: {outcome.detail}"
     fields = {k: v for k, v in progress.get("fields", {}).items()

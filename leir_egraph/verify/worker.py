@@ -29,8 +29,10 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 class WorkerOutcome:
     """What came back for one job: ``status`` is done, timeout, crash or error."""
 
-    def __init__(self, status: str, result: dict | None, progress: dict, detail: str = ""):
-        self.status, self.result, self.progress, self.detail = status, result, progress, detail
+    def __init__(self, status: str, result: dict | None, progress: dict, detail: str = "",
+                 output: str = ""):
+        self.status, self.result, self.progress = status, result, progress
+        self.detail, self.output = detail, output
 
 
 class Worker:
@@ -54,7 +56,6 @@ class Worker:
         self._log = tempfile.TemporaryFile(prefix="leir-verify-worker-")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        env.setdefault("PYTHONFAULTHANDLER", "1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "leir_egraph.verify.worker", str(to_child_r), str(to_parent_w)],
             pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL, stdout=self._log,
@@ -106,7 +107,7 @@ class Worker:
             text = self._log.read().decode("utf-8", "replace")
         except OSError:
             return ""
-        kept = [l.strip() for l in text.splitlines() if l.strip() and "Warning" not in l]
+        kept = [l.strip() for l in text.splitlines() if l.strip() and not _noise(l.strip())]
         return " | ".join(kept[-lines:])
 
     # ------------------------------------------------------------ one job
@@ -130,8 +131,7 @@ class Worker:
                 detail = _exit_description(code)
                 tail = self.log_tail()
                 self.close()
-                return WorkerOutcome("crash", None, progress,
-                                     detail + (f" ({tail})" if tail else ""))
+                return WorkerOutcome("crash", None, progress, detail, tail)
             if kind == "progress":
                 fields = payload.pop("fields", None)
                 if fields:
@@ -141,6 +141,15 @@ class Worker:
                 return WorkerOutcome("done", payload, progress)
             else:
                 return WorkerOutcome("error", None, progress, str(payload))
+
+
+_FAULTHANDLER_LINES = ("Fatal Python error", "Current thread", "Thread 0x", "File \"",
+                       "Extension modules", "Stack (most recent", "<no Python frame>")
+
+
+def _noise(line: str) -> bool:
+    """TVM warnings and faulthandler's stack dump: nothing a user can act on."""
+    return "Warning" in line or line.startswith(_FAULTHANDLER_LINES)
 
 
 def _exit_description(code: int | None) -> str:
@@ -158,8 +167,6 @@ def _exit_description(code: int | None) -> str:
 
 def serve(read_fd: int, write_fd: int) -> None:
     """Worker main loop: import TVM, say ready, then evaluate jobs until the pipe closes."""
-    import faulthandler
-    faulthandler.enable()
     recv = Connection(read_fd, writable=False)
     send = Connection(write_fd, readable=False)
     import tvm  # noqa: F401  (pay the import once, before the first job's clock starts)

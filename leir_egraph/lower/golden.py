@@ -1,0 +1,87 @@
+"""Check the lowering against the golden corpus: real reference-translator LEIR with the
+inputs it was run on and PyTorch's output (``data/golden/``, see its README).
+
+    >>> outcome = check_entry(load_corpus()[2])                    # doctest: +SKIP
+    >>> outcome.status, outcome.max_abs_err                        # doctest: +SKIP
+    ('equal', 1.8e-08)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..leir.program import Program
+from ..leir.validate import LeirValidationError, check
+
+DEFAULT_DIR = Path(os.environ.get("LEIR_GOLDEN_DIR", "/work/shared/data/golden"))
+
+# relative tolerance per dtype (atol is the same number): the corpus README's guidance
+GOLDEN_RTOL = {"float32": 1e-5, "float64": 1e-10}
+
+
+@dataclass(frozen=True)
+class GoldenOutcome:
+    """``status``: equal, mismatch, error (lowering/build/run raised) or invalid (the LEIR
+    fails validation and is not run)."""
+    id: str
+    name: str
+    dtype: str
+    status: str
+    detail: str = ""
+    max_abs_err: float | None = None
+    build_s: float | None = None
+
+
+def load_corpus(directory: Path | str = DEFAULT_DIR) -> list[dict]:
+    with open(Path(directory) / "golden_corpus.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def check_entry(entry: dict, directory: Path | str = DEFAULT_DIR) -> GoldenOutcome:
+    """Lower, build and run one golden program on its stored inputs; compare with PyTorch."""
+    from .build import build, run
+    ident, name, dtype = entry["id"], entry["name"], entry["dtype"]
+    program = Program.parse(entry["leir"], entry["signature"], name=name)
+    try:
+        check(program)
+    except LeirValidationError as err:
+        return GoldenOutcome(ident, name, dtype, "invalid", str(err))
+    data = np.load(Path(directory) / "data" / entry["data_file"])
+    inputs = {spec.name: data[spec.name] for spec in program.signature.inputs}
+    try:
+        start = time.perf_counter()
+        build(program)
+        seconds = time.perf_counter() - start
+        outputs = run(program, inputs)
+    except Exception as err:  # noqa: BLE001 -- reported as an outcome
+        from ..verify.session import describe_error
+        return GoldenOutcome(ident, name, dtype, "error", describe_error(err))
+    rtol = GOLDEN_RTOL.get(dtype, 1e-5)
+    worst = 0.0
+    for spec in program.signature.outputs:
+        got, want = outputs[spec.name].astype(np.float64), data[spec.name].astype(np.float64)
+        if got.shape != want.shape:
+            return GoldenOutcome(ident, name, dtype, "mismatch",
+                                 f"{spec.name}: shape {got.shape} vs {want.shape}", None, seconds)
+        if not np.array_equal(np.isnan(got), np.isnan(want)):
+            return GoldenOutcome(ident, name, dtype, "mismatch",
+                                 f"{spec.name}: NaN at different positions", None, seconds)
+        if not (np.array_equal(np.isposinf(got), np.isposinf(want))
+                and np.array_equal(np.isneginf(got), np.isneginf(want))):
+            return GoldenOutcome(ident, name, dtype, "mismatch",
+                                 f"{spec.name}: inf at different positions", None, seconds)
+        finite = np.isfinite(got)
+        diff = np.abs(got - want)[finite]
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        bad = diff > rtol + rtol * np.abs(want[finite])
+        if bad.any():
+            return GoldenOutcome(ident, name, dtype, "mismatch",
+                                 f"{spec.name}: {int(bad.sum())} element(s) beyond rtol=atol="
+                                 f"{rtol:g}, max abs error {worst:.3g}", worst, seconds)
+    return GoldenOutcome(ident, name, dtype, "equal", "", worst, seconds)

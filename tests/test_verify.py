@@ -1,0 +1,151 @@
+"""verify(): levels reached on real TVM builds, and failures (build errors, timeouts, crashes)
+returned as results, never raised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from leir_egraph.leir import Program, Signature
+from leir_egraph.verify import VerificationResult, Verifier, verify, verify_many
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "leir_egraph" / "examples"
+SOFTMAX = (EXAMPLES / "softmax.leir").read_text().strip()
+
+
+@pytest.fixture(scope="module")
+def softmax() -> Program:
+    return Program.parse(SOFTMAX, json.loads((EXAMPLES / "softmax.sig.json").read_text()))
+
+
+def rows_parallel(text: str) -> str:
+    """The last softmax nest with its B row loop turned into a P loop over i."""
+    last = "B^{16}_{tx=0}L^{256}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];"
+    new = "P^{16}_{i=0}L^{256}_{a=0}[C^{f32,g}_{i,a}=exp(A^{f32,g}_{i,a}-D^{f32,g}_{i})/E^{f32,g}_{i};];"
+    assert last in text
+    return text.replace(last, new)
+
+
+def test_legal_parallel_rewrite_reaches_independent(softmax):
+    r = verify(softmax, rows_parallel(SOFTMAX))
+    assert r.level == "independent"
+    assert r.diff and r.build and r.exec and r.equal and r.independent and r.reason is None
+    assert r.max_abs_err == 0.0 and r.trials == 3
+    assert r.time_before_ms > 0 and r.time_after_ms > 0
+    assert r.speedup == pytest.approx(r.time_before_ms / r.time_after_ms)
+    assert r.build_s_after > 0 and r.before_independent is True
+    d = r.to_dict()
+    assert d["level"] == "independent" and VerificationResult.from_dict(d) == r
+
+
+def test_parallel_claim_on_a_reduction_axis_stops_at_equal(softmax):
+    after = SOFTMAX.replace("B^{16}_{tx=0}L^{256}_{a=0}[E", "B^{16}_{tx=0}P^{256}_{a=0}[E")
+    r = verify(softmax, after, timing=False)
+    assert r.level == "equal" and not r.independent
+    assert "P^{256}_{a=0}" in r.reason and "does not depend on a" in r.reason
+    assert r.before_independent is True and r.before_problem is None
+
+
+def test_reverse_order_run_catches_a_false_claim_the_static_check_misses():
+    sig = Signature.of([("A", "f32", (6,))], [("F", "f32", (6,))])
+    before = Program.parse("L^{6}_{a=0}[F^{f32,g}_{a}=if_then_else(a<1,1,F^{f32,g}_{a-1})*A^{f32,g}_{a};];", sig)
+    after = before.text.replace("L^{6}", "V^{6}")  # a scan cannot be vectorized
+    r = verify(before, after, timing=False)
+    assert not r.independent
+    assert "reverse order changes F" in r.reason
+
+
+def test_wrong_rewrite_stops_at_exec(softmax):
+    r = verify(softmax, SOFTMAX.replace("/E^{f32,g}_{tx}", "*E^{f32,g}_{tx}"), timing=False)
+    assert r.level == "exec" and r.exec and not r.equal
+    assert r.reason.startswith("equal: trial 1: C differs beyond tolerance")
+    assert r.max_abs_err > 1
+
+
+def test_unchanged_unparsable_and_invalid_programs(softmax):
+    assert verify(softmax, SOFTMAX).level == "none"
+    r = verify(softmax, "B^{16}_{tx=0}[")
+    assert r.level == "none" and "does not parse" in r.reason
+    r = verify(softmax, SOFTMAX.replace("exp(A", "exp(Q"))
+    assert r.level == "diff" and "invalid LEIR" in r.reason and "'Q'" in r.reason
+
+
+def test_before_that_is_not_independent_is_reported():
+    sig = Signature.of([("F", "f32", (128, 1))], [("G", "f32", ())])
+    before = Program.parse("B^{128}_{tx=0}L^{1}_{a=0}[H^{f32,g}=H^{f32,g}+F^{f32,g}_{tx,a};];"
+                           "B^{1}_{tx=0}[G^{f32,g}=H^{f32,g}/128;];", sig)
+    fixed = verify(before, before.text.replace("B^{128}_{tx=0}L^{1}_{a=0}[H^{f32,g}=H^{f32,g}+F^{f32,g}_{tx,a};]",
+                                               "L^{128}_{c=0}L^{1}_{a=0}[H^{f32,g}=H^{f32,g}+F^{f32,g}_{c,a};]"),
+                   timing=False)
+    assert fixed.level == "independent" and fixed.before_independent is False
+    assert "scalar H" in fixed.before_problem
+    kept = verify(before, before.text.replace("H^{f32,g}/128", "H^{f32,g}*0.0078125"), timing=False)
+    assert kept.level == "equal" and kept.before_independent is False
+    assert "cannot be blamed" in kept.reason
+
+
+def test_build_failure_is_a_result_not_an_exception():
+    sig = Signature.of([("A", "f32", (2048,))], [("C", "f32", (2048,))])
+    before = Program.parse("L^{2048}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];", sig)
+    r = verify(before, "B^{2048}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];", target="cuda",
+               timing=False)
+    assert r.level == "diff" and not r.build
+    assert r.reason.startswith("build: CudaInvalid") and "2048 > 1024" in r.reason
+
+
+def test_verify_many_reuses_one_worker(softmax):
+    from leir_egraph.verify.verifier import _shared_verifier
+    worker = _shared_verifier()._worker
+    first = verify(softmax, rows_parallel(SOFTMAX), timing=False)
+    pid = worker.proc.pid
+    rest = verify_many([(softmax, SOFTMAX.replace("/E", "*E")), (softmax, SOFTMAX)], timing=False)
+    assert worker.proc.pid == pid
+    assert [first.level] + [r.level for r in rest] == ["independent", "exec", "none"]
+
+
+def test_in_process_mode_gives_the_same_verdict(softmax):
+    r = verify(softmax, rows_parallel(SOFTMAX), isolate=False, timing=False)
+    assert r.level == "independent" and r.max_abs_err == 0.0
+
+
+def test_integer_outputs_and_gathers_use_in_range_inputs():
+    # CrossEntropy-style gather: C indexes dimension 1 (size 10) of A
+    sig = Signature.of([("A", "f32", (32, 10)), ("C", "i64", (32,))], [("D", "f32", (32,))])
+    before = Program.parse("B^{32}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx,C^{i64,g}_{tx}};];", sig)
+    r = verify(before, "P^{32}_{a=0}[D^{f32,g}_{a}=A^{f32,g}_{a,C^{i64,g}_{a}};];", timing=False)
+    assert r.level == "independent"
+
+
+def test_all_zero_output_does_not_establish_equality():
+    sig = Signature.of([("A", "f32", (8,))], [("C", "f32", (8,))])
+    before = Program.parse("L^{8}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*0;];", sig)
+    r = verify(before, "P^{8}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*0;];", timing=False)
+    assert r.level == "exec" and "all zero or non-finite in every trial" in r.reason
+
+
+# The two tests below kill the worker; they run last so that the others share one worker.
+
+def test_timeout_is_a_result_and_the_worker_recovers():
+    sig = Signature.of([("A", "f32", (64,))], [("C", "f32", (64,))])
+    before = Program.parse("L^{64}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];", sig)
+    endless = ("L^{64}_{a=0}L^{100000}_{c=0}L^{100000}_{d=0}"
+               "[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a};];")
+    r = verify(before, endless, timeout=3)
+    assert r.level == "build" and r.build and not r.exec
+    assert r.reason == "exec: timed out after 3 s while running after"
+    again = verify(before, "P^{64}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];", timing=False)
+    assert again.level == "independent"
+
+
+def test_crash_of_the_worker_is_a_result():
+    # integer division by a stored zero traps (SIGFPE) inside the worker, not in the caller
+    sig = Signature.of([("A", "i32", (4,)), ("Z", "i32", (4,))], [("C", "i32", (4,))])
+    before = Program.parse("L^{4}_{a=0}[C^{i32,g}_{a}=A^{i32,g}_{a}*2;];", sig,
+                           values={"Z": np.zeros(4, np.int32)})
+    r = verify(before, "L^{4}_{a=0}[C^{i32,g}_{a}=A^{i32,g}_{a}*2+A^{i32,g}_{a}/Z^{i32,g}_{a};];",
+               timing=False)
+    assert r.level == "build" and not r.exec
+    assert r.reason.startswith("exec: worker killed by SIGFPE while running after")
