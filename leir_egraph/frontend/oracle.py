@@ -1,0 +1,125 @@
+"""Checking a translation against PyTorch itself: run the LEIR program through the TVM
+lowering (``leir_egraph.lower.run``) and the module eagerly on the same inputs, and compare
+every output under the project's tolerance policy (``leir_egraph.verify.compare``).
+
+    >>> record = check_kind("ReLU", "f32")          # doctest: +SKIP
+    >>> record.status, record.nests
+    ('equal', 1)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import UnsupportedOp
+from .translate import from_torch
+
+# Verification compiles hundreds of small programs: LLVM's optimiser would dominate the time
+# and cannot change a correctly lowered program's values, so it is switched off.
+FAST_CPU = {"kind": "llvm", "opt-level": 0, "num-cores": 1}
+
+
+@dataclass
+class CheckRecord:
+    """One program checked: ``status`` is ``equal``, ``mismatch``, ``uninformative`` (a float
+    output that is all zero or non-finite), ``unsupported`` or ``error``; times in seconds."""
+    kind: str
+    dtype: str
+    family: str = ""
+    status: str = "error"
+    nests: int = 0
+    translate_s: float = 0.0
+    run_s: float = 0.0
+    detail: str = ""
+    outputs: list = field(default_factory=list)
+
+
+def torch_outputs(module, inputs) -> list[np.ndarray]:
+    """The module's outputs, flattened, as NumPy arrays."""
+    with torch.no_grad():
+        out = module(*inputs)
+    flat: list = []
+
+    def collect(v):
+        if isinstance(v, (tuple, list)):
+            for x in v:
+                collect(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                collect(x)
+        else:
+            flat.append(v.detach().cpu().numpy())
+
+    collect(out)
+    return flat
+
+
+def check_module(module, inputs, record: CheckRecord, target=FAST_CPU) -> CheckRecord:
+    """Translate, run through TVM and compare with eager PyTorch; fills ``record``."""
+    from ..lower import run
+    from ..verify import compare
+    try:
+        start = time.perf_counter()
+        program = from_torch(module, inputs, name=record.kind)
+        record.translate_s = time.perf_counter() - start
+        record.nests = len(program.leir.nests)
+    except UnsupportedOp as err:
+        record.status, record.detail = "unsupported", str(err)
+        return record
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    feeds = {spec.name: x.detach().cpu().numpy()
+             for spec, x in zip(program.signature.inputs, tensors)}
+    start = time.perf_counter()
+    got = run(program, feeds, target=target)
+    record.run_s = time.perf_counter() - start
+    expected = torch_outputs(module, inputs)
+    if len(expected) != len(program.signature.outputs):
+        record.status = "mismatch"
+        record.detail = (f"{len(program.signature.outputs)} LEIR outputs for {len(expected)} "
+                         "PyTorch outputs")
+        return record
+    record.status = "equal"
+    for spec, ref in zip(program.signature.outputs, expected):
+        result = compare(ref, got[spec.name], spec.name)
+        record.outputs.append((spec.name, result.max_abs_err, result.max_rel_err))
+        if not result.equal:
+            record.status, record.detail = "mismatch", result.problem or ""
+            break
+        if not result.informative and ref.dtype.kind == "f":
+            # an all-zero or all-non-finite float output agrees with almost any program
+            record.status = "uninformative"
+            record.detail = f"output {spec.name} is all zero or non-finite"
+    return record
+
+
+def check_kind(kind: str, dtype: str = "f32", seed: int = 0, size: str = "small",
+               target=FAST_CPU) -> CheckRecord:
+    """Instantiate a zoo kind and check its translation; never raises."""
+    from ..workloads import KINDS, instantiate
+    record = CheckRecord(kind, dtype, KINDS[kind].family if kind in KINDS else "")
+    try:
+        module, inputs, _ = instantiate(kind, seed, size, dtype)
+        return check_module(module, inputs, record, target)
+    except Exception as err:  # noqa: BLE001 -- a record per program, the batch goes on
+        record.status, record.detail = "error", f"{type(err).__name__}: {err}"
+        return record
+
+
+def check_kinds(kinds, dtypes=("f32", "f64"), workers: int = 2, seed: int = 0,
+                size: str = "small") -> list[CheckRecord]:
+    """``check_kind`` for every (kind, dtype), in a process pool of ``workers``; records come
+    back in input order."""
+    jobs = [(k, d) for k in kinds for d in dtypes]
+    if workers <= 1:
+        return [check_kind(k, d, seed, size) for k, d in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    # forkserver/spawn workers start clean (TVM and torch threads do not survive fork well)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = [pool.submit(check_kind, k, d, seed, size) for k, d in jobs]
+        return [f.result() for f in futures]

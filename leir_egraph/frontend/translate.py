@@ -1,0 +1,433 @@
+"""PyTorch -> LEIR: trace a module with torch.fx, propagate shapes, translate node by node.
+
+    >>> class M(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return torch.relu(x)
+    >>> from_torch(M(), (torch.randn(16, 256),)).text
+    'B^{16}_{tx=0}L^{256}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];'
+
+Pipeline: ``torch.fx.symbolic_trace`` (falling back to tracing with the non-tensor arguments
+fixed, then to a tracer that makes shapes concrete, for modules whose Python code inspects
+shapes); ``ShapeProp`` on the example inputs for every node's shape and dtype; then each node:
+
+* placeholders are the forward inputs, in ``forward``'s order;
+* ``get_attr`` of an ``nn.Parameter`` is a parameter input, of any other tensor a constant;
+* a node whose arguments are all known values (constants, Python numbers, shapes) is computed
+  right away ("folded") -- e.g. ``self.mask[:, :, :T, :T] == 0`` becomes one bool constant and
+  ``math.sqrt(x.size(-1))`` a number;
+* every other call goes to its emitter (``ops/``); ``nn`` modules are mapped to the same
+  emitters (``modules.py``); in-place calls rebind the mutated value.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+from ..leir.program import Program
+from . import ops  # noqa: F401  (registers every emitter)
+from .builder import Builder, Tensor
+from .context import Ctx, copy_into, leir_dtype
+from .errors import TranslationError, UnsupportedOp
+from .modules import module_call
+from .ops.registry import FUNCTIONS, HANDLERS, METHODS
+
+# Ops whose result shares storage with their input: an in-place update of their result would
+# also change the input, which a value-by-value translation cannot follow.
+_VIEW_OPS = {"view", "reshape", "transpose", "permute", "getitem", "select", "narrow",
+             "squeeze", "unsqueeze", "expand", "flatten", "unflatten", "t", "getattr",
+             "contiguous", "split", "chunk", "unbind", "detach", "alias"}
+
+
+class TraceFailure(ValueError):
+    """torch.fx could not trace the module (data-dependent control flow and the like)."""
+
+
+def from_torch(module, example_inputs: Sequence[Any] | Any, *, name: str | None = None) -> Program:
+    """Translate ``module`` (an ``nn.Module`` or a function of tensors), called on
+    ``example_inputs``, into a validated LEIR ``Program``.
+
+    The signature lists the tensor inputs of ``forward`` in order, then constants, then
+    parameters; ``program.values`` holds the constant and parameter arrays, so only the
+    forward inputs need to be supplied to run it. Raises ``UnsupportedOp`` naming the op, the
+    fx node and the module path when something cannot be expressed in LEIR.
+    """
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    root = module if isinstance(module, torch.nn.Module) else None
+    gm = trace(module, example_inputs)
+    propagate_shapes(gm, example_inputs)
+    label = name or (type(module).__name__ if root is not None else
+                     getattr(module, "__name__", "function"))
+    return Translator(gm).run(example_inputs, label)
+
+
+# ---------------------------------------------------------------- tracing
+
+def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
+    """A GraphModule of ``module``: plain symbolic tracing first; then with the non-tensor
+    arguments fixed to their values (``concrete_args``); then with shapes made concrete from
+    the example inputs, so that Python code like ``if x.size(0) > 1`` or
+    ``math.sqrt(k.size(-1))`` traces."""
+    errors = []
+    try:
+        return torch.fx.symbolic_trace(module)
+    except Exception as err:  # noqa: BLE001 -- any tracing failure moves on to the next tracer
+        errors.append(err)
+    params = _forward_parameters(module)
+    concrete = {p: v for p, v in zip(params, example_inputs) if not isinstance(v, torch.Tensor)}
+    if concrete:
+        try:
+            return torch.fx.symbolic_trace(module, concrete_args=concrete)
+        except Exception as err:  # noqa: BLE001
+            errors.append(err)
+    try:
+        return _meta_trace(module, params, example_inputs, concrete)
+    except Exception as err:  # noqa: BLE001
+        errors.append(err)
+    first = str(errors[0]).strip().splitlines()[0] if str(errors[0]).strip() else repr(errors[0])
+    raise TraceFailure(f"torch.fx cannot trace {type(module).__name__}: {first}") from errors[0]
+
+
+def _meta_trace(module, params, example_inputs, concrete) -> torch.fx.GraphModule:
+    """torch.fx's MetaTracer: proxies carry example values, so ``x.size()``, ``x.dim()`` and
+    ``x.shape`` are concrete during tracing. Real example inputs are run for real (buffers
+    restored afterwards); meta inputs trace a meta copy of the module, whose graph is then
+    attached to the real module's parameters."""
+    from torch.fx.experimental.meta_tracer import MetaTracer
+    root = module if isinstance(module, torch.nn.Module) else _FunctionModule(module)
+    tensors = {p: v for p, v in zip(params, example_inputs) if isinstance(v, torch.Tensor)}
+    on_meta = any(v.device.type == "meta" for v in tensors.values())
+    traced_root = _meta_copy(root) if on_meta else root
+    saved = {k: b.detach().clone() for k, b in root.named_buffers()}
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MetaTracer warns for every op it cannot run
+            graph = MetaTracer().trace(traced_root, meta_args=tensors,
+                                       concrete_args=concrete or None)
+    finally:
+        with torch.no_grad():
+            for k, b in root.named_buffers():
+                if k in saved and b.shape == saved[k].shape:
+                    b.copy_(saved[k])
+    if on_meta:  # parameters and buffers from the real module, constants the tracer added
+        owner: dict = {}
+        for node in graph.nodes:
+            if node.op == "call_module":
+                owner[node.target] = root.get_submodule(node.target)
+            elif node.op == "get_attr":
+                owner[node.target] = _attribute(root, node.target, _attribute(
+                    traced_root, node.target, None))
+        gm = torch.fx.GraphModule(owner, graph, type(root).__name__)
+    else:
+        gm = torch.fx.GraphModule(root, graph, type(root).__name__)
+    gm.graph.eliminate_dead_code()  # shape queries answered during tracing leave dead nodes
+    gm.recompile()
+    return gm
+
+
+def _meta_copy(root: torch.nn.Module) -> torch.nn.Module:
+    """A copy whose parameters (and the buffers of torch.nn leaf modules, which run on meta
+    inputs) live on the meta device. Other buffers stay real: torch.fx folds computations on
+    them (``self.mask[:, :, :T, :T] == 0``) into constants whose values must be real."""
+    dup = copy.deepcopy(root)
+    for sub in dup.modules():
+        for name, p in list(sub._parameters.items()):
+            if p is not None:
+                sub._parameters[name] = torch.nn.Parameter(p.to("meta"), p.requires_grad)
+        if type(sub).__module__.startswith("torch.nn"):
+            for name, b in list(sub._buffers.items()):
+                if b is not None:
+                    sub._buffers[name] = b.to("meta")
+    return dup
+
+
+def _attribute(module, dotted: str, default):
+    value = module
+    for part in dotted.split("."):
+        if not hasattr(value, part):
+            return default
+        value = getattr(value, part)
+    return value
+
+
+class _FunctionModule(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _forward_parameters(module) -> list[str]:
+    fn = module.forward if isinstance(module, torch.nn.Module) else module
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple) -> None:
+    """``ShapeProp`` on the example inputs (``node.meta['tensor_meta']``), leaving the module's
+    buffers as they were (a BatchNorm in train mode would otherwise update its running
+    statistics). Meta-device inputs are propagated in fake mode, without computing anything."""
+    n_placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    args = list(example_inputs[:n_placeholders])
+    saved = {k: b.detach().clone() for k, b in gm.named_buffers()}
+    fake = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args)
+    try:
+        with torch.no_grad():
+            if fake:
+                from torch._subclasses.fake_tensor import FakeTensorMode
+                mode = FakeTensorMode(allow_non_fake_inputs=True)
+                with mode:  # fake CPU tensors: shapes only, no storage, same device as params
+                    args = [torch.empty(a.shape, dtype=a.dtype, device="cpu")
+                            if isinstance(a, torch.Tensor) else a for a in args]
+                ShapeProp(gm, fake_mode=mode).propagate(*args)
+            else:
+                ShapeProp(gm).propagate(*args)
+    except UnsupportedOp:
+        raise
+    except Exception as err:  # noqa: BLE001 -- the module itself fails on these inputs
+        raise TraceFailure(f"running {type(gm).__name__} on the example inputs failed: "
+                           f"{type(err).__name__}: {err}") from err
+    finally:
+        with torch.no_grad():
+            for k, b in gm.named_buffers():
+                if k in saved and b.shape == saved[k].shape:
+                    b.copy_(saved[k])
+
+
+# ---------------------------------------------------------------- translation
+
+def _contains(value, kind) -> bool:
+    if isinstance(value, kind):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains(v, kind) for v in value)
+    if isinstance(value, dict):
+        return any(_contains(v, kind) for v in value.values())
+    if isinstance(value, slice):
+        return any(_contains(v, kind) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def _target_name(target) -> str:
+    module = getattr(target, "__module__", None) or ""
+    qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+    if module in ("_operator", "operator"):
+        return f"operator.{qual}"
+    if module.startswith("torch._C") or module == "torch" or module == "":
+        return f"torch.{qual}"
+    return f"{module}.{qual}"
+
+
+class Translator:
+    """Walks a shape-propagated GraphModule and emits LEIR through a Builder."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+        self.builder = Builder()
+        self._constants: dict[int, Tensor] = {}
+        self._params: dict[int, Tensor] = {}
+        self._param_order = {id(p): i for i, (_, p) in
+                             enumerate(gm.named_parameters(remove_duplicate=False))}
+        self._keepalive: list = []  # folded tensors must outlive their id() keys
+
+    # ------------------------------------------------------------ known tensors
+
+    def constant(self, value: torch.Tensor, label: str) -> Tensor:
+        """A constant input holding ``value`` (a buffer, a plain tensor attribute, a folded
+        computation); the same tensor object is one constant."""
+        key = id(value)
+        if key not in self._constants:
+            if isinstance(value, torch.nn.Parameter):
+                return self.parameter(value, label)
+            dtype = leir_dtype(value.dtype)
+            if dtype == "bf16":
+                raise UnsupportedOp("bfloat16 constant", label, "",
+                                    "NumPy cannot hold bfloat16 values")
+            self._keepalive.append(value)
+            array = value.detach().cpu().numpy().copy()
+            self._constants[key] = self.builder.tensor(value.shape, dtype, "constant", label,
+                                                       array)
+        return self._constants[key]
+
+    def parameter(self, value: torch.Tensor, label: str) -> Tensor:
+        key = id(value)
+        if key not in self._params:
+            dtype = leir_dtype(value.dtype)
+            if dtype == "bf16":
+                raise UnsupportedOp("bfloat16 parameter", label, "",
+                                    "NumPy cannot hold bfloat16 values")
+            array = value.detach().cpu().numpy().copy()
+            self._params[key] = self.builder.tensor(value.shape, dtype, "parameter", label,
+                                                    array, self._param_order.get(key, 1 << 30))
+        return self._params[key]
+
+    # ------------------------------------------------------------ the walk
+
+    def run(self, example_inputs: tuple, name: str) -> Program:
+        env: dict[torch.fx.Node, Any] = {}
+        inputs: list[Tensor] = []
+        placeholder_index = 0
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                if placeholder_index < len(example_inputs):
+                    value = example_inputs[placeholder_index]
+                elif node.args:
+                    value = node.args[0]  # the parameter's default
+                else:
+                    raise TraceFailure(f"no example input for forward argument '{node.target}'")
+                placeholder_index += 1
+                if isinstance(value, torch.Tensor):
+                    meta = node.meta.get("tensor_meta")
+                    shape = tuple(meta.shape) if meta is not None else tuple(value.shape)
+                    t = self.builder.tensor(shape, leir_dtype(value.dtype), "input", node.name)
+                    inputs.append(t)
+                    env[node] = t
+                else:
+                    env[node] = value
+            elif node.op == "get_attr":
+                env[node] = self._get_attr(node)
+            elif node.op in ("call_function", "call_method", "call_module"):
+                env[node] = self._call(node, env)
+            elif node.op == "output":
+                outputs = self._outputs(node, env)
+                return self.builder.finish(outputs, inputs, name)
+        raise TranslationError("the traced graph has no output node")
+
+    def _get_attr(self, node):
+        value: Any = self.gm
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if isinstance(value, torch.nn.Parameter):
+            return self.parameter(value, node.target)
+        return value  # a buffer or plain tensor stays a known value until an op consumes it
+
+    def _outputs(self, node, env) -> list[Tensor]:
+        flat: list = []
+
+        def collect(v):
+            if isinstance(v, (tuple, list)):
+                for x in v:
+                    collect(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    collect(x)
+            else:
+                flat.append(v)
+
+        collect(torch.fx.node.map_arg(node.args[0], lambda n: env[n]))
+        outputs: list[Tensor] = []
+        for v in flat:
+            if isinstance(v, torch.Tensor):
+                v = self.constant(v, "output")
+            if not isinstance(v, Tensor):
+                raise UnsupportedOp(f"a {type(v).__name__} output", "output", "",
+                                    "forward must return tensors")
+            if v.role in ("input", "constant", "parameter") or any(v is o for o in outputs):
+                copy = self.builder.tensor(v.shape, v.dtype, "node", "output")
+                self.builder.context = "output copy"
+                copy_into(_OutputCtx(self, node), v, copy)
+                v = copy
+            outputs.append(v)
+        if not outputs:
+            raise UnsupportedOp("forward without tensor outputs", "output", "")
+        return outputs
+
+    def _call(self, node: torch.fx.Node, env):
+        args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+        if not _contains((args, kwargs), Tensor):
+            return self._fold(node, args, kwargs)
+        module_path = self._module_path(node)
+        inplace_of = None
+        if node.op == "call_module":
+            sub = self.gm.get_submodule(node.target)
+            module_path = node.target
+            name, args, kwargs, inplace = module_call(self, sub, node.target, args, kwargs)
+            op_label = f"nn.{type(sub).__name__}"
+            if inplace:
+                inplace_of = node.args[0]
+        elif node.op == "call_method":
+            name = METHODS.get(node.target)
+            op_label = f"Tensor.{node.target}"
+            if name is None and node.target.endswith("_") and not node.target.endswith("__"):
+                name = METHODS.get(node.target[:-1])
+                if name is not None:
+                    inplace_of = node.args[0]
+        else:
+            target = node.target
+            op_label = _target_name(target)
+            name = FUNCTIONS.get(target)
+            if name is None and target is getattr:
+                name = "getattr"
+            if name is None:
+                base = getattr(target, "__name__", "")
+                if base.endswith("_") and not base.endswith("__"):
+                    owner = inspect.getmodule(target) or torch
+                    plain = getattr(owner, base[:-1], None) or getattr(torch, base[:-1], None)
+                    name = FUNCTIONS.get(plain)
+                    if name is not None:
+                        inplace_of = node.args[0]
+            if kwargs.get("inplace") is True and node.args:
+                inplace_of = node.args[0]
+        if name is None or name not in HANDLERS:
+            raise UnsupportedOp(op_label, node.name, module_path,
+                                "no LEIR emitter for this operation (see docs/COVERAGE.md)")
+        ctx = Ctx(self, node, op_label, module_path)
+        self.builder.context = f"{op_label} ({node.name})"
+        result = HANDLERS[name](ctx, *args, **kwargs)
+        if inplace_of is not None and isinstance(inplace_of, torch.fx.Node):
+            self._rebind_inplace(inplace_of, result, env, ctx)
+        return result
+
+    def _rebind_inplace(self, mutated: torch.fx.Node, result, env, ctx: Ctx) -> None:
+        """After ``x.relu_()`` every later use of ``x`` must see the new value."""
+        if mutated.op in ("call_method", "call_function"):
+            base = mutated.target if isinstance(mutated.target, str) else \
+                getattr(mutated.target, "__name__", "")
+            if base in _VIEW_OPS:
+                raise ctx.unsupported("in-place update of a view changes the viewed tensor too, "
+                                      "which LEIR's value-by-value translation cannot follow")
+        if mutated.op == "get_attr":
+            raise ctx.unsupported("in-place update of a parameter or buffer")
+        env[mutated] = result
+
+    def _fold(self, node: torch.fx.Node, args, kwargs):
+        """Compute a node whose arguments are all known (no program tensor involved)."""
+        try:
+            with torch.no_grad():
+                if node.op == "call_function":
+                    value = node.target(*args, **kwargs)
+                elif node.op == "call_method":
+                    value = getattr(args[0], node.target)(*args[1:], **kwargs)
+                else:
+                    value = self.gm.get_submodule(node.target)(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001
+            raise TranslationError(f"folding the constant computation {node.format_node()} "
+                                   f"failed: {err}") from err
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            value = value.detach()
+        return value
+
+    def _module_path(self, node: torch.fx.Node) -> str:
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            path = list(stack.keys())[-1]
+            return path if isinstance(path, str) else str(path)
+        return ""
+
+
+class _OutputCtx(Ctx):
+    """Context for the copy nest that gives an output its own tensor."""
+
+    def __init__(self, translator, node):
+        super().__init__(translator, node, "output", "")
