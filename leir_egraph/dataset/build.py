@@ -1,0 +1,186 @@
+"""``build_dataset``: the Step-TP dataset pipeline from program selectors to the final files.
+
+    sources -> (per program, in workers) Program -> transitions -> TIR/CUDA + verification
+            -> shards (atomic, in program order) -> balancing -> chat sets, report, plots
+
+The output folder is described in docs/DATASET.md. With the same DatasetConfig the files are
+byte-identical whatever the executor and worker count, and an interrupted run resumed with
+``resume=True`` ends with the same files as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .balance import BalancePolicy, balance_multi, balance_single, balance_table
+from .chat import multi_example, multi_meta, single_example, single_meta
+from .config import DatasetConfig, Execution
+from .executors import executor
+from .pipeline import select_strategies
+from .records import jsonl_bytes
+from .report import plots, summarize, write_report
+from .shards import OutputFolder, atomic_write
+from .sources import SourceError, select_programs
+
+RUN_FORMAT = 1
+# What balancing and the chat sets need of a record (the TIR and CUDA texts stay on disk).
+_TRAINING_COLUMNS = ("id", "program_id", "program", "signature", "before_leir", "after_leir",
+                     "strategy", "category", "direction", "difficulty", "cot", "speedup")
+
+
+@dataclass
+class BuildResult:
+    """What a run produced: ``summary`` (as in summary.json) and this session's throughput."""
+    out: Path
+    summary: dict[str, Any]
+    elapsed_s: float
+    programs_processed: int      # in this session (a resumed run skips finished shards)
+    transitions_processed: int
+    verified_processed: int
+    failures_processed: int
+    files: list[str] = field(default_factory=list)
+
+    def rates(self) -> dict[str, float]:
+        minutes = max(self.elapsed_s, 1e-9) / 60
+        return {"programs_per_min": self.programs_processed / minutes,
+                "transitions_per_min": self.transitions_processed / minutes,
+                "verified_per_min": self.verified_processed / minutes}
+
+
+def run_identity(config: DatasetConfig, sources) -> dict[str, Any]:
+    """What run.json holds: the settings, the expanded program list and each strategy's rule
+    file digest -- a resume with anything different would mix two datasets."""
+    strategies = select_strategies(config.strategies, config.rules)
+    return {"format": RUN_FORMAT, "config": config.to_dict(),
+            "programs": [s.to_dict() for s in sources],
+            "strategies": {s.id: hashlib.sha256(Path(s.path).read_bytes()).hexdigest()[:16]
+                           for s in strategies}}
+
+
+def build_dataset(config: DatasetConfig, execution: Execution | None = None) -> BuildResult:
+    """Run the pipeline; see the module docstring. Raises SourceError, ResumeError,
+    StrategySelectionError or RuleFileError before any work when the inputs are unusable."""
+    execution = execution or Execution()
+    start = time.perf_counter()
+    sources = select_programs(list(config.programs), count=config.count, size=config.size,
+                              dtype=config.dtype, seed=config.seed)
+    if not sources:
+        raise SourceError("no programs selected")
+    folder = OutputFolder(execution.out)
+    done = folder.start(run_identity(config, sources), execution.resume)
+    size = config.shard_size
+    shard_of = {i: i // size for i in range(len(sources))}
+    members: dict[int, list[int]] = {}
+    for i, n in shard_of.items():
+        members.setdefault(n, []).append(i)
+    tasks = [(i, s.to_dict()) for i, s in enumerate(sources) if shard_of[i] not in done]
+    progress = _Progress(len(sources), folder.programs() if done else [], execution.quiet)
+    buffers: dict[int, dict[int, dict]] = {}
+    counts = Counter()
+    run = executor(execution.executor, execution.workers, config.to_dict(),
+                   execution.ray_address, execution.program_timeout)
+    try:
+        for index, result in run.run(tasks):
+            n = shard_of[index]
+            buffers.setdefault(n, {})[index] = result
+            counts["programs"] += 1
+            counts["transitions"] += len(result["records"])
+            counts["verified"] += sum(r["verified"] for r in result["records"])
+            counts["failures"] += len(result["failures"])
+            progress.update(result)
+            if len(buffers[n]) == len(members[n]):
+                folder.write_shard(n, [buffers[n][i] for i in members[n]])
+                del buffers[n]
+    finally:
+        progress.close()
+    summary, files = finalize(folder, config)
+    return BuildResult(folder.root, summary, time.perf_counter() - start, counts["programs"],
+                       counts["transitions"], counts["verified"], counts["failures"], files)
+
+
+def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any], list[str]]:
+    """Balancing, chat sets, failures, summary, report and plots from the complete shards."""
+    import polars as pl
+
+    programs, failures = folder.programs(), folder.failures()
+    paths = folder.dictionary_paths()
+    frame = pl.scan_parquet(paths) if paths else None
+    levels: Counter = Counter()
+    verified: list[dict[str, Any]] = []
+    if frame is not None:
+        levels.update(dict(frame.group_by("level").len().collect().iter_rows()))
+        verified = (frame.filter(pl.col("verified")).select(_TRAINING_COLUMNS)
+                    .collect().to_dicts())
+    policy = BalancePolicy(config.seed, config.easy_simplify_keep, config.easy_expand_keep,
+                           config.medium_cap, config.multi_max_answers, config.multi_max_entries)
+    single = balance_single(verified, policy)
+    multi = balance_multi(verified, policy)
+    root = folder.root
+    written = {
+        "chat/single.jsonl": jsonl_bytes(single_example(r) for r in single),
+        "chat/single.meta.jsonl": jsonl_bytes(single_meta(r) for r in single),
+        "chat/multi.jsonl": jsonl_bytes(multi_example(e) for e in multi),
+        "chat/multi.meta.jsonl": jsonl_bytes(multi_meta(e) for e in multi),
+        "failures.jsonl": jsonl_bytes(failures),
+    }
+    table = balance_table(verified, single, multi)
+    summary = summarize(programs, failures, levels, table, len(single), len(multi))
+    speedups: dict[str, list[float]] = {}
+    if config.timing:
+        for r in verified:
+            if r["speedup"] is not None:
+                speedups.setdefault(r["strategy"], []).append(r["speedup"])
+    written["summary.json"] = (json.dumps(summary, indent=1) + "\n").encode()
+    written["report.md"] = write_report(config.to_dict(), summary, failures,
+                                        speedups).encode()
+    for name, data in plots(table).items():
+        written[f"plots/{name}"] = data
+    for name, data in written.items():
+        atomic_write(root / name, data)
+    files = ["dictionary/part-*.parquet", "dictionary/part-*.jsonl", *written]
+    return summary, files
+
+
+class _Progress:
+    """A tqdm bar over programs with running counts; silent when ``quiet``."""
+
+    def __init__(self, total: int, finished: list[dict[str, Any]], quiet: bool):
+        self.counts = Counter()
+        for p in finished:
+            self._count(p, None)
+        self.bar = None
+        if not quiet:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=len(finished), unit="program", file=sys.stderr,
+                            dynamic_ncols=True, smoothing=0.1)
+            self._show()
+
+    def _count(self, program: dict[str, Any], failures: int | None) -> None:
+        self.counts["transitions"] += program["selected"] if program["status"] == "ok" else 0
+        self.counts["verified"] += program["verified"]
+        self.counts["failed programs"] += program["status"] != "ok"
+        if failures is not None:
+            self.counts["failures"] += failures
+
+    def update(self, result: dict[str, Any]) -> None:
+        self._count(result["program"], len(result["failures"]))
+        if self.bar is not None:
+            self.bar.update(1)
+            self._show()
+
+    def _show(self) -> None:
+        c = self.counts
+        self.bar.set_postfix_str(f"transitions={c['transitions']} verified={c['verified']} "
+                                 f"failed={c['failures']} (programs {c['failed programs']})",
+                                 refresh=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,91 @@
+"""What a dataset run is made of: the settings that decide its content, and how it executes.
+
+:class:`DatasetConfig` holds everything that can change a single byte of the output; it is
+stored in ``run.json`` and a ``--resume`` must present the same one. :class:`Execution` holds
+what may change between an interrupted run and its resumption without changing the output
+(worker count, executor, Ray address, output folder, progress display).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+DEMO_PROGRAMS = ("ReLU", "softmax", "Gemm_Add_ReLU", "LayerNorm")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Content settings; defaults are the CLI's defaults."""
+    programs: tuple[str, ...] = DEMO_PROGRAMS
+    count: int = 1                       # zoo instances per selected kind (seeds seed..seed+count-1)
+    size: str = "small"                  # zoo instancing ranges: small or paper
+    dtype: str = "f32"
+    strategies: tuple[str, ...] = ()     # ids or categories; empty = every loaded strategy
+    rules: tuple[str, ...] = ()          # extra rule directories
+    seed: int = 0
+    target: str = "llvm"                 # verification/lowering target: llvm or cuda
+    per_strategy_cap: int | None = None  # transitions kept per program and strategy (seeded)
+    trials: int = 3                      # random input sets per verification
+    verify_timeout: float = 60.0         # seconds of TVM work per verification
+    timing: bool = False                 # measure run times (speedup); measurements vary by run
+    cuda_source: bool = True             # emit CUDA C for every before/after
+    shard_size: int = 8                  # programs per shard
+    # balancing (docs/STRATEGIES.md, "Dataset balancing")
+    easy_simplify_keep: float = 0.20
+    easy_expand_keep: float = 0.04
+    medium_cap: int = 2000               # per medium strategy, label occurrences in multi-answer
+    multi_max_answers: int = 8           # answers in one multi-answer entry (at least 2)
+    multi_max_entries: int = 3           # multi-answer entries drawn per original program
+
+    def __post_init__(self):
+        object.__setattr__(self, "programs", tuple(self.programs))
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+        object.__setattr__(self, "rules", tuple(str(r) for r in self.rules))
+        if self.size not in ("small", "paper"):
+            raise ValueError(f"size must be small or paper, not {self.size!r}")
+        if self.target not in ("llvm", "cuda"):
+            raise ValueError(f"target must be llvm or cuda, not {self.target!r}")
+        if self.count < 1 or self.shard_size < 1 or self.trials < 1:
+            raise ValueError("count, shard_size and trials must be at least 1")
+        if self.per_strategy_cap is not None and self.per_strategy_cap < 1:
+            raise ValueError("per_strategy_cap must be at least 1 (or None for no cap)")
+        if self.multi_max_answers < 2 or self.multi_max_entries < 1:
+            raise ValueError("multi_max_answers must be >= 2 and multi_max_entries >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("programs", "strategies", "rules"):
+            d[k] = list(d[k])
+        return d
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "DatasetConfig":
+        names = {f.name for f in fields(DatasetConfig)}
+        return DatasetConfig(**{k: v for k, v in d.items() if k in names})
+
+    def key(self) -> str:
+        """A stable digest of the settings (worker processes cache their context by it)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to run; none of it reaches the output files."""
+    out: Path = Path("leir-out")
+    workers: int = 2
+    executor: str = "local"              # local (process pool) or ray
+    ray_address: str | None = None
+    resume: bool = False
+    quiet: bool = False
+    program_timeout: float = 3600.0      # a program still running after this is a failure
+
+    def __post_init__(self):
+        object.__setattr__(self, "out", Path(self.out))
+        if self.executor not in ("local", "ray"):
+            raise ValueError(f"executor must be local or ray, not {self.executor!r}")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")

@@ -1,0 +1,252 @@
+"""The per-program work: source -> Program -> transitions -> lowering + verification -> records.
+
+``process_program(source, config)`` is a pure function of its arguments (plain dicts in, plain
+dicts out), so it runs the same in a local worker process and in a Ray task, and the same
+inputs always give the same records (timings aside, see DatasetConfig.timing). Nothing TVM ever
+leaves the process: TIR and CUDA travel as text.
+
+Every failure becomes a row of the failures file with its stage and reason, and the work goes
+on with what is left: a strategy whose rules raise does not cost the others, a transition that
+does not lower is still verified (and fails there), and a program whose original cannot be
+lowered or run yields no records but one failure.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from ..egraph.strategy import CATEGORIES, Strategy, load_strategies
+from ..leir.program import Program
+from .config import DatasetConfig
+from .records import failure
+from .sources import FrontendFailure, ProgramSource, load_program
+
+
+class StrategySelectionError(ValueError):
+    """A --strategies entry that is neither a strategy id nor a category."""
+
+
+def select_strategies(selection: tuple[str, ...] | list[str], rules: tuple[str, ...] = ()
+                      ) -> tuple[Strategy, ...]:
+    """The strategies of ``rules/`` plus ``rules`` directories, narrowed to ``selection`` (ids
+    or category names; empty = all), in the loader's order (category, then id)."""
+    loaded = load_strategies(*rules)
+    if not selection:
+        return tuple(loaded)
+    ids = {s.id for s in loaded}
+    wanted: set[str] = set()
+    for token in selection:
+        if token in CATEGORIES:
+            wanted |= {s.id for s in loaded if s.category == token}
+        elif token in ids:
+            wanted.add(token)
+        else:
+            raise StrategySelectionError(
+                f"unknown strategy or category '{token}'; categories: {', '.join(CATEGORIES)}; "
+                f"strategies: {', '.join(sorted(ids))}")
+    return tuple(s for s in loaded if s.id in wanted)
+
+
+@dataclass
+class _Context:
+    """What a worker keeps between programs: the strategies and one verifier (its TVM worker
+    process compiles each original once and keeps it cached)."""
+    strategies: tuple[Strategy, ...]
+    verifier: Any
+
+
+_contexts: dict[str, _Context] = {}
+
+
+def _context(config: DatasetConfig) -> _Context:
+    key = config.key()
+    ctx = _contexts.get(key)
+    if ctx is None:
+        from ..verify import Verifier
+        for old in _contexts.values():
+            old.verifier.close()
+        _contexts.clear()
+        verifier = Verifier()
+        atexit.register(verifier.close)
+        ctx = _contexts[key] = _Context(select_strategies(config.strategies, config.rules),
+                                        verifier)
+    return ctx
+
+
+def process_program(source: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """All records and failures of one program: ``{"program": summary, "records": [...],
+    "failures": [...]}``. Never raises for a problem of the program itself."""
+    cfg = DatasetConfig.from_dict(config)
+    src = ProgramSource.from_dict(source)
+    return _ProgramRun(src, cfg, _context(cfg)).run()
+
+
+class _ProgramRun:
+    def __init__(self, src: ProgramSource, cfg: DatasetConfig, ctx: _Context):
+        self.src, self.cfg, self.ctx = src, cfg, ctx
+        self.records: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self.summary: dict[str, Any] = {
+            "program_id": src.program_id, "program": src.name, "source": src.kind,
+            "seed": src.seed, "status": "ok", "stage": None, "reason": None, "leir": None,
+            "signature": None, "enumerated": 0, "selected": 0, "verified": 0,
+            "by_strategy": {},
+        }
+
+    def fail(self, stage: str, reason: str, **where) -> None:
+        self.failures.append(failure(self.src.program_id, self.src.name, stage, reason, **where))
+
+    def fail_program(self, stage: str, reason: str) -> dict[str, Any]:
+        # Transitions of a broken original were never judged: their rows go with the records.
+        self.failures = [f for f in self.failures if f["id"] is None]
+        self.fail(stage, reason)
+        self.summary.update(status="failed", stage=stage, reason=reason)
+        self.records = []
+        return self.result()
+
+    def result(self) -> dict[str, Any]:
+        self.summary["verified"] = sum(r["verified"] for r in self.records)
+        return {"program": self.summary, "records": self.records, "failures": self.failures}
+
+    def run(self) -> dict[str, Any]:
+        try:
+            program = load_program(self.src)
+        except FrontendFailure as err:
+            return self.fail_program(err.stage, err.reason)
+        self.summary.update(leir=program.text, signature=program.signature.to_dict())
+        from ..leir.validate import LeirValidationError, check
+        try:
+            check(program)
+        except LeirValidationError as err:
+            return self.fail_program("validate", str(err))
+        chosen = self.transitions(program)
+        if not chosen:
+            return self.result()
+        try:
+            before_tir = _tir(program, self.cfg.target)
+        except Exception as err:  # noqa: BLE001 -- the original does not lower: nothing verifies
+            return self.fail_program("lower", f"the original does not lower: {_describe(err)}")
+        before_cuda = self.cuda(program)
+        for k, t in chosen:
+            broken = self.transition(program, k, t, before_tir, before_cuda)
+            if broken:
+                return self.fail_program("verify", broken)
+        return self.result()
+
+    # ---------------------------------------------------------------- enumeration
+
+    def transitions(self, program: Program) -> list[tuple[int, Any]]:
+        """(k, transition) pairs to verify: every strategy's enumeration, numbered k = 0, 1, ...
+        in the engine's order, capped per strategy by a seeded choice."""
+        from ..egraph.steps import all_steps
+        by_strategy: dict[str, list] = {s.id: [] for s in self.ctx.strategies}
+        broken: list = []
+        try:
+            found = all_steps(program, self.ctx.strategies, broken=broken)
+        except Exception:  # noqa: BLE001 -- find which strategy it is, keep the others
+            found = []
+            for s in self.ctx.strategies:
+                try:
+                    found.extend(all_steps(program, (s,), broken=broken))
+                except Exception as err:  # noqa: BLE001
+                    self.fail("engine", _describe(err), strategy=s.id)
+        for b in broken:
+            self.fail("engine", f"rule '{b.rule}' matched '{b.lhs}' but its right-hand side did "
+                                "not finish evaluating", strategy=b.strategy)
+        for t in found:
+            by_strategy[t.strategy].append(t)
+        out = []
+        cap = self.cfg.per_strategy_cap
+        for sid, options in by_strategy.items():
+            keep = range(len(options))
+            if cap is not None and len(options) > cap:
+                rng = random.Random(f"{self.cfg.seed}|{self.src.program_id}|{sid}")
+                keep = sorted(rng.sample(range(len(options)), cap))
+            out.extend((k, options[k]) for k in keep)
+            if options:
+                self.summary["by_strategy"][sid] = [len(options), len(keep)]
+        self.summary["enumerated"] = len(found)
+        self.summary["selected"] = len(out)
+        return out
+
+    # ---------------------------------------------------------------- one transition
+
+    def cuda(self, program: Program) -> tuple[str | None, str | None]:
+        if not self.cfg.cuda_source:
+            return None, "not requested (cuda_source is off)"
+        from ..lower import cuda_source
+        try:
+            return cuda_source(program), None
+        except Exception as err:  # noqa: BLE001 -- CudaInvalid and lowering errors alike
+            return None, _describe(err)
+
+    def transition(self, program: Program, k: int, t, before_tir: str,
+                   before_cuda: tuple[str | None, str | None]) -> str | None:
+        """Verify one transition and keep its record; returns a reason when the verification
+        showed that the *original* is broken (then no transition of it can be judged)."""
+        cfg = self.cfg
+        tid = f"{self.src.program_id}/{t.strategy}/{k}"
+        strategy = next(s for s in self.ctx.strategies if s.id == t.strategy)
+        after_tir = tir_error = None
+        try:
+            after_tir = _tir(t.after, cfg.target)
+        except Exception as err:  # noqa: BLE001
+            tir_error = _describe(err)
+        after_cuda = self.cuda(t.after)
+        result = self.ctx.verifier.verify(program, t.after, target=cfg.target, trials=cfg.trials,
+                                          timeout=cfg.verify_timeout, seed=cfg.seed,
+                                          timing=cfg.timing)
+        if result.before_problem and not result.equal:
+            return result.before_problem
+        verified = bool(result.equal and (result.independent or
+                                          result.before_independent is False))
+        self.records.append({
+            "id": tid, "program_id": self.src.program_id, "program": self.src.name,
+            "source": self.src.kind, "seed": self.src.seed,
+            "signature": json.dumps(program.signature.to_dict()),
+            "before_leir": program.text, "after_leir": t.after.text,
+            "before_tir": before_tir, "after_tir": after_tir, "tir_error": tir_error,
+            "before_cuda": before_cuda[0], "before_cuda_error": before_cuda[1],
+            "after_cuda": after_cuda[0], "after_cuda_error": after_cuda[1],
+            "strategy": t.strategy, "category": t.category, "rule": t.rule,
+            "direction": strategy.direction, "site": json.dumps(t.site.to_dict()),
+            "bindings": json.dumps(dict(t.bindings)), "guard_facts": list(t.guard_facts),
+            "cot": t.cot, "K": strategy.K, "P": strategy.P, "S": strategy.S,
+            "score": float(strategy.score), "difficulty": strategy.difficulty,
+            "level": result.level, "verified": verified, "reason": result.reason,
+            "before_problem": result.before_problem,
+            "max_abs_err": _finite(result.max_abs_err), "max_rel_err": _finite(result.max_rel_err),
+            "time_before_ms": result.time_before_ms if cfg.timing else None,
+            "time_after_ms": result.time_after_ms if cfg.timing else None,
+            "speedup": result.speedup if cfg.timing else None,
+        })
+        if not verified:
+            stage, reason = ("lower", tir_error) if tir_error else \
+                ("verify", f"reached {result.level}: {result.reason or 'not verified'}")
+            self.fail(stage, reason, id=tid, strategy=t.strategy)
+        return None
+
+
+def _tir(program: Program, target: str) -> str:
+    from ..lower import lower
+    return lower(program, target).script()
+
+
+def _finite(x: float | None) -> float | None:
+    """inf/NaN errors (shape mismatch, NaN at different places) are stored as null: JSON has
+    no spelling for them; the reason column says what happened."""
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return None
+    return float(x)
+
+
+def _describe(err: BaseException) -> str:
+    lines = [l.strip() for l in str(err).strip().splitlines() if l.strip()]
+    line = lines[-1] if lines and (type(err).__module__ or "").startswith("tvm") else \
+        (lines[0] if lines else "")
+    line = line if len(line) <= 400 else line[:397] + "..."
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__

@@ -1,0 +1,171 @@
+"""``report.md`` and its plots: what was generated, what failed, what balancing kept.
+
+Nothing measured about the run itself (wall time, throughput) goes in here, so the report is
+byte-identical between runs with the same settings; the CLI prints those figures instead.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from typing import Any
+
+from .balance import CLASSES, grouped
+from .records import STAGES
+
+LEVEL_ORDER = ("none", "diff", "build", "exec", "equal", "independent")
+CLASS_COLOURS = {"easy": "#8fbf7f", "medium": "#f0b95a", "difficult": "#d9534f"}
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "_(none)_\n"
+    columns = columns or list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---" if isinstance(rows[0][c], str) else "---:" for c in columns) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(r[c]) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def summarize(programs: list[dict[str, Any]], failures: list[dict[str, Any]],
+              levels: Counter, table: list[dict[str, Any]], n_single: int, n_multi: int
+              ) -> dict[str, Any]:
+    """The figures of the run, for summary.json, the report and the CLI's final table."""
+    return {
+        "programs": len(programs),
+        "programs_ok": sum(p["status"] == "ok" for p in programs),
+        "programs_failed": sum(p["status"] != "ok" for p in programs),
+        "transitions_enumerated": sum(p["enumerated"] for p in programs),
+        "transitions": sum(p["selected"] for p in programs if p["status"] == "ok"),
+        "verified": sum(p["verified"] for p in programs),
+        "failures": len(failures),
+        "failures_by_stage": {s: n for s in STAGES
+                              if (n := sum(f["stage"] == s for f in failures))},
+        "levels": {lv: levels[lv] for lv in LEVEL_ORDER if levels[lv]},
+        "single_answer": n_single,
+        "multi_answer": n_multi,
+        "strategies": table,
+    }
+
+
+def write_report(settings: dict[str, Any], summary: dict[str, Any],
+                 failures: list[dict[str, Any]], speedups: dict[str, list[float]]) -> str:
+    table = summary["strategies"]
+    by_class, by_category = grouped(table, "class"), grouped(table, "category")
+    parts = ["# Step-TP dataset report\n\n",
+             f"Programs: `{' '.join(settings['programs'])}` (count {settings['count']}, size "
+             f"{settings['size']}, dtype {settings['dtype']}), seed {settings['seed']}, target "
+             f"{settings['target']}, strategies: "
+             f"{', '.join(settings['strategies']) if settings['strategies'] else 'all'}, "
+             f"per-strategy cap: {settings['per_strategy_cap'] or 'none'}.\n",
+             "\n## Overview\n\n",
+             markdown_table([
+                 {"what": "programs", "count": summary["programs"]},
+                 {"what": "programs failed", "count": summary["programs_failed"]},
+                 {"what": "transitions enumerated", "count": summary["transitions_enumerated"]},
+                 {"what": "transitions verified (attempted)", "count": summary["transitions"]},
+                 {"what": "transitions verified (Equal/Independent)", "count": summary["verified"]},
+                 {"what": "failure rows", "count": summary["failures"]},
+                 {"what": "single-answer examples", "count": summary["single_answer"]},
+                 {"what": "multi-answer examples", "count": summary["multi_answer"]},
+             ]),
+             "\n## Verification levels reached\n\n",
+             markdown_table([{"level": k, "transitions": v} for k, v in summary["levels"].items()]),
+             "\n## Balancing by difficulty class\n\n",
+             "`verified` is before balancing; `kept` counts strategy occurrences in the training "
+             "sets (single-answer entries plus answers inside multi-answer entries).\n\n",
+             markdown_table(by_class),
+             "\n![difficulty mix](plots/difficulty_mix.png)\n",
+             "\n## Balancing by category\n\n",
+             markdown_table(by_category),
+             "\n## Balancing by strategy\n\n",
+             markdown_table(table),
+             "\n![strategy distribution](plots/strategy_distribution.png)\n",
+             "\n## Failures by stage\n\n",
+             markdown_table(_failure_table(failures))]
+    if speedups:
+        parts += ["\n## Measured speedups of verified transitions\n\n",
+                  markdown_table([{"strategy": s, "n": len(v), "median": _median(v),
+                                   "max": max(v)} for s, v in sorted(speedups.items())])]
+    text = "".join(parts)
+    return text
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
+def _failure_table(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    counts: Counter = Counter((f["stage"], f["strategy"] or "") for f in failures)
+    examples: dict[tuple, str] = {}
+    for f in failures:
+        examples.setdefault((f["stage"], f["strategy"] or ""), f["reason"])
+    order = {s: i for i, s in enumerate(STAGES)}
+    return [{"stage": st, "strategy": sid, "count": counts[(st, sid)],
+             "first reason": _clip(examples[(st, sid)])}
+            for st, sid in sorted(counts, key=lambda k: (order.get(k[0], 99), k[1]))]
+
+
+def _clip(text: str, n: int = 160) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# ---------------------------------------------------------------- plots
+
+def plots(table: list[dict[str, Any]]) -> dict[str, bytes]:
+    """PNG bytes by file name: the strategy distribution and the difficulty mix."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = {}
+    names = [r["strategy"] for r in table]
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.32 * len(names) + 1.2)))
+    ys = range(len(names))
+    ax.barh([y - 0.2 for y in ys], [r["verified"] for r in table], height=0.4,
+            label="verified (before balancing)", color="#9ab")
+    ax.barh([y + 0.2 for y in ys], [r["kept"] for r in table], height=0.4,
+            label="kept (single + multi occurrences)", color="#357")
+    ax.set_yticks(list(ys), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("transitions")
+    ax.set_title("Strategy distribution")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out["strategy_distribution.png"] = _png(fig)
+    plt.close(fig)
+
+    by_class = {r["class"]: r for r in grouped(table, "class")}
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    labels = ["before balancing", "after balancing"]
+    bottoms = [0.0, 0.0]
+    for cls in CLASSES:
+        r = by_class.get(cls)
+        shares = [r["verified_share"], r["kept_share"]] if r else [0.0, 0.0]
+        ax.bar(labels, shares, bottom=bottoms, label=cls, color=CLASS_COLOURS[cls])
+        bottoms = [b + s for b, s in zip(bottoms, shares)]
+    ax.set_ylabel("% of strategy occurrences")
+    ax.set_ylim(0, 100)
+    ax.set_title("Difficulty mix")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out["difficulty_mix.png"] = _png(fig)
+    plt.close(fig)
+    return out
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    # No metadata: the bytes depend on the figure only.
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    return buf.getvalue()
