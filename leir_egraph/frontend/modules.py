@@ -13,14 +13,15 @@ import torch.nn as nn
 from .errors import UnsupportedOp
 
 
-def module_call(translator, module: nn.Module, path: str, args, kwargs):
-    """``(op name, args, kwargs, inplace)`` for a call of ``module`` with ``args``."""
+def module_call(translator, module: nn.Module, path: str, node_name: str, args, kwargs):
+    """``(op name, args, kwargs, inplace)`` for a call of ``module`` (at ``path``, fx node
+    ``node_name``) with ``args``."""
     for cls in type(module).__mro__:
         mapper = _MODULES.get(cls)
         if mapper is not None:
             break
     else:
-        raise UnsupportedOp(f"nn.{type(module).__name__}", path, path,
+        raise UnsupportedOp(f"nn.{type(module).__name__}", node_name, path,
                             "no LEIR emitter for this module (see docs/COVERAGE.md)")
 
     def param(attr):
@@ -31,7 +32,10 @@ def module_call(translator, module: nn.Module, path: str, args, kwargs):
             return translator.parameter(value, f"{path}.{attr}")
         return value  # a buffer: a known tensor, made a constant where it is read
 
-    name, new_args, new_kwargs = mapper(module, param, list(args), dict(kwargs))
+    try:
+        name, new_args, new_kwargs = mapper(module, param, list(args), dict(kwargs))
+    except UnsupportedOp as err:  # a mapper refusing an argument: say where
+        raise UnsupportedOp(err.op, node_name, path, err.reason) from None
     inplace = bool(getattr(module, "inplace", False))
     return name, tuple(new_args), new_kwargs, inplace
 
@@ -215,3 +219,8 @@ def _bce_logits(m, param, args, kwargs):
     if m.weight is not None:
         extra["weight"] = param("weight")
     return "binary_cross_entropy_with_logits", args, {**extra, **kwargs}
+
+
+@_maps(nn.Embedding)
+def _embedding(m, param, args, kwargs):
+    return "embedding", [args[0], param("weight")], {"max_norm": m.max_norm}

@@ -109,17 +109,25 @@ def check_kind(kind: str, dtype: str = "f32", seed: int = 0, size: str = "small"
         return record
 
 
+def warm_up() -> None:
+    """Pay the one-time costs (importing TVM, torch.fx's first trace, the first compile) before
+    anything is timed."""
+    import torch.nn as nn
+    check_module(nn.ReLU(), [torch.ones(2, 2)], CheckRecord("warm-up", "f32"))
+
+
 def check_kinds(kinds, dtypes=("f32", "f64"), workers: int = 2, seed: int = 0,
                 size: str = "small") -> list[CheckRecord]:
-    """``check_kind`` for every (kind, dtype), in a process pool of ``workers``; records come
-    back in input order."""
+    """``check_kind`` for every (kind, dtype), in a process pool of ``workers`` (each warmed
+    up first); records come back in input order."""
     jobs = [(k, d) for k in kinds for d in dtypes]
     if workers <= 1:
+        warm_up()
         return [check_kind(k, d, seed, size) for k, d in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     # forkserver/spawn workers start clean (TVM and torch threads do not survive fork well)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=warm_up) as pool:
         futures = [pool.submit(check_kind, k, d, seed, size) for k, d in jobs]
         return [f.result() for f in futures]

@@ -219,12 +219,15 @@ def _contains(value, kind) -> bool:
 
 
 def _target_name(target) -> str:
+    """How a user would spell the function: ``torch.floor``, ``torch.nn.functional.unfold``,
+    ``operator.floordiv``."""
     module = getattr(target, "__module__", None) or ""
     qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
     if module in ("_operator", "operator"):
         return f"operator.{qual}"
-    if module.startswith("torch._C") or module == "torch" or module == "":
-        return f"torch.{qual}"
+    if qual.startswith("_VariableFunctionsClass.") or module in ("", "torch") or \
+            module.startswith("torch._C"):
+        return f"torch.{qual.rsplit('.', 1)[-1]}"
     return f"{module}.{qual}"
 
 
@@ -352,7 +355,8 @@ class Translator:
         if node.op == "call_module":
             sub = self.gm.get_submodule(node.target)
             module_path = node.target
-            name, args, kwargs, inplace = module_call(self, sub, node.target, args, kwargs)
+            name, args, kwargs, inplace = module_call(self, sub, node.target, node.name, args,
+                                                      kwargs)
             op_label = f"nn.{type(sub).__name__}"
             if inplace:
                 inplace_of = node.args[0]

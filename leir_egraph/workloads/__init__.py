@@ -23,7 +23,7 @@ from . import attention, level1, level2  # noqa: F401  (register the kinds)
 from . import components as C
 from .registry import DTYPES, KINDS, Input, Kind, build, draw, make_inputs, seed_for
 
-__all__ = ["zoo", "instantiate", "compose", "families", "Kind", "KINDS", "Input"]
+__all__ = ["zoo", "instantiate", "dims", "compose", "families", "Kind", "KINDS", "Input"]
 
 
 def zoo(level: int | None = None, family: str | None = None) -> list[str]:
@@ -47,6 +47,15 @@ def _dtype(dtype) -> torch.dtype:
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: use f16, f32 or f64")
     return DTYPES[dtype]
+
+
+def dims(kind: str, seed: int = 0, size: str = "small") -> dict:
+    """The dimensions ``instantiate`` draws for (kind, seed, size), without building anything
+    (paper-size modules can hold gigabytes of parameters)."""
+    if kind not in KINDS:
+        raise KeyError(f"unknown workload kind {kind!r}; see zoo()")
+    k = KINDS[kind]
+    return draw(k.small if size == "small" else k.paper, seed_for(seed, kind, size))
 
 
 def instantiate(kind: str, seed: int = 0, size: str = "small", dtype: Any = "f32"):

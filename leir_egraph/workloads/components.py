@@ -185,7 +185,7 @@ class Norm(Step):
                 if name == "weight":
                     p.add_(0.1 * torch.randn_like(p))
                 else:
-                    p.add_(0.25 + 0.5 * torch.randn_like(p))
+                    p.add_(0.5 + 0.5 * torch.randn_like(p))
 
     def forward(self, x, saved=None):
         return self.norm(x)

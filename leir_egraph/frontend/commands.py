@@ -1,0 +1,139 @@
+"""``leir from-torch``: translate a PyTorch module defined in a Python file to LEIR."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+FROM_TORCH_EXAMPLE = """examples:
+  leir from-torch model.py:Net --init-args '[64, 32]' --input-shapes '[[16, 64]]' --sig-out net.sig.json
+  leir from-torch 23_Softmax.py          (a KernelBench file: class Model, get_inputs(),
+                                          get_init_inputs() supply everything)
+  leir from-torch 33_BatchNorm.py --train --dtype f64 --values-out bn.npz
+
+The LEIR text goes to standard output; the signature (inputs: forward inputs, constants,
+parameters; outputs) to --sig-out, or to standard error when that is not given. Errors are one
+line on standard error, exit status 2."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("from-torch", help="translate a PyTorch module to LEIR",
+                       description="Trace a PyTorch nn.Module with torch.fx and print its LEIR "
+                                   "program (one loop nest per elementary step).",
+                       epilog=FROM_TORCH_EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="FILE.py[:Class]",
+                   help="Python file and the module class in it (default class: Model)")
+    p.add_argument("--init-args", metavar="JSON",
+                   help="constructor arguments: a JSON list (positional) or object (keywords); "
+                        "default: the file's get_init_inputs(), else none")
+    p.add_argument("--input-shapes", metavar="JSON",
+                   help="forward input shapes, e.g. '[[16, 256], [256]]' (standard normal "
+                        "values); default: the file's get_inputs()")
+    p.add_argument("--dtype", default="f32", choices=["f16", "f32", "f64"],
+                   help="dtype of the module and its floating-point inputs (default f32)")
+    p.add_argument("--train", action="store_true",
+                   help="translate in training mode (BatchNorm uses batch statistics)")
+    p.add_argument("--sig-out", metavar="FILE", help="write the signature JSON here")
+    p.add_argument("--values-out", metavar="FILE.npz",
+                   help="write the constant and parameter values (by LEIR name) here")
+    p.set_defaults(handler=run_from_torch)
+
+
+class CommandError(Exception):
+    """A problem to report as one line."""
+
+
+def _load_module_file(path: str):
+    file = Path(path)
+    if not file.is_file():
+        raise CommandError(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location(file.stem.replace("-", "_"), file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.parent.resolve()))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 -- the user's file: report, do not crash
+        raise CommandError(f"{path}: importing it failed: {type(err).__name__}: {err}") from None
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _json(text: str, what: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CommandError(f"--{what}: not valid JSON ({err.msg} at column {err.colno})") from None
+
+
+def build_model(args):
+    """``(module, example_inputs)`` from the command line and the file's helpers."""
+    import torch
+
+    from ..workloads.registry import DTYPES
+    path, _, cls_name = args.target.partition(":")
+    source = _load_module_file(path)
+    cls_name = cls_name or "Model"
+    cls = getattr(source, cls_name, None)
+    if cls is None:
+        raise CommandError(f"{path} defines no class '{cls_name}'")
+    if args.init_args is not None:
+        init = _json(args.init_args, "init-args")
+    elif hasattr(source, "get_init_inputs"):
+        init = source.get_init_inputs()
+    else:
+        init = []
+    try:
+        module = cls(**init) if isinstance(init, dict) else cls(*init)
+    except Exception as err:  # noqa: BLE001
+        raise CommandError(f"constructing {cls_name}({init!r}) failed: {type(err).__name__}: "
+                           f"{err}") from None
+    dtype = DTYPES[args.dtype]
+    # Translation needs only shapes and dtypes: inputs live on the meta device, so a KernelBench
+    # file asking for a 4096 x 393216 input costs no memory.
+    with torch.device("meta"):
+        if args.input_shapes is not None:
+            shapes = _json(args.input_shapes, "input-shapes")
+            if not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
+                raise CommandError("--input-shapes: expected a list of shapes, e.g. [[16, 256]]")
+            inputs = [torch.empty(s, dtype=dtype) for s in shapes]
+        elif hasattr(source, "get_inputs"):
+            inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                      else x for x in source.get_inputs()]
+        else:
+            raise CommandError(f"{path} has no get_inputs(); pass --input-shapes")
+    module = module.to(dtype)
+    module.train(args.train)
+    return module, inputs, cls_name
+
+
+def run_from_torch(args) -> int:
+    from .errors import TranslationError, UnsupportedOp
+    from .translate import TraceFailure, from_torch
+    try:
+        module, inputs, name = build_model(args)
+        program = from_torch(module, inputs, name=name)
+    except (CommandError, UnsupportedOp, TraceFailure) as err:
+        print(f"leir from-torch: {err}", file=sys.stderr)
+        return 2
+    except TranslationError as err:
+        first = str(err).splitlines()[0]
+        print(f"leir from-torch: internal translation error: {first}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 -- one line, never a traceback
+        print(f"leir from-torch: {type(err).__name__}: {err}".splitlines()[0], file=sys.stderr)
+        return 2
+    print(program.text)
+    signature = json.dumps(program.signature.to_dict())
+    if args.sig_out:
+        Path(args.sig_out).write_text(signature + "\n")
+    else:
+        print(f"signature: {signature}", file=sys.stderr)
+    if args.values_out:
+        import numpy as np
+        np.savez(args.values_out, **dict(program.values))
+    return 0
