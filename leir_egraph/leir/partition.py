@@ -1,0 +1,258 @@
+"""Splitting and concatenating tensors along one loop axis: the plans behind
+tensor_split_to_decouple_operators and tensor_concat_to_fuse_operators.
+
+Both move a one-equation nest's work between "one computation over the whole axis" and "one
+computation per part of the axis", copying inputs into parts (or parts into one joined tensor)
+and outputs back. The plans only cover the shape where that is exact and simple to state:
+
+* the axis index appears as itself, in exactly one dimension, in the output and in every
+  input read that mentions it (``A_{tx,a}``, not ``A_{tx+a}``), and never as a value;
+* the output subscript is distinct plain indices, so the parts write disjoint elements;
+* the equation reads no gathers, and its own output only as its running accumulation;
+* all copies run over the loops their subscripts use (kinds kept); a P/V/B loop of a copy must
+  be fixed by the element it writes, so the copy's parallel claims stay true.
+
+A split point ``v`` cuts an axis of extent ``n`` into ``v`` and ``n-v`` iterations; the split
+points offered are the divisors ``v < n`` of ``n`` (both parts are then whole multiples of
+``v``: halves, quarters, ... and a single first element), a bounded, deterministic family.
+The plans below do not depend on the split point: the rules cut the loops and shift the
+second part's subscripts for each point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from .analysis import accumulation_op, equation_reads, index_names
+from .ast import Equation, Idx, IName, Loop, LoopNest, Var
+from .legality import determined_loops
+from .subexpressions import KERNEL_SCOPES
+from .traverse import rebuild, walk
+
+
+def split_points(extent: int) -> list[int]:
+    """Where an axis of this extent may be cut: every divisor ``v`` of it below it."""
+    return [v for v in range(1, extent) if extent % v == 0]
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _axis_dim(var: Var, axis: str) -> int | None:
+    """The dimension holding the plain index ``axis`` when that is its only mention."""
+    dims = [d for d, s in enumerate(var.subscripts) if axis in index_names(s)]
+    if len(dims) != 1 or var.subscripts[dims[0]] != IName(axis):
+        return None
+    return dims[0]
+
+
+def _renamed(var: Var, name: str) -> Var:
+    return replace(var, name=name)
+
+
+def _resized(loops: Sequence[Loop], axis: str, extent: int) -> tuple[Loop, ...]:
+    return tuple(replace(l, extent=extent) if l.index == axis else l for l in loops)
+
+
+def _frame(loops: Sequence[Loop], var: Var) -> tuple[Loop, ...] | None:
+    """The loops ``var``'s subscripts use; None when a P/V/B loop among them is not fixed by
+    the element (a copy over them would claim independence falsely)."""
+    used = index_names(var)
+    loops = tuple(l for l in loops if l.index in used)
+    fixed = determined_loops(var, loops)
+    if any(l.kind in "PVB" and l.index not in fixed for l in loops):
+        return None
+    return loops
+
+
+def _has_gather(eq: Equation) -> bool:
+    vars_ = [eq.target] + [v for v in walk(eq.value) if isinstance(v, Var)]
+    return any(isinstance(n, Var) for v in vars_ for s in v.subscripts for n in walk(s))
+
+
+def _plain_distinct(var: Var) -> bool:
+    return (all(isinstance(s, IName) for s in var.subscripts)
+            and len({s.name for s in var.subscripts}) == len(var.subscripts))
+
+
+def _single_equation(nest: LoopNest) -> Equation | None:
+    if len(nest.body) == 1 and isinstance(nest.body[0], Equation):
+        eq = nest.body[0]
+        if not isinstance(eq.value, Var) and not _has_gather(eq):
+            return eq
+    return None
+
+
+def _inputs_along(eq: Equation, axis: str) -> dict[str, Var] | None:
+    """Tensors the right-hand side reads along ``axis`` (other than the output), each read in
+    one single form with ``axis`` as a plain index; None if some such tensor is not."""
+    forms: dict[str, set[Var]] = {}
+    for v in walk(eq.value):
+        if isinstance(v, Var) and v.name != eq.target.name:
+            forms.setdefault(v.name, set()).add(v)
+    found: dict[str, Var] = {}
+    for name, seen in forms.items():
+        if not any(axis in index_names(v) for v in seen):
+            continue
+        (var, *more) = seen
+        if more or _axis_dim(var, axis) is None or var.scope in KERNEL_SCOPES:
+            return None
+        found[name] = var
+    return found
+
+
+def self_contained(eq: Equation, implicit: bool) -> bool:
+    """Does the equation read its output only as its own running accumulation, starting from the
+    identity (``implicit``)? Then every output element is a function of the inputs alone, and
+    may be computed in a separate nest and copied in."""
+    own = [v for v in equation_reads(eq) if v.name == eq.target.name]
+    if accumulation_op(eq) is None:
+        return not own
+    return own == [eq.target] and implicit
+
+
+# ---------------------------------------------------------------- tensor split
+
+@dataclass(frozen=True)
+class SplitAxis:
+    """How to split a nest along ``axis``, whatever the split point: ``copies`` holds, for each
+    input read along the axis, one nest over the loops its read uses with two copy equations
+    ``T1_r=T_r; T2_r=T_r`` naming its first and second part (the rule gives each its share of
+    the axis and shifts the second's source); the output is copied back over ``out_loops``
+    from the part outputs ``out1`` and ``out2``.
+
+    ``B^{4}_{tx=0}L^{6}_{a=0}[C_{tx,a}=exp(A_{tx,a})*D_{a};]`` along tx: copies
+    ``B^{4}_{tx=0}L^{6}_{a=0}[E_{tx,a}=A_{tx,a};F_{tx,a}=A_{tx,a};]``, out_loops tx, a, parts
+    G and H."""
+    axis: str
+    copies: tuple[LoopNest, ...]
+    out_loops: tuple[Loop, ...]
+    out1: str
+    out2: str
+
+
+def split_axes(nest: LoopNest, names: Sequence[str]) -> list[SplitAxis]:
+    """Every output axis along which a one-equation nest can be split (at any point).
+    ``names`` are fresh tensor names: two per input read along the axis (in order of
+    appearance), then the two part outputs."""
+    eq = _single_equation(nest)
+    if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
+        return []
+    out = []
+    for loop in nest.loops:
+        axis = loop.index
+        if loop.extent < 2 or IName(axis) not in eq.target.subscripts or any(
+                isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
+            continue
+        inputs = _inputs_along(eq, axis)
+        if inputs is None or len(names) < 2 * len(inputs) + 2:
+            continue
+        frames = {t: _frame(nest.loops, v) for t, v in inputs.items()}
+        if any(f is None for f in frames.values()):
+            continue
+        copies = tuple(LoopNest(frames[t], (Equation(_renamed(var, names[2 * k]), var),
+                                            Equation(_renamed(var, names[2 * k + 1]), var)))
+                       for k, (t, var) in enumerate(inputs.items()))
+        o = 2 * len(inputs)
+        out.append(SplitAxis(axis, copies, _frame(nest.loops, eq.target), names[o], names[o + 1]))
+    return out
+
+
+# ---------------------------------------------------------------- tensor concatenation
+
+def read_pairing(first: Equation, second: Equation) -> dict[str, str] | None:
+    """Pair the two equations' tensor accesses position by position (target first, then the
+    reads in order): ``{name in first: name in second}``, or None when the accesses differ in
+    number, dtype, scope or subscripts, or the pairing is not one to one."""
+    a = [first.target] + [v for v in walk(first.value) if isinstance(v, Var)]
+    b = [second.target] + [v for v in walk(second.value) if isinstance(v, Var)]
+    if len(a) != len(b):
+        return None
+    pairing: dict[str, str] = {}
+    back: dict[str, str] = {}
+    for x, y in zip(a, b):
+        if (x.dtype, x.scope, x.subscripts) != (y.dtype, y.scope, y.subscripts):
+            return None
+        if pairing.setdefault(x.name, y.name) != y.name or back.setdefault(y.name, x.name) != x.name:
+            return None
+    return pairing
+
+
+def rename_tensors(node, mapping: dict[str, str]):
+    """``node`` with every tensor access renamed by ``mapping``."""
+    return rebuild(node, lambda n: replace(n, name=mapping[n.name])
+                   if isinstance(n, Var) and n.name in mapping else None)
+
+
+def same_operation(first: Equation, second: Equation) -> bool:
+    """Is the second equation the first one on other tensors (same operators, literals,
+    indices and subscripts)?"""
+    pairing = read_pairing(first, second)
+    return pairing is not None and rename_tensors(first, pairing) == second
+
+
+@dataclass(frozen=True)
+class ConcatAxis:
+    """How to compute two similar nests as one along ``axis``: ``copies`` holds, for each input
+    of the first nest read along the axis, one nest over the loops its read uses with two copy
+    equations ``G_r=T_r; G_r=U_r`` into the concatenated tensor G from the first nest's tensor T
+    and the second's U (the rule gives each its share of the axis and shifts the second's
+    destination past the first); the joined output is ``joined``, copied back over
+    ``out_loops``; ``fused`` is the first nest over both extents on the joined tensors.
+
+    ``[D_{tx,a}=log(A_{tx,a});]`` and ``[E_{tx,a}=log(C_{tx,a});]`` along tx: copies
+    ``B^{4}_{tx=0}L^{8}_{a=0}[F_{tx,a}=A_{tx,a};F_{tx,a}=C_{tx,a};]``, joined output G."""
+    axis: str
+    copies: tuple[LoopNest, ...]
+    out_loops: tuple[Loop, ...]
+    joined: str
+    fused: LoopNest
+
+
+def concat_axes(n1: LoopNest, n2: LoopNest, names: Sequence[str], implicit1: bool,
+                implicit2: bool) -> list[ConcatAxis]:
+    """Every axis along which the nests' inputs can be concatenated and their computations done
+    once, following the first nest's equation (whether the second computes the same operation
+    is a separate question, :func:`same_operation`). ``implicit1``/``implicit2``: whether each
+    equation, if an accumulation, starts from its identity. ``names`` are fresh tensor names
+    (inputs + 1 are used)."""
+    e1, e2 = _single_equation(n1), _single_equation(n2)
+    if e1 is None or e2 is None or len(n1.loops) != len(n2.loops):
+        return []
+    pairing = read_pairing(e1, e2)
+    if pairing is None or not _plain_distinct(e1.target) or e1.target.scope in KERNEL_SCOPES:
+        return []
+    if not (self_contained(e1, implicit1) and self_contained(e2, implicit2)):
+        return []
+    if any((a.kind, a.index) != (b.kind, b.index) for a, b in zip(n1.loops, n2.loops)):
+        return []
+    differing = [k for k, (a, b) in enumerate(zip(n1.loops, n2.loops)) if a != b]
+    if len(differing) > 1:
+        return []
+    axes = [n1.loops[k] for k in differing] if differing else list(n1.loops)
+    out = []
+    for loop in axes:
+        axis, m1 = loop.index, loop.extent
+        m2 = next(l.extent for l in n2.loops if l.index == axis)
+        if IName(axis) not in e1.target.subscripts or any(
+                isinstance(x, Idx) and x.name == axis for x in walk(e1.value)):
+            continue
+        inputs = _inputs_along(e1, axis)
+        if inputs is None or len(names) < len(inputs) + 1:
+            continue
+        joined = {t: names[k] for k, t in enumerate(inputs)}
+        h = names[len(inputs)]
+        others = {v.name for v in walk(e1.value) if isinstance(v, Var)} - set(inputs) - {e1.target.name}
+        if any(pairing[t] != t for t in others):
+            continue  # a tensor that differs but is not read along the axis cannot be joined
+        frames = {t: _frame(n1.loops, v) for t, v in inputs.items()}
+        if any(f is None for f in frames.values()):
+            continue
+        copies = tuple(LoopNest(frames[t], (Equation(_renamed(var, joined[t]), var),
+                                            Equation(_renamed(var, joined[t]),
+                                                     _renamed(var, pairing[t]))))
+                       for t, var in inputs.items())
+        fused = rename_tensors(replace(n1, loops=_resized(n1.loops, axis, m1 + m2)),
+                               joined | {e1.target.name: h})
+        out.append(ConcatAxis(axis, copies, _frame(n1.loops, e1.target), h, fused))
+    return out
