@@ -1,0 +1,163 @@
+"""Facts for splitting and concatenating tensors along a loop axis:
+tensor_split_to_decouple_operators and tensor_concat_to_fuse_operators (leir.partition).
+
+* parameter ``TensorSplitPoint n v``: the cuts offered for an axis of extent n (every divisor v < n);
+* dependency / ``Decouplable nest``: the nest's one equation reads its output only as its own
+  accumulation starting from the identity, at every place the nest occurs;
+* parameter ``TensorSplitInputs nest axis copies out_loops out1 out2``: how to split the nest
+  along an axis, at any split point (leir.partition.SplitAxis);
+* operation_identity / ``IdenticalOperation n1 n2``: the second nest's equation is the first's on
+  other tensors;
+* parameter ``TensorConcatInputs n1 n2 axis copies out_loops joined``: how to compute adjacent
+  nests as one along an axis (leir.partition.ConcatAxis), where that holds at every place the
+  pair occurs and the joined nest still fits a CUDA kernel.
+
+Fresh tensor names come from the same supply as the core ``FreshTensor`` parameter, as many as
+a plan needs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ...leir.analysis import accesses
+from ...leir.ast import Equation, Leir
+from ...leir.partition import concat_axes, same_operation, self_contained, split_axes, split_points
+from ...leir.program import Program
+from ...leir.restructure import implicit_initialisations
+from ..facts import LoadedProgram
+from ..guards import GuardExtension, Relation
+from ..parameters import ParameterSet, fresh, tensor_names
+from .graph_terms import loops_term, nests_body_term, quoted
+
+PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
+
+
+def _fresh_names(program: Program) -> list[str]:
+    used = {v.name for v in accesses(program.leir)} | set(program.signature.names)
+    return fresh(used, tensor_names(), PLAN_NAMES)
+
+
+def _implicit(program: Program) -> set[int]:
+    """Top-level nests whose (first) equation, an accumulation, starts from its identity."""
+    return {n for n, path in implicit_initialisations(program.leir, set(program.signature.input_names))
+            if path == (0,)}
+
+
+def _at_every_place(program: Program, per_place) -> dict:
+    """``per_place(i) -> (key, set of facts)`` for each top-level position (or None); for each
+    key, the first position where it occurs and the facts that hold at every such position."""
+    out: dict = {}
+    for i in range(len(program.leir.nests)):
+        got = per_place(i)
+        if got is None:
+            continue
+        key, facts = got
+        first, kept = out.get(key, (i, facts))
+        out[key] = (first, kept & facts)
+    return out
+
+
+def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+    extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
+    for n in extents:
+        for v in split_points(n):
+            yield f"(TensorSplitPoint {n} {v})"
+
+
+def _decouplable_facts(loaded: LoadedProgram) -> Iterable[str]:
+    program = loaded.program
+    implicit = _implicit(program)
+
+    def place(i):
+        nest = program.leir.nests[i]
+        if len(nest.body) != 1 or not isinstance(nest.body[0], Equation):
+            return None
+        return nest, ({True} if self_contained(nest.body[0], i in implicit) else set())
+
+    for i, holds in _at_every_place(program, place).values():
+        if holds:
+            yield f"(Decouplable {loaded.top_nest_name(i)})"
+
+
+def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
+    names = _fresh_names(loaded.program)
+    seen = set()
+    for i, nest in enumerate(loaded.program.leir.nests):
+        if nest in seen:
+            continue
+        seen.add(nest)
+        for plan in split_axes(nest, names):
+            yield (f"(TensorSplitInputs {loaded.top_nest_name(i)} {quoted(plan.axis)} "
+                   f"{nests_body_term(plan.copies)} {loops_term(plan.out_loops)} "
+                   f"{quoted(plan.out1)} {quoted(plan.out2)})")
+
+
+def _same_operation_facts(loaded: LoadedProgram) -> Iterable[str]:
+    nests = loaded.program.leir.nests
+    for i in range(len(nests) - 1):
+        a, b = nests[i], nests[i + 1]
+        if (len(a.body) == 1 and len(b.body) == 1 and isinstance(a.body[0], Equation)
+                and isinstance(b.body[0], Equation) and same_operation(a.body[0], b.body[0])):
+            yield f"(IdenticalOperation {loaded.top_nest_name(i)} {loaded.top_nest_name(i + 1)})"
+
+
+def _fits_a_kernel(program: Program, nest) -> bool:
+    from ...lower.cuda import launch_problems
+    return not launch_problems(Program(Leir((nest,)), program.signature))
+
+
+def _concat_inputs(loaded: LoadedProgram) -> Iterable[str]:
+    program = loaded.program
+    nests = program.leir.nests
+    names = _fresh_names(program)
+    implicit = _implicit(program)
+
+    def place(i):
+        if i + 1 >= len(nests):
+            return None
+        n1, n2 = nests[i], nests[i + 1]
+        plans = {p.axis: p for p in concat_axes(n1, n2, names, i in implicit, i + 1 in implicit)
+                 if _fits_a_kernel(program, p.fused)}
+        return (n1, n2), {(axis, plan.copies, plan.out_loops, plan.joined)
+                          for axis, plan in plans.items()}
+
+    for i, plans in _at_every_place(program, place).values():
+        for axis, copies, out_loops, joined in sorted(plans, key=lambda p: p[0]):
+            yield (f"(TensorConcatInputs {loaded.top_nest_name(i)} {loaded.top_nest_name(i + 1)} "
+                   f"{quoted(axis)} {nests_body_term(copies)} {loops_term(out_loops)} "
+                   f"{quoted(joined)})")
+
+
+PARAMETER_SETS = (
+    ParameterSet((Relation("TensorSplitPoint", ("i64", "i64"),
+                           "the extent {0} is cut into {1} and the rest, both whole multiples "
+                           "of {1}"),),
+                 _split_point_facts),
+    ParameterSet((Relation("TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String",
+                                                 "String"),
+                           "along {1}, {2} copies each input read along {1} into a first and a "
+                           "second part over the loops it uses, and the output is computed in "
+                           "the parts {4} and {5}, copied back over {3}"),),
+                 _split_inputs),
+    ParameterSet((Relation("TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
+                                                  "String"),
+                           "along {2}, {3} copies each input of {0} and its counterpart in {1} "
+                           "into one concatenated tensor, and both outputs are computed in "
+                           "{5}, copied back over {4}"),),
+                 _concat_inputs),
+)
+
+GUARD_EXTENSIONS = (
+    GuardExtension(
+        "dependency",
+        relations=(Relation("Decouplable", ("Nest",),
+                            "{0} reads its output only as its own accumulation starting from the "
+                            "identity, so each output element depends on the inputs alone"),),
+        facts=_decouplable_facts),
+    GuardExtension(
+        "operation_identity",
+        relations=(Relation("IdenticalOperation", ("Nest", "Nest"),
+                            "{1} computes the same operation as {0}, on other tensors"),),
+        facts=_same_operation_facts),
+)
