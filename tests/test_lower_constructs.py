@@ -366,3 +366,15 @@ def test_invalid_program_is_refused_before_tvm():
     with pytest.raises(LeirValidationError, match="reads index 1..4"):
         lower(p)
     assert issubclass(LoweringError, ValueError)
+
+
+def test_literals_are_cast_to_the_target_dtype():
+    # 524288 is beyond float16 (the reference's f16 MSELoss divides by it): it becomes inf;
+    # 300 wraps in int8 as a C cast does
+    text = ("L^{3}_{a=0}[C^{f16,g}_{a}=A^{f16,g}_{a}/524288;];"
+            "L^{3}_{a=0}[D^{i8,g}_{a}=N^{i8,g}_{a}+300;];")
+    p = program(text, [("A", "f16", (3,)), ("N", "i8", (3,))],
+                [("C", "f16", (3,)), ("D", "i8", (3,))])
+    out = run(p, {"A": np.array([1, -2, 3], np.float16), "N": np.array([1, 2, -3], np.int8)})
+    np.testing.assert_array_equal(out["C"], np.float16(1) / np.float16(np.inf) * np.array([1, -2, 3]))
+    np.testing.assert_array_equal(out["D"], np.array([45, 46, 41], np.int8))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from leir_egraph.leir import Program, Signature
-from leir_egraph.verify import VerificationResult, Verifier, verify, verify_many
+from leir_egraph.verify import VerificationResult, verify, verify_many
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "leir_egraph" / "examples"
 SOFTMAX = (EXAMPLES / "softmax.leir").read_text().strip()
@@ -136,6 +136,11 @@ def test_timeout_is_a_result_and_the_worker_recovers():
     r = verify(before, endless, timeout=3)
     assert r.level == "build" and r.build and not r.exec
     assert r.reason == "exec: timed out after 3 s while running after"
+    # the other way round, after cannot be blamed
+    slow_before = Program.parse(endless, sig)
+    r = verify(slow_before, before.text, timeout=3)
+    assert r.level == "exec" and r.before_problem.startswith("before timed out after 3 s")
+    assert r.reason.startswith("equal: cannot compare, before timed out")
     again = verify(before, "P^{64}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];", timing=False)
     assert again.level == "independent"
 

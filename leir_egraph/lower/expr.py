@@ -16,9 +16,11 @@ TVM is imported by the caller (``tir.py``) before any function here runs.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Mapping
 
-from ..leir.ast import (Bin, Call, Compare, IBin, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
+import numpy as np
+
+from ..leir.ast import (Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
                         Var)
 from ..leir.signature import DTYPE_NAMES
 
@@ -101,22 +103,21 @@ class ExprLowering:
     """Lowers the expressions of one equation.
 
     ``env`` maps loop index names to their TIR values (a loop variable, or ``extent-1-v`` for a
-    loop run in reverse); ``buffers`` maps tensor names to TIR buffers; ``load`` builds a read.
+    loop run in reverse); ``buffers`` maps tensor names to TIR buffers.
     """
 
-    def __init__(self, env: Mapping, buffers: Mapping, load: Callable | None = None):
+    def __init__(self, env: Mapping, buffers: Mapping):
         from tvm import tirx
         self.tirx = tirx
         self.env = env
         self.buffers = buffers
-        self._load = load or (lambda buf, idx: tirx.BufferLoad(buf, idx))
 
     # ------------------------------------------------------------ tensor access and subscripts
 
     def access(self, var: Var):
         """``A_{tx,C_{tx}}`` -> ``A[tx, int32(C[tx])]`` in A's own dtype."""
         buf = self.buffers[var.name]
-        return self._load(buf, [self.index(s) for s in var.subscripts])
+        return self.tirx.BufferLoad(buf, [self.index(s) for s in var.subscripts])
 
     def index(self, sub):
         """Index arithmetic: ``//`` and ``%`` are floor division and floor modulo."""
@@ -157,6 +158,11 @@ class ExprLowering:
         tirx = self.tirx
         value = num.value
         if is_float(dtype):
+            if dtype in ("float16", "float32"):
+                # round as a cast does: beyond the dtype's range is inf (TVM refuses such a
+                # literal, e.g. 65536 in f16)
+                with np.errstate(over="ignore"):
+                    value = float(np.dtype(dtype).type(value))
             return tirx.const(float(value), dtype)
         if dtype == "bool":
             return tirx.const(bool(value), "bool")
@@ -164,6 +170,11 @@ class ExprLowering:
             if math.isinf(value):
                 return tirx.max_value(dtype)
             value = int(value)
+        bits = _BITS[dtype]
+        if dtype in UNSIGNED:
+            value %= 1 << bits
+        else:  # two's complement wrap, as a C cast does
+            value = (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
         return tirx.const(value, dtype)
 
     def value(self, e, dtype: str):

@@ -214,6 +214,10 @@ class _Lowering:
                     self._kernel_locals(n, scoped)
                     self._nest(nest, _Context())
             return
+        if scoped and not any(l.kind == "B" for l in nest.loops):
+            from .cuda import CudaInvalid
+            raise CudaInvalid(f"nest {n + 1}: shared/local intermediate(s) {', '.join(scoped)} "
+                              "need a B loop among the nest's own loops to be placed in")
         self._nest(nest, _Context(), kernel_locals=(n, scoped))
 
     def _kernel_locals(self, n: int, names: list[str]):

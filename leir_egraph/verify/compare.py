@@ -71,7 +71,8 @@ def compare(before: np.ndarray, after: np.ndarray, name: str = "output") -> Comp
                               f"{before[_first(mismatch)]}, after {after[_first(mismatch)]})")
     both = finite_b & np.isfinite(a)
     scale = max(1.0, float(np.abs(b[finite_b]).max())) if finite_b.any() else 1.0
-    diff = np.where(both, np.abs(a - b), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both, np.abs(a - b), 0.0)
     bound = atol * scale + rtol * np.abs(np.where(both, b, 0.0))
     floor = np.maximum(np.abs(np.where(both, b, 0.0)), atol * scale)
     max_abs = float(diff.max()) if diff.size else 0.0

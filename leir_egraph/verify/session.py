@@ -41,9 +41,8 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {line}"
 
 
-def program_of(spec: dict[str, Any]) -> Program:
-    return Program.parse(spec["text"], spec["signature"], spec.get("name", ""),
-                         spec.get("values") or {})
+def program_of(spec: dict[str, Any], values: dict[str, Any]) -> Program:
+    return Program.parse(spec["text"], spec["signature"], spec.get("name", ""), values)
 
 
 def has_parallel_claims(program: Program) -> bool:
@@ -101,7 +100,8 @@ class _Evaluation:
         target = job.get("target", "llvm")
         trials, seed = int(job.get("trials", 3)), int(job.get("seed", 0))
         self.note(trials=trials, target=target_kind(target))
-        before, after = program_of(job["before"]), program_of(job["after"])
+        values = job.get("values") or {}
+        before, after = program_of(job["before"], values), program_of(job["after"], values)
         before_problem = job.get("before_problem")
 
         # ---- build
@@ -167,19 +167,19 @@ class _Evaluation:
         # ---- independent
         self.stage("checking independence of after")
         problem = _independence_problem(after, inputs[0])
+        reason = None if problem is None else f"independent: {problem}"
+        if problem is None:
+            self.passed("independent")
+        else:
+            self.report(reason=reason)
         self.stage("checking independence of before")
         before_issue = _independence_problem(before, inputs[0])
         self.note(before_independent=before_issue is None)
         if before_issue is not None:
             self.note(before_problem=f"before is not Independent: {before_issue}")
-        reason = None
-        if problem is None:
-            self.passed("independent")
-        else:
-            reason = f"independent: {problem}"
-            if before_issue is not None:
+            if reason is not None:
                 reason += " (before is not Independent either, so after cannot be blamed)"
-            self.report(reason=reason)
+                self.report(reason=reason)
 
         # ---- timing
         if job.get("timing", True):

@@ -23,6 +23,7 @@ from ..lower.targets import TargetLike, target_kind
 from .result import LEVELS, VerificationResult
 from .worker import Worker
 
+
 class Verifier:
     """Verifies pairs with one worker process, reused across calls.
 
@@ -66,7 +67,7 @@ class Verifier:
                 after = Program(parse(after), before.signature, before.name, before.values)
             except LeirSyntaxError as err:
                 return VerificationResult.at("none", f"after does not parse: {err}", target=kind)
-        if after.text == before.text and after.signature == before.signature:
+        if after.text == before.text:
             return VerificationResult.at("none", "no change: after prints the same as before",
                                          target=kind)
         if after.signature != before.signature:
@@ -86,7 +87,8 @@ class Verifier:
         values = dict(before.values)
         values.update(after.values)
         job = {
-            "before": _spec(before, values), "after": _spec(after, values),
+            "before": _spec(before), "after": _spec(after),
+            "values": {k: v for k, v in values.items() if k in before.signature.input_names},
             "target": dict(target) if isinstance(target, Mapping) else target,
             "trials": trials, "seed": seed, "timing": timing, "before_problem": before_problem,
         }
@@ -103,10 +105,8 @@ class Verifier:
         return [self.verify(before, after, **options) for before, after in pairs]
 
 
-def _spec(program: Program, values: Mapping[str, Any]) -> dict[str, Any]:
-    needed = {k: v for k, v in values.items() if k in program.signature.input_names}
-    return {"text": program.text, "signature": program.signature.to_dict(),
-            "name": program.name, "values": needed}
+def _spec(program: Program) -> dict[str, Any]:
+    return {"text": program.text, "signature": program.signature.to_dict(), "name": program.name}
 
 
 def _with(result: VerificationResult, **changes) -> VerificationResult:
@@ -138,12 +138,15 @@ def _interrupted(outcome, timeout: float, kind: str) -> VerificationResult:
     fields = {k: v for k, v in progress.get("fields", {}).items()
               if k in VerificationResult.__dataclass_fields__}
     fields["target"] = kind
-    if "before" in stage and LEVELS.index(level) < LEVELS.index("equal"):
-        fields["before_problem"] = f"before {what}"
-        return VerificationResult.at(level, f"equal: cannot compare, before {what}", **fields)
+    verdict = progress.get("reason")  # after's own verdict, when already known
     if stage.startswith("timing"):
-        reason = "; ".join(filter(None, [progress.get("reason"), f"timing {what}"]))
-        return VerificationResult.at(level, reason, **fields)
+        return VerificationResult.at(level, "; ".join(filter(None, [verdict, f"timing {what}"])),
+                                     **fields)
+    if "before" in stage:
+        fields["before_problem"] = f"before {what}"
+        if LEVELS.index(level) < LEVELS.index("equal"):
+            return VerificationResult.at(level, f"equal: cannot compare, before {what}", **fields)
+        return VerificationResult.at(level, verdict, **fields)
     attempted = LEVELS[min(LEVELS.index(level) + 1, len(LEVELS) - 1)]
     return VerificationResult.at(level, f"{attempted}: {what}", **fields)
 

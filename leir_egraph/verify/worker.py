@@ -114,10 +114,23 @@ class Worker:
 
     def request(self, job: dict[str, Any], timeout: float) -> WorkerOutcome:
         """Send ``job`` and wait up to ``timeout`` seconds (worker start-up not counted)."""
+        try:
+            return self._request(job, timeout)
+        except BaseException:
+            # an interrupted exchange leaves the worker mid-job: its next messages would be
+            # taken for the next job's, so it goes
+            self.close()
+            raise
+
+    def _request(self, job: dict[str, Any], timeout: float) -> WorkerOutcome:
         if not self.alive():
             self.start()
+        try:
+            self._send.send(job)
+        except (BrokenPipeError, OSError):  # died since the last job: one fresh start
+            self.start()
+            self._send.send(job)
         progress: dict[str, Any] = {"fields": {}}
-        self._send.send(job)
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()

@@ -1,0 +1,86 @@
+"""CUDA: kernel source for valid programs, a clear reason for programs that cannot be valid
+kernels (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leir_egraph.leir import Program, Signature
+from leir_egraph.lower import CudaInvalid, cuda_source, lower
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "leir_egraph" / "examples"
+
+
+def program(text: str, inputs, outputs) -> Program:
+    return Program.parse(text, Signature.of(inputs, outputs))
+
+
+def vector(n: int, text: str) -> Program:
+    return program(text, [("A", "f32", (n,))], [("C", "f32", (n,))])
+
+
+def test_softmax_kernels():
+    p = Program.parse((EXAMPLES / "softmax.leir").read_text(),
+                      json.loads((EXAMPLES / "softmax.sig.json").read_text()))
+    src = cuda_source(p)
+    # three nests + two implicit initialisations (D = -inf, E = 0), each its own kernel
+    assert src.count('extern "C" __global__') >= 5
+    assert "__launch_bounds__(16)" in src and "threadIdx.x" in src and "expf" in src
+    script = lower(p, "cuda").script()
+    assert 'thread_binding(16, thread="threadIdx.x")' in script
+
+
+def test_binding_tags_come_from_the_index_name():
+    p = program("B^{4}_{bya=0}B^{8}_{tx=0}B^{2}_{tza=0}[C^{f32,g}_{bya,tx,tza}=A^{f32,g}_{bya,tx,tza}*2;];",
+                [("A", "f32", (4, 8, 2))], [("C", "f32", (4, 8, 2))])
+    src = cuda_source(p)
+    assert "blockIdx.y" in src and "threadIdx.x" in src and "threadIdx.z" in src
+
+
+def test_a_nest_without_b_loops_is_a_single_thread_kernel():
+    p = vector(4, "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];")
+    src = cuda_source(p)
+    assert "__global__ void main_kernel(" in src and "for (int a = 0; a < 4; ++a)" in src
+    script = lower(p, "cuda").script()
+    assert 'thread_binding(1, thread="blockIdx.x")' in script
+    assert 'thread_binding(1, thread="threadIdx.x")' in script
+
+
+@pytest.mark.parametrize("text,n,reason", [
+    ("B^{2048}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];", 2048,
+     "binds threadIdx.x to 2048 > 1024"),
+    ("B^{128}_{tz=0}[C^{f32,g}_{tz}=A^{f32,g}_{tz}*2;];", 128, "threadIdx.z to 128 > 64"),
+    ("B^{70000}_{by=0}[C^{f32,g}_{by}=A^{f32,g}_{by}*2;];", 70000, "blockIdx.y to 70000 > 65535"),
+    ("B^{64}_{tx=0}B^{32}_{txa=0}[C^{f32,g}_{tx*32+txa}=A^{f32,g}_{tx*32+txa}*2;];", 2048,
+     "'tx' and 'txa' both bind threadIdx.x"),
+    ("B^{64}_{tx=0}B^{32}_{ty=0}[C^{f32,g}_{tx*32+ty}=A^{f32,g}_{tx*32+ty}*2;];", 2048,
+     "2048 threads per block > 1024"),
+])
+def test_invalid_launch_configurations(text, n, reason):
+    with pytest.raises(CudaInvalid) as info:
+        cuda_source(vector(n, text))
+    assert reason in info.value.reason
+    assert str(info.value).startswith("not a valid CUDA kernel: nest 1:")
+
+
+def test_too_much_shared_memory_is_caught_on_the_lowered_kernel():
+    p = program("B^{4}_{bx=0}B^{32}_{tx=0}L^{20000}_{a=0}[S^{f32,s}_{a}=A^{f32,g}_{a}*2;"
+                "C^{f32,g}_{bx,tx}=S^{f32,s}_{a};];",
+                [("A", "f32", (20000,))], [("C", "f32", (4, 32))])
+    with pytest.raises(CudaInvalid, match="verify_gpu_code \\(shared memory 80000 B > 49152 B\\)"):
+        cuda_source(p)
+
+
+def test_shared_and_local_intermediates_live_inside_one_kernel():
+    ok = program("B^{4}_{bx=0}B^{32}_{tx=0}L^{200}_{a=0}[F^{f32,l}_{tx}=max(F^{f32,l}_{tx},A^{f32,g}_{a});"
+                 "C^{f32,g}_{bx,tx}=F^{f32,l}_{tx};];", [("A", "f32", (200,))],
+                 [("C", "f32", (4, 32))])
+    assert "__global__" in cuda_source(ok)
+    across = program("B^{4}_{bx=0}B^{32}_{tx=0}L^{200}_{a=0}[S^{f32,s}_{tx,a}=A^{f32,g}_{a}*2;];"
+                     "B^{4}_{bx=0}B^{32}_{tx=0}[C^{f32,g}_{bx,tx}=S^{f32,s}_{tx,0};];",
+                     [("A", "f32", (200,))], [("C", "f32", (4, 32))])
+    with pytest.raises(CudaInvalid, match="used by nests 1, 2; shared memory does not outlive"):
+        cuda_source(across)
