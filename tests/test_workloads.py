@@ -4,15 +4,17 @@ float64, lowers on llvm and equals PyTorch eager on the same module and inputs."
 
 from __future__ import annotations
 
+import re
 import time
 
-import numpy as np
 import pytest
 import torch
 
 from leir_egraph.frontend import from_torch
 from leir_egraph.frontend.oracle import check_kinds
-from leir_egraph.workloads import KINDS, compose, dims, families, instantiate, zoo
+from leir_egraph.leir import parse
+from leir_egraph.leir.analysis import subscript_indices
+from leir_egraph.workloads import compose, dims, families, instantiate, zoo
 
 REQUIRED_FAMILIES = {"matmul", "activation", "norm", "pooling", "reduction", "scan", "conv",
                      "conv_transpose", "loss", "attention", "composition"}
@@ -50,6 +52,13 @@ def test_torch_global_random_state_is_left_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_half_precision_programs_translate():
+    for name in zoo()[::7]:  # a spread sample across the families
+        module, inputs, _ = instantiate(name, 0, dtype="f16")
+        text = from_torch(module, inputs).text
+        assert "f16" in text and "f32" not in text and "f64" not in text, name
+
+
 @pytest.mark.parametrize("dtype,torch_dtype", [("f16", torch.float16), ("f32", torch.float32),
                                                ("f64", torch.float64)])
 def test_dtypes(dtype, torch_dtype):
@@ -67,14 +76,45 @@ def test_batch_norm_kinds_run_in_train_mode():
             assert meta["train"] and module.training, name
 
 
-def test_small_sizes_are_small_and_paper_sizes_follow_the_paper_ranges():
+def test_paper_sizes_follow_the_paper_ranges():
     for name in zoo():
-        _, inputs, _ = instantiate(name, 0)
-        assert max(x.numel() for x in inputs) <= 20000, name
         paper = [v for s in range(3) for v in dims(name, s, "paper").values()
                  if isinstance(v, int)]
         assert max(paper) <= 16384, name
     assert max(dims("ReLU", 0, "paper").values()) == 16384
+
+
+def _binding_problems(program) -> list[str]:
+    """B loops must be tx, at most 1024 wide, on a loop that indexes every target of the nest
+    (never a reduction axis), one per nest; a nest without spatial loops may bind B^{1}."""
+    problems = []
+    for n, nest in enumerate(program.leir.nests):
+        bound = [loop for loop in nest.loops if loop.kind == "B"]
+        if len(bound) > 1:
+            problems.append(f"nest {n} binds {len(bound)} loops")
+        for loop in bound:
+            if loop.index != "tx" or loop.extent > 1024:
+                problems.append(f"nest {n} binds {loop.index} with extent {loop.extent}")
+            targets = [eq.target for eq in nest.equations]
+            if not all(loop.index in subscript_indices(t) for t in targets) and \
+                    not (loop.extent == 1 and len(nest.loops) == 1):
+                problems.append(f"nest {n}: {loop.index} is a reduction axis")
+    return problems
+
+
+def test_every_kind_is_small_and_translates_in_the_reference_style():
+    for name in zoo():
+        module, inputs, _ = instantiate(name, 0)
+        assert max(x.numel() for x in inputs) <= 20000, name
+        program = from_torch(module, inputs)
+        assert not _binding_problems(program), (name, _binding_problems(program))
+        assert parse(program.text) == program.leir, name
+        n_forward = sum(isinstance(x, torch.Tensor) for x in inputs)
+        assert len(program.forward_inputs) == n_forward, name
+        assert program.signature.input_names[:n_forward] == program.forward_inputs, name
+        names = program.signature.names
+        assert all(re.fullmatch(r"[ACDEFGHIJKMNOQRSWXYZ][acdefghijkmnoqrswxyz]*", n)
+                   for n in names), (name, names)
 
 
 def test_composer_builds_named_level2_programs_deterministically():

@@ -6,12 +6,14 @@ once the whole graph is translated, so that they follow the reference translator
 forward inputs, intermediates of fx nodes, outputs, constants, parameters, then the
 temporaries that ops introduce.
 
-    b = Builder()
-    x = b.input("x", (16, 256), "f32")
-    y = b.tensor((16, 256), "f32", "node", "relu")
-    lp = Loops(y.shape)
-    b.emit(lp, (y.at(*lp), vmax(x.at(*lp), 0)))
-    b.finish([y]).text == "B^{16}_{tx=0}L^{256}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];"
+    >>> from leir_egraph.frontend.expr import vmax
+    >>> b = Builder()
+    >>> x = b.tensor((16, 256), "f32", "input", "x")
+    >>> y = b.tensor((16, 256), "f32", "node", "relu")
+    >>> lp = Loops(y.shape)
+    >>> b.emit(lp, (y.at(*lp), vmax(x.at(*lp), 0)))
+    >>> b.finish([y]).text
+    'B^{16}_{tx=0}L^{256}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];'
 """
 
 from __future__ import annotations

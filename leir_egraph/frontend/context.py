@@ -74,10 +74,6 @@ class Ctx:
     def temp(self, shape: Sequence[int], dtype: str) -> Tensor:
         return self.b.temp(shape, dtype, f"{self.node.name}:{self.op_name}")
 
-    def node_tensor(self, shape: Sequence[int], dtype: str) -> Tensor:
-        """A tensor that is an op's result but not this node's (a view op's copy, a pad)."""
-        return self.b.tensor(shape, dtype, "temp", f"{self.node.name}:{self.op_name}")
-
     def tensor(self, value, dtype: str | None = None) -> Tensor:
         """``value`` as a program tensor: a handle as is, a real torch tensor (a folded constant)
         as a constant input, a Python number as a 0-d constant of ``dtype``."""

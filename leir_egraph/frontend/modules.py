@@ -7,7 +7,6 @@ the module's parameters as parameter inputs and its buffers as constants.
 
 from __future__ import annotations
 
-import torch
 import torch.nn as nn
 
 from .errors import UnsupportedOp

@@ -2,7 +2,7 @@
 lowering (``leir_egraph.lower.run``) and the module eagerly on the same inputs, and compare
 every output under the project's tolerance policy (``leir_egraph.verify.compare``).
 
-    >>> record = check_kind("ReLU", "f32")          # doctest: +SKIP
+    >>> record = check_kind("ReLU", "f32")
     >>> record.status, record.nests
     ('equal', 1)
 """

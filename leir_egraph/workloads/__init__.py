@@ -5,7 +5,7 @@
     True
     >>> module, inputs, meta = instantiate("ReLU", seed=0)
     >>> meta["family"], [tuple(x.shape) for x in inputs]
-    ('activation', [(3, 44)])
+    ('activation', [(4, 30)])
 
 ``zoo()`` lists the kinds (level 1: single operators; level 2: GEMM/convolution chains, paired
 programs, attention); ``instantiate(kind, seed, size="small"|"paper", dtype="f32")`` draws one

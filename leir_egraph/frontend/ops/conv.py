@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
 from ..context import Ctx, read
-from ..expr import ZERO, I, between, ite
+from ..expr import ZERO, between, ite
 from .linalg import add_bias
 from .registry import op
 
@@ -215,5 +215,3 @@ def pad(ctx: Ctx, x, pad, mode="constant", value=None):
     sizes = [s + lo + hi for s, lo, hi in zip(t.shape[t.rank - n:], lows, highs)]
     return emit_pad(ctx, t, lows, sizes, 0 if value is None else value, out=ctx.out())
 
-
-__all__ = ["emit_pad", "I"]

@@ -11,6 +11,7 @@ the result with an implicit zero initialisation (the reference's form):
 
 from __future__ import annotations
 
+import operator
 import re
 
 import torch
@@ -55,17 +56,10 @@ def emit_matmul(ctx: Ctx, a: Tensor, b: Tensor, out: Tensor) -> Tensor:
     return out
 
 
-@op("matmul", torch.matmul, torch.mm, torch.bmm, torch.mv, torch.dot, torch.inner,
-    torch.vdot, methods=("matmul", "mm", "bmm", "mv", "dot", "inner", "__matmul__"))
+@op("matmul", torch.matmul, operator.matmul, torch.mm, torch.bmm, torch.mv, torch.dot,
+    torch.inner, torch.vdot, methods=("matmul", "mm", "bmm", "mv", "dot", "inner", "__matmul__"))
 def matmul(ctx: Ctx, a, b, out=None):
     return emit_matmul(ctx, ctx.tensor(a), ctx.tensor(b), ctx.out())
-
-
-import operator  # noqa: E402  (kept next to its only use)
-
-from .registry import FUNCTIONS  # noqa: E402
-
-FUNCTIONS[operator.matmul] = "matmul"
 
 
 def add_bias(ctx: Ctx, out: Tensor, bias: Tensor, dim: int) -> None:

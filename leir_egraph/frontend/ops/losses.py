@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
 from ..context import Ctx, elementwise, read
-from ..expr import ZERO, exp, fabs, gather, ite, log, sqrt, vmax, vmin
+from ..expr import exp, fabs, gather, ite, log, sqrt, vmax, vmin
 from .reductions import emit_softmax, reduce_into
 from .registry import op
 
@@ -281,5 +281,3 @@ def nll_loss(ctx: Ctx, x, target, weight=None, size_average=None, ignore_index=-
     return _nll(ctx, ctx.tensor(x), target, weight, ignore_index,
                 _legacy_reduction(size_average, reduce, reduction))
 
-
-__all__ = ["ZERO"]

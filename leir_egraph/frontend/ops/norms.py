@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
 from ..context import Ctx, elementwise, read
-from ..expr import ZERO, I, sqrt
+from ..expr import sqrt
 from .registry import op
 
 
@@ -160,5 +160,3 @@ def _with_running_stats(ctx: Ctx, t: Tensor, mean, var, weight, bias, eps) -> Te
     ctx.b.emit(lp, (out.at(*lp), value))
     return out
 
-
-__all__ = ["ZERO", "I"]

@@ -19,8 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Tensor
-from ..context import Condition, Ctx, copy_into, elementwise, norm_dim
-from ..expr import ZERO, exp, erf, fabs, ite, log, sqrt, vmax, vmin
+from ..builder import Loops
+from ..context import Condition, Ctx, elementwise, norm_dim, read
+from ..expr import exp, erf, fabs, ite, log, sqrt, vmax, vmin
 from .registry import op
 
 
@@ -232,8 +233,6 @@ def _logic(symbol):
         if ta.dtype != "bool" or tb.dtype != "bool":
             raise ctx.unsupported("logical operations on non-bool tensors")
         out = ctx.out()
-        from ..builder import Loops
-        from ..context import read
         lp = Loops(out.shape)
         x, y = read(ta, out.shape, lp.idx), read(tb, out.shape, lp.idx)
         ctx.b.emit(lp, (out.at(*lp), ite(getattr(x, symbol)(y), 1, 0)))
@@ -276,9 +275,7 @@ def _cast(ctx: Ctx, x):
 
 @op("to", methods=("to", "type", "float", "double", "half", "int", "long", "bool", "type_as"))
 def to(ctx: Ctx, x, *args, **kwargs):
-    for a in list(args) + list(kwargs.values()):
-        if isinstance(a, (str, torch.device)) and "cuda" in str(a):
-            pass  # the device does not change values
+    """A dtype conversion (the device, if any, does not change values)."""
     return _cast(ctx, x)
 
 
@@ -444,7 +441,6 @@ def glu(ctx: Ctx, x, dim=-1):
     d = norm_dim(dim, t.rank, ctx)
     half = t.shape[d] // 2
     out = ctx.out()
-    from ..builder import Loops
     gate = ctx.temp(out.shape, out.dtype)
     lp = Loops(out.shape)
     shifted = [i + half if k == d else i for k, i in enumerate(lp.idx)]
@@ -453,5 +449,3 @@ def glu(ctx: Ctx, x, dim=-1):
     ctx.b.emit(lp, (out.at(*lp), t.at(*lp) * gate.at(*lp)))
     return out
 
-
-__all__ = ["emit_tanh", "emit_softplus", "relu", "sigmoid", "copy_into", "ZERO"]

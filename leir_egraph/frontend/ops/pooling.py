@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, elementwise, read
+from ..context import Ctx, read
 from ..expr import val, vmax, vmin
 from .conv import _tuple, emit_pad
 from .reductions import emit_mean
@@ -179,5 +179,3 @@ def interpolate(ctx: Ctx, x, size=None, scale_factor=None, mode="nearest", align
     ctx.b.emit(lp, (out.at(*lp), t.at(*subs)))
     return out
 
-
-__all__ = ["elementwise"]

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
 from ..context import Ctx, elementwise, norm_dim, norm_dims, read
-from ..expr import ZERO, I, exp, fabs, ite, log, sqrt, val, vmax, vmin
+from ..expr import ZERO, exp, fabs, ite, log, sqrt, vmax, vmin
 from .registry import op
 
 
@@ -350,5 +350,3 @@ def cumsum(ctx: Ctx, x, dim, dtype=None, out=None):
 def cumprod(ctx: Ctx, x, dim, dtype=None, out=None):
     return emit_scan(ctx, ctx.tensor(x), dim, ctx.out(), "*")
 
-
-__all__ = ["reduce_into", "emit_mean", "emit_softmax", "emit_variance", "emit_norm", "I", "val"]

@@ -206,18 +206,13 @@ def numel(ctx: Ctx, x):
     return ctx.tensor(x).numel
 
 
-@op("expand", methods=("expand", "expand_as", "broadcast_to"))
+@op("expand", torch.broadcast_to, methods=("expand", "expand_as", "broadcast_to"))
 def expand(ctx: Ctx, x, *sizes):
     t = ctx.tensor(x)
     out = ctx.out()
     if out.shape == t.shape:
         return t
     return elementwise(ctx, lambda v: v, t, out=out)
-
-
-from .registry import FUNCTIONS  # noqa: E402
-
-FUNCTIONS[torch.broadcast_to] = "expand"
 
 
 @op("repeat", methods=("repeat",))
