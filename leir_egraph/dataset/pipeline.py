@@ -53,13 +53,38 @@ def select_strategies(selection: tuple[str, ...] | list[str], rules: tuple[str, 
 
 @dataclass
 class _Context:
-    """What a worker keeps between programs: the strategies and one verifier (its TVM worker
-    process compiles each original once and keeps it cached)."""
+    """What a worker keeps between programs: the strategies, their compiled engine, the
+    strategies whose rules egglog rejected (with why), and one verifier (its TVM worker process
+    compiles each original once and keeps it cached)."""
     strategies: tuple[Strategy, ...]
+    engine: Any
+    rejected: dict[str, str]
     verifier: Any
 
 
 _contexts: dict[str, _Context] = {}
+
+
+def compile_strategies(strategies: tuple[Strategy, ...]) -> tuple[tuple[Strategy, ...], Any,
+                                                                   dict[str, str]]:
+    """One engine for all strategies. A rule file that egglog rejects is left out (and
+    reported) rather than costing the run: RuleFileError names its file, so each retry drops
+    exactly one strategy. One engine, not one per strategy: each holds hundreds of MB."""
+    from ..egraph.engine import engine_for
+    from ..egraph.strategy import RuleFileError
+
+    rejected: dict[str, str] = {}
+    kept = tuple(strategies)
+    while True:
+        try:
+            return kept, engine_for(kept), rejected
+        except RuleFileError as err:
+            bad = [s for s in kept if s.path == err.path]
+            if not bad:
+                raise
+            for s in bad:
+                rejected[s.id] = f"RuleFileError: {err}"
+            kept = tuple(s for s in kept if s not in bad)
 
 
 def _context(config: DatasetConfig) -> _Context:
@@ -70,10 +95,11 @@ def _context(config: DatasetConfig) -> _Context:
         for old in _contexts.values():
             old.verifier.close()
         _contexts.clear()
+        strategies, engine, rejected = compile_strategies(
+            select_strategies(config.strategies, config.rules))
         verifier = Verifier()
         atexit.register(verifier.close)
-        ctx = _contexts[key] = _Context(select_strategies(config.strategies, config.rules),
-                                        verifier)
+        ctx = _contexts[key] = _Context(strategies, engine, rejected, verifier)
     return ctx
 
 
@@ -142,16 +168,21 @@ class _ProgramRun:
     def transitions(self, program: Program) -> list[tuple[int, Any]]:
         """(k, transition) pairs to verify: every strategy's enumeration, numbered k = 0, 1, ...
         in the engine's order, capped per strategy by a seeded choice."""
-        from ..egraph.steps import all_steps
-        by_strategy: dict[str, list] = {s.id: [] for s in self.ctx.strategies}
+        from ..egraph.steps import transitions_from
+        for sid, reason in self.ctx.rejected.items():
+            self.fail("engine", reason, strategy=sid)
+        strategies = self.ctx.strategies
+        by_id = {s.id: s for s in strategies}
+        by_strategy: dict[str, list] = {s.id: [] for s in strategies}
         broken: list = []
         try:
-            found = all_steps(program, self.ctx.strategies, broken=broken)
+            found = transitions_from(program, self.ctx.engine.matches(program), by_id, broken)
         except Exception:  # noqa: BLE001 -- find which strategy it is, keep the others
-            found = []
-            for s in self.ctx.strategies:
+            found, broken = [], []
+            for s in strategies:
                 try:
-                    found.extend(all_steps(program, (s,), broken=broken))
+                    found.extend(transitions_from(program, self.ctx.engine.matches(program, [s]),
+                                                  {s.id: s}, broken))
                 except Exception as err:  # noqa: BLE001
                     self.fail("engine", _describe(err), strategy=s.id)
         for b in broken:
