@@ -158,6 +158,8 @@ class RayExecutor:
         self.timeout = program_timeout
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[int, dict[str, Any]]]:
+        if not tasks:  # a resumed run with every shard complete
+            return
         import ray
 
         started_here = not ray.is_initialized()
@@ -189,8 +191,13 @@ class RayExecutor:
                 (index, source), _ = inflight.pop(ref)
                 try:
                     yield index, ray.get(ref)
-                except Exception:  # noqa: BLE001 -- WorkerCrashedError: run_task never raises
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.OutOfMemoryError, ray.exceptions.LocalRayletDiedError):
                     yield index, worker_failure(source, DIED)
+                except Exception as err:  # noqa: BLE001 -- run_task never raises: Ray itself
+                    first = (str(err).strip().splitlines() or [""])[0]
+                    yield index, worker_failure(source, f"ray task failed: "
+                                                        f"{type(err).__name__}: {first}")
             now = time.monotonic()
             for ref, ((index, source), started) in list(inflight.items()):
                 if now - started > self.timeout:
