@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .balance import BalancePolicy, balance_multi, balance_single, balance_table
 from .chat import multi_example, multi_meta, single_example, single_meta
@@ -64,9 +64,11 @@ def run_identity(config: DatasetConfig, sources) -> dict[str, Any]:
                            for s in strategies}}
 
 
-def build_dataset(config: DatasetConfig, execution: Execution | None = None) -> BuildResult:
+def build_dataset(config: DatasetConfig, execution: Execution | None = None,
+                  on_program: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
     """Run the pipeline; see the module docstring. Raises SourceError, ResumeError,
-    StrategySelectionError or RuleFileError before any work when the inputs are unusable."""
+    StrategySelectionError or RuleFileError before any work when the inputs are unusable.
+    ``on_program`` is called in this process with each program's result as it arrives."""
     execution = execution or Execution()
     start = time.perf_counter()
     sources = select_programs(list(config.programs), count=config.count, size=config.size,
@@ -95,6 +97,8 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None) -> 
             counts["verified"] += sum(r["verified"] for r in result["records"])
             counts["failures"] += len(result["failures"])
             progress.update(result)
+            if on_program is not None:
+                on_program(result)
             if len(buffers[n]) == len(members[n]):
                 folder.write_shard(n, [buffers[n][i] for i in members[n]])
                 del buffers[n]
