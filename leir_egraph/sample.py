@@ -12,7 +12,7 @@ import sys
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import markdown_table
 
-DEMO_CAP = 2
+DEMO_CAP = 1
 
 EXAMPLES = f"""\
 examples:

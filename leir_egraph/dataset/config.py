@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-DEMO_PROGRAMS = ("ReLU", "softmax", "Gemm_Add_ReLU", "LayerNorm")
+DEMO_PROGRAMS = ("ReLU", "softmax", "Gemm_Add_ReLU")
 
 
 @dataclass(frozen=True)
