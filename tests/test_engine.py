@@ -314,3 +314,18 @@ def test_extension_parameters_survive_any_import_order(first):
               "assert not missing, missing\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_fresh_index_avoids_the_loops_around_a_nested_nest():
+    """A nested nest may not rebind an index of the loops around it: loop_split of the inner
+    loop must not call its new loop 'a'."""
+    p = program("B^{4}_{tx=0}L^{2}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};"
+                "L^{4}_{c=0}[E^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,c};];];",
+                "A:f32[4,4] -> D:f32[4,2] E:f32[4,2,4]")
+    from leir_egraph.leir import check
+
+    inner = [t for t in single_steps(p, "loop_split") if t.bindings["i"] == "c"]
+    assert inner
+    for t in inner:
+        assert t.bindings["o"] == "d", t.after.text
+        check(t.after)

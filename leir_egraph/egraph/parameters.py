@@ -59,11 +59,32 @@ def _q(text: str) -> str:
     return '"' + text + '"'
 
 
+def _enclosing_indices(loaded: LoadedProgram) -> list[frozenset[str]]:
+    """For every nest of ``loaded.nests`` (pre-order), the indices of the loops around it."""
+    out: list[frozenset[str]] = []
+
+    def visit(nest, outer: frozenset[str]):
+        out.append(outer)
+        inner = outer | {l.index for l in nest.loops}
+        for item in nest.body:
+            if hasattr(item, "loops"):
+                visit(item, inner)
+
+    for nest in loaded.program.leir.nests:
+        visit(nest, frozenset())
+    return out
+
+
 def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
     yield f"(Root {loaded.suffix_name(0)})"
+    # A fresh index must be unused in the nest and by the loops around it (a nested nest may not
+    # rebind them); a fact about a nest holds wherever it occurs, so avoid the names of every
+    # occurrence's surroundings.
+    used: dict = {}
+    for nest, outer in zip(loaded.nests, _enclosing_indices(loaded)):
+        used.setdefault(nest, {l.index for l in nest_loops(nest)}).update(outer)
     for k, nest in enumerate(loaded.nests):
-        used = {l.index for l in nest_loops(nest)}
-        for i, name in enumerate(fresh(used, index_names(), FRESH_INDEX_COUNT)):
+        for i, name in enumerate(fresh(used[nest], index_names(), FRESH_INDEX_COUNT)):
             yield f"(FreshIndex {loaded.nest_name(k)} {i} {_q(name)})"
     used_tensors = {v.name for v in accesses(loaded.program.leir)} | set(loaded.program.signature.names)
     for i, name in enumerate(fresh(used_tensors, tensor_names(), FRESH_TENSOR_COUNT)):
