@@ -21,8 +21,11 @@ shapes); ``ShapeProp`` on the example inputs for every node's shape and dtype; t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import io
+import logging
 import warnings
 from typing import Any, Sequence
 
@@ -176,13 +179,46 @@ def _forward_parameters(module) -> list[str]:
 def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple) -> None:
     """``ShapeProp`` on the example inputs (``node.meta['tensor_meta']``), leaving the module's
     buffers as they were (a BatchNorm in train mode would otherwise update its running
-    statistics). Meta-device inputs are propagated in fake mode, without computing anything."""
+    statistics). Meta-device inputs are propagated in fake mode, without computing anything;
+    so is a module PyTorch cannot run on the CPU (``avg_pool3d`` has no float16 kernel)."""
     n_placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     args = list(example_inputs[:n_placeholders])
-    saved = {k: b.detach().clone() for k, b in gm.named_buffers()}
     fake = any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args)
+    if not fake:
+        try:
+            _shape_prop(gm, args, fake=False)
+            return
+        except Exception:  # noqa: BLE001 -- retried with fake tensors, which need no kernels
+            pass
     try:
-        with torch.no_grad():
+        _shape_prop(gm, args, fake=True)
+    except Exception as err:  # noqa: BLE001 -- the module itself fails on these inputs
+        root = err
+        while root.__cause__ is not None:
+            root = root.__cause__
+        first = (str(root).strip().splitlines() or [""])[0]
+        raise TraceFailure(f"running {type(gm).__name__} on the example inputs failed: "
+                           f"{type(root).__name__}: {first}") from err
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    logger = logging.getLogger(logger_name)
+    before = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = before
+
+
+def _shape_prop(gm: torch.fx.GraphModule, args: list, fake: bool) -> None:
+    saved = {k: b.detach().clone() for k, b in gm.named_buffers()}
+    try:
+        # ShapeProp prints a traceback before re-raising and fake tensors log failing ops;
+        # the caller reports errors itself, in one line
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()), \
+                _quiet("torch._subclasses.fake_tensor"):
             if fake:
                 from torch._subclasses.fake_tensor import FakeTensorMode
                 mode = FakeTensorMode(allow_non_fake_inputs=True)
@@ -192,11 +228,6 @@ def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple) -> None:
                 ShapeProp(gm, fake_mode=mode).propagate(*args)
             else:
                 ShapeProp(gm).propagate(*args)
-    except UnsupportedOp:
-        raise
-    except Exception as err:  # noqa: BLE001 -- the module itself fails on these inputs
-        raise TraceFailure(f"running {type(gm).__name__} on the example inputs failed: "
-                           f"{type(err).__name__}: {err}") from err
     finally:
         with torch.no_grad():
             for k, b in gm.named_buffers():
