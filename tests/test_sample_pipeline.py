@@ -246,8 +246,11 @@ def test_killed_run_resumed_with_two_workers_matches_one_worker_run(inputs, refe
     assert_same_files(reference, out)
 
 
-def test_ray_executor_with_two_workers_matches_local_run(inputs, reference, tmp_path):
+def test_ray_executor_with_two_workers_matches_local_run(inputs, reference, tmp_path, monkeypatch):
     pytest.importorskip("ray")
+    # Ray's memory monitor kills tasks when the whole machine passes 95% memory use; on a
+    # machine shared with other jobs that is not ours to judge (the kernel's OOM killer still is).
+    monkeypatch.setenv("RAY_memory_usage_threshold", "0.995")
     run(inputs["config"], tmp_path / "out", workers=2, executor="ray")
     assert_same_files(reference, tmp_path / "out")
 
