@@ -198,7 +198,9 @@ def diag(ctx: Ctx, x, diagonal=0):
     if t.rank == 1:  # a vector -> the square matrix with it on diagonal k
         i, j = lp[0], lp[1]
         n = t.shape[0]
-        if k >= 0:
+        if k == 0:  # the reference's form: if_then_else(a==tx,A_{a},0)
+            value = ite(j.eq(i), t.at(j), 0)
+        elif k > 0:
             value = ite((j - i).eq(k) & (i < n), t.at(i), 0)
         else:
             value = ite((i - j).eq(-k) & (j < n), t.at(j), 0)
@@ -217,8 +219,9 @@ def _triangle(keep_upper: bool):
         out = ctx.out()
         lp = Loops(out.shape)
         i, j = lp[-2], lp[-1]
-        zero = (j < i + diagonal) if keep_upper else (j > i + diagonal)
-        ctx.b.emit(lp, (out.at(*lp), ite(zero, 0, t.at(*lp))))
+        # the reference's form: if_then_else(tx<=a,A_{tx,a},0) keeps the upper triangle
+        keep = (i + diagonal <= j) if keep_upper else (i + diagonal >= j)
+        ctx.b.emit(lp, (out.at(*lp), ite(keep, t.at(*lp), 0)))
         return out
     return emit
 

@@ -32,7 +32,8 @@ def _window(ctx, x: Tensor, n: int, kernel_size, stride, padding, dilation, out:
     spatial = list(x.shape[x.rank - n:])
     outs = list(out.shape[out.rank - n:])
     needed = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(outs, stride, kernel, dilation)]
-    sizes = [max(sp + p, need) for sp, p, need in zip(spatial, padding, needed)]
+    # padded on both sides like the reference (S+2p), longer if ceil_mode windows run past it
+    sizes = [max(sp + 2 * p, need) for sp, p, need in zip(spatial, padding, needed)]
     return kernel, stride, padding, dilation, spatial, outs, sizes
 
 
