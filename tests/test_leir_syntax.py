@@ -145,6 +145,8 @@ VALIDATION_ERRORS = [
     ("B^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a,0};];", "B loop index 'a' must be a GPU binding name"),
     ("B^{4}_{tx=0}[C^{f32,g}_{tx}=if_then_else(A^{f32,g}_{tx,0},1,0);];", "is not a comparison"),
     ("B^{4}_{tx=0}[C^{f32,g}_{tx}=Q^{f32,g}_{tx};];", "'Q' is neither in the signature nor written"),
+    ("B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a}-1;];",
+     "is not an accumulation form"),
 ]
 
 

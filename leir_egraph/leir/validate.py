@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .analysis import (EquationSite, accesses, equation_reads, equation_sites, guarded_accesses,
+from .analysis import (EquationSite, accesses, accumulation_op, equation_reads, equation_sites, guarded_accesses,
                        index_range, intermediate_shapes)
 from .ast import Compare, IfThenElse, Leir, Logic, LoopNest, Var
 from .printer import to_text
@@ -189,6 +189,12 @@ def _check_dataflow(program: Program, sites: list[EquationSite], out: list[Probl
             if name in inputs or name in written:
                 continue
             if name == target.name:
+                if var == target and accumulation_op(eq) is None:
+                    # the element itself, before anything wrote it: not an accumulation form
+                    out.append(_at(var, f"'{name}' is read before any equation writes it: "
+                                        f"{_quote(eq)} is not an accumulation form (X=X+e, "
+                                        "X=X-e, X=X*e, X=max(X,e), X=min(X,e)); parenthesise "
+                                        "the accumulated term, e.g. X=X+(a-b)"))
                 continue  # accumulation with implicit init, or a scan reading earlier elements
             if name not in all_writes and sig.spec(name) is None:
                 out.append(_at(var, f"tensor '{name}' is neither in the signature nor written by "
