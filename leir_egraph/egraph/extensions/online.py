@@ -1,0 +1,307 @@
+"""Facts for the online-softmax family (rules/math/normal_loop_max_to_prefix_max.toml,
+normal_loop_summation_on_exp_to_prefix_summation_on_exp.toml, online_softmax.toml,
+flashattention_wo_tiling.toml, normal_matmul_to_prefix_matmul_based_on_online_softmax.toml).
+
+The rules match the *shape* of the computation with egglog patterns (rules/prelude/online.egg);
+these facts supply the context a pattern cannot see:
+
+* ``ScanAxis`` / ``ScanNest`` (reduction_axis): the one loop a single-equation reduction runs
+  over, which becomes the scan position of a prefix tensor; and an online pass that scans
+  along one loop;
+* ``FirstWriteIn`` / ``ReadOnlyAfter`` / ``UnreadAfter`` (dependency): a reduction starts from
+  its identity in that nest (implicit initialisation), and which reads of a tensor the rest of
+  the program makes;
+* ``MatmulLoops`` (loop_nest_consistency): the index correspondence between a softmax nest
+  and the matmul with the values that follows it;
+* ``OnlineFreshIndex`` (parameter): an index name free in two nests, for the value loop that
+  flash attention nests inside the softmax loops.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..encoding import encode, encode_value, to_egglog
+from ..facts import LoadedProgram
+from ..guards import GuardExtension, Relation
+from ..parameters import ParameterSet, fresh, index_names
+from ...leir.analysis import accesses, accumulation_op, equation_reads, index_names as used_indices
+from ...leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
+
+SERIAL_KINDS = ("L", "U")  # a scan reads what the previous iteration wrote: no P/V/B loop
+
+
+def _q(text: str) -> str:
+    return '"' + text + '"'
+
+
+def single_equation(nest: LoopNest) -> Equation | None:
+    """The nest's only body item, if it is one equation."""
+    if len(nest.body) == 1 and isinstance(nest.body[0], Equation):
+        return nest.body[0]
+    return None
+
+
+def accumulated_operand(eq: Equation):
+    """``e`` of an accumulation ``T = op(T, e)`` (either operand order), or ``None``."""
+    if accumulation_op(eq) is None:
+        return None
+    value, target = eq.value, eq.target
+    if isinstance(value, Bin):
+        return value.rhs if value.lhs == target else value.lhs
+    if isinstance(value, Call):
+        a, b = value.args
+        return b if a == target else a
+    return None
+
+
+def scan_axis(nest: LoopNest) -> tuple[Var, str, int] | None:
+    """``(target, r, R)`` when the nest is one accumulation ``T_s = op(T_s, e)`` whose written
+    element is picked by every loop but one serial loop ``r`` (extent ``R``).
+
+    The target's subscripts must each be a distinct loop index or the constant 0, so the
+    reduction writes a full box of elements and a prefix tensor ``T'_{s,r}`` covers exactly the
+    elements of ``T`` times the scan positions; ``e`` must not read ``T`` (the partial values are
+    only the accumulator's).
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}[D_{tx}=max(D_{tx},A_{tx,a});]`` -> ``(D_{tx}, 'a', 8)``.
+    """
+    eq = single_equation(nest)
+    if eq is None:
+        return None
+    operand = accumulated_operand(eq)
+    if operand is None or any(v.name == eq.target.name for v in accesses(operand)):
+        return None
+    if any(v.name == eq.target.name for s in eq.target.subscripts for v in accesses(s)):
+        return None
+    indices = [l.index for l in nest.loops]
+    picked = []
+    for sub in eq.target.subscripts:
+        if isinstance(sub, IName) and sub.name in indices and sub.name not in picked:
+            picked.append(sub.name)
+        elif not (isinstance(sub, IConst) and sub.value == 0):
+            return None
+    free = [l for l in nest.loops if l.index not in picked]
+    if len(free) != 1 or free[0].kind not in SERIAL_KINDS:
+        return None
+    return eq.target, free[0].index, free[0].extent
+
+
+def scan_nest(nest: LoopNest) -> tuple[str, int] | None:
+    """``(r, R)`` when the nest is an online max/sum pass: two equations, each writing one
+    element per iteration (distinct loop indices or 0 for every loop but one serial loop ``r``,
+    then ``r`` itself as the last subscript), reading what the nest writes only at the written
+    position or the previous one (``r-1``), and the first a max whose scanned operand reads
+    nothing the nest writes.
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}[F_{tx,a}=max(if_then_else(a-1<0,-inf,F_{tx,a-1}),A_{tx,a});G_{tx,a}=...;]``
+    -> ``('a', 8)``.
+    """
+    if len(nest.body) != 2 or not all(isinstance(i, Equation) for i in nest.body):
+        return None
+    targets = [eq.target for eq in nest.body]
+    last = targets[0].subscripts[-1:] if targets[0].subscripts else ()
+    if not last or not isinstance(last[0], IName):
+        return None
+    r = last[0].name
+    loops = {l.index: l for l in nest.loops}
+    if r not in loops or loops[r].kind not in SERIAL_KINDS:
+        return None
+    previous = IBin("-", IName(r), IConst(1))
+    allowed: dict[str, set] = {}
+    for t in targets:
+        if not t.subscripts or t.subscripts[-1] != IName(r):
+            return None
+        rest, picked = t.subscripts[:-1], []
+        for sub in rest:
+            if isinstance(sub, IName) and sub.name in loops and sub.name not in picked:
+                picked.append(sub.name)
+            elif not (isinstance(sub, IConst) and sub.value == 0):
+                return None
+        if set(picked) | {r} != set(loops) or r in picked:
+            return None
+        allowed.setdefault(t.name, set()).update({t.subscripts, rest + (previous,)})
+    if len(allowed) != 2:
+        return None
+    for eq in nest.body:
+        for var in equation_reads(eq):
+            if var.name in allowed and var.subscripts not in allowed[var.name]:
+                return None
+    first = nest.body[0].value
+    if not (isinstance(first, Call) and first.fn == "max"):
+        return None
+    scanned = [a for a in first.args
+               if not (isinstance(a, IfThenElse) and isinstance(a.otherwise, Var)
+                       and a.otherwise.name == targets[0].name)]
+    if len(scanned) != 1 or any(v.name in allowed for v in accesses(scanned[0])):
+        return None
+    return r, loops[r].extent
+
+
+def _reduction_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for k in loaded.top_level:
+        nest = loaded.nests[k]
+        found = scan_axis(nest)
+        if found is not None:
+            target, r, extent = found
+            yield f"(ScanAxis {loaded.nest_name(k)} {to_egglog(encode(target))} {_q(r)} {extent})"
+        scan = scan_nest(nest)
+        if scan is not None:
+            yield f"(ScanNest {loaded.nest_name(k)} {_q(scan[0])} {scan[1]})"
+
+
+def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """Facts per top-level nest position; a nest term that occurs at several positions gets a
+    fact only where it holds at every one of them (facts are keyed by the nest term)."""
+    nests = loaded.program.leir.nests
+    inputs = set(loaded.program.signature.input_names)
+    per_position: list[set[str]] = []
+    written_before: set[str] = set()
+    for i, nest in enumerate(nests):
+        facts = set()
+        for name in sorted({eq.target.name for eq in _equations(nest)}):
+            if name not in inputs and name not in written_before:
+                facts.add(f"(FirstWriteIn {_q(name)} #)")
+        written_before |= {eq.target.name for eq in _equations(nest)}
+        per_position.append(facts)
+    # Only tensors the nest itself accesses: the rules ask about what follows the nest that
+    # reads or writes them, and every fact is a command egglog has to load.
+    reads: dict[str, set[Var]] = {}
+    writes: set[str] = set()
+    for i in reversed(range(len(nests))):
+        for name in sorted({v.name for v in accesses(nests[i])}):
+            read = reads.get(name, set())
+            if not read:
+                per_position[i].add(f"(UnreadAfter {_q(name)} #)")
+            elif name not in writes and len(read) == 1:
+                (var,) = read
+                per_position[i].add(f"(ReadOnlyAfter {_q(name)} {to_egglog(encode(var))} #)")
+        for eq in _equations(nests[i]):
+            writes.add(eq.target.name)
+            for var in equation_reads(eq):
+                reads.setdefault(var.name, set()).add(_plain(var))
+    positions: dict[LoopNest, list[int]] = {}
+    for i, nest in enumerate(nests):
+        positions.setdefault(nest, []).append(i)
+    for nest, where in positions.items():
+        common = set.intersection(*(per_position[i] for i in where))
+        for fact in sorted(common):
+            yield fact.replace("#", loaded.top_nest_name(where[0]))
+
+
+def _plain(var: Var) -> Var:
+    return Var(var.name, var.dtype, var.scope, var.subscripts)
+
+
+def _equations(nest: LoopNest) -> Iterable[Equation]:
+    for item in nest.body:
+        if isinstance(item, Equation):
+            yield item
+        else:
+            yield from _equations(item)
+
+
+def matmul_loops(softmax: LoopNest, matmul: LoopNest, r: str):
+    """``(v, f, dval)`` when ``matmul`` is ``O_o = O_o + Y_{u[r->f]} * v`` (or ``v * Y``) for the
+    tensor ``Y_u`` that ``softmax`` writes, with ``f`` its only reduction loop, ``dval`` one more
+    loop (the value position), and every other loop of ``matmul`` a loop of ``softmax`` with the
+    same index and extent -- so iteration ``(ctx, f)`` of the matmul reads the element the softmax
+    wrote at iteration ``(ctx, r=f)`` -- and ``v`` reading neither ``Y`` nor ``O``.
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}[Y_{tx,a}=...;]`` then
+    ``B^{4}_{tx=0}L^{3}_{d=0}L^{8}_{f=0}[O_{tx,d}=O_{tx,d}+Y_{tx,f}*V_{f,d};]`` -> ``(V_{f,d}, 'f', 'd')``.
+    """
+    y_eq, found = single_equation(softmax), scan_axis(matmul)
+    if y_eq is None or found is None:
+        return None
+    target, f, extent = found
+    loops = {l.index: l for l in softmax.loops}
+    if r not in loops or loops[r].extent != extent:
+        return None
+    u = y_eq.target.subscripts
+    if (len(u) != len(loops) or not all(isinstance(s, IName) for s in u)
+            or {s.name for s in u} != set(loops)):
+        return None
+    expected = Var(y_eq.target.name, y_eq.target.dtype, y_eq.target.scope,
+                   tuple(IName(f) if s.name == r else s for s in u))
+    operand = accumulated_operand(single_equation(matmul))
+    if accumulation_op(single_equation(matmul)) != "+" or not isinstance(operand, Bin) \
+            or operand.op != "*":
+        return None
+    sides = [(operand.lhs, operand.rhs), (operand.rhs, operand.lhs)]
+    value = next((v for y, v in sides if isinstance(y, Var) and _plain(y) == expected), None)
+    if value is None or any(a.name in (y_eq.target.name, target.name) for a in accesses(value)):
+        return None
+    shared = [l for l in softmax.loops if l.index != r]
+    others = [l for l in matmul.loops if l.index != f]
+    mine = {l.index: l.extent for l in others}
+    if any(mine.get(l.index) != l.extent for l in shared) or len(others) != len(shared) + 1:
+        return None
+    (dval,) = [l.index for l in others if l.index not in {s.index for s in shared}]
+    return value, f, dval
+
+
+def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
+    top = loaded.top_level
+    for a, b in zip(top, top[1:]):
+        softmax, matmul = loaded.nests[a], loaded.nests[b]
+        for loop in softmax.loops:
+            found = matmul_loops(softmax, matmul, loop.index)
+            if found is not None:
+                value, f, dval = found
+                yield (f"(MatmulLoops {loaded.nest_name(a)} {loaded.nest_name(b)} "
+                       f"{to_egglog(encode_value(value))} {_q(loop.index)} {_q(f)} {_q(dval)})")
+
+
+def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[str]:
+    top = loaded.top_level
+    for a, b in zip(top, top[1:]):
+        used = set(used_indices(loaded.nests[a])) | set(used_indices(loaded.nests[b]))
+        used |= {l.index for n in (loaded.nests[a], loaded.nests[b]) for l in _all_loops(n)}
+        (name,) = fresh(used, index_names(), 1)
+        yield f"(OnlineFreshIndex {loaded.nest_name(a)} {loaded.nest_name(b)} {_q(name)})"
+
+
+def _all_loops(nest: LoopNest):
+    yield from nest.loops
+    for item in nest.body:
+        if isinstance(item, LoopNest):
+            yield from _all_loops(item)
+
+
+GUARD_EXTENSIONS = (
+    GuardExtension(
+        "reduction_axis",
+        relations=(Relation("ScanAxis", ("Nest", "Var", "String", "i64"),
+                            "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
+                            "and every other loop picks its own element of {1}"),
+                   Relation("ScanNest", ("Nest", "String", "i64"),
+                            "{0} scans along its serial loop {1} of extent {2}: each iteration "
+                            "writes its own element of each tensor, at position {1}, and reads "
+                            "them only at its own or the previous position")),
+        facts=_reduction_facts),
+    GuardExtension(
+        "dependency",
+        relations=(
+            Relation("FirstWriteIn", ("String", "Nest"),
+                     "{0} is not an input and no nest before {1} writes it, so an accumulation "
+                     "of {0} in {1} starts from the identity"),
+            Relation("ReadOnlyAfter", ("String", "Var", "Nest"),
+                     "no nest after {2} writes {0}, and every later read of {0} is {1}"),
+            Relation("UnreadAfter", ("String", "Nest"), "no nest after {1} reads {0}"),
+        ),
+        facts=_dependency_facts),
+    GuardExtension(
+        "loop_nest_consistency",
+        relations=(Relation("MatmulLoops", ("Nest", "Nest", "Expr", "String", "String", "String"),
+                            "the matmul {1} runs the loops of {0} with its reduction loop {4} in "
+                            "the place of {3}, plus the value loop {5}, so it reads each element "
+                            "{0} writes in the iteration that wrote it and multiplies it by {2}"),),
+        facts=_consistency_facts),
+)
+
+PARAMETER_SETS = (
+    ParameterSet((Relation("OnlineFreshIndex", ("Nest", "Nest", "String"),
+                           "{2} is an index name unused in {0} and {1}"),),
+                 _fresh_index_facts),
+)
