@@ -51,15 +51,19 @@ def run_task(source: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 
 def _serve(conn, config: dict[str, Any]) -> None:
     """Worker process: answer (index, source) requests until told to stop (None)."""
-    while True:
-        try:
-            task = conn.recv()
-        except EOFError:
-            return
-        if task is None:
-            return
-        index, source = task
-        conn.send((index, run_task(source, config)))
+    from .pipeline import close_contexts
+    try:
+        while True:
+            try:
+                task = conn.recv()
+            except EOFError:
+                return
+            if task is None:
+                return
+            index, source = task
+            conn.send((index, run_task(source, config)))
+    finally:
+        close_contexts()
 
 
 class _Slot:

@@ -103,6 +103,14 @@ def _context(config: DatasetConfig) -> _Context:
     return ctx
 
 
+def close_contexts() -> None:
+    """Stop the verifiers' TVM worker processes (a worker process calls this on its way out,
+    so they are reaped, not orphaned)."""
+    for ctx in _contexts.values():
+        ctx.verifier.close()
+    _contexts.clear()
+
+
 def process_program(source: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """All records and failures of one program: ``{"program": summary, "records": [...],
     "failures": [...]}``. Never raises for a problem of the program itself."""
@@ -256,8 +264,13 @@ class _ProgramRun:
             "speedup": result.speedup if cfg.timing else None,
         })
         if not verified:
-            stage, reason = ("lower", tir_error) if tir_error else \
-                ("verify", f"reached {result.level}: {result.reason or 'not verified'}")
+            reason = f"reached {result.level}: {result.reason or 'not verified'}"
+            if (result.reason or "").startswith("build: invalid LEIR"):
+                stage = "validate"  # the rule wrote something that is not a LEIR program
+            elif tir_error:
+                stage, reason = "lower", tir_error
+            else:
+                stage = "verify"
             self.fail(stage, reason, id=tid, strategy=t.strategy)
         return None
 
