@@ -146,7 +146,7 @@ def plots(table: list[dict[str, Any]]) -> dict[str, bytes]:
     plt.close(fig)
 
     by_class = {r["class"]: r for r in grouped(table, "class")}
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
     labels = ["before balancing", "after balancing"]
     bottoms = [0.0, 0.0]
     for cls in CLASSES:
@@ -157,7 +157,7 @@ def plots(table: list[dict[str, Any]]) -> dict[str, bytes]:
     ax.set_ylabel("% of strategy occurrences")
     ax.set_ylim(0, 100)
     ax.set_title("Difficulty mix")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # clear of the bars
     fig.tight_layout()
     out["difficulty_mix.png"] = _png(fig)
     plt.close(fig)
