@@ -15,7 +15,21 @@ STEPS_EXAMPLE = """examples:
   leir steps prog.leir --sig prog.sig.json --rules my_rules/    (add a directory of rule files)"""
 
 
+STRATEGIES_EXAMPLE = """examples:
+  leir strategies                       (a table: id, category, class, score, guards)
+  leir strategies --markdown > docs/STRATEGIES.md
+  leir strategies --rules my_rules/"""
+
+
 def register(sub) -> None:
+    s = sub.add_parser("strategies", help="list the strategies (rule files) or write their doc",
+                       description="List every loaded strategy, or print docs/STRATEGIES.md "
+                                   "generated from the rule files.",
+                       epilog=STRATEGIES_EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--rules", action="append", default=[], help="extra rule directory")
+    s.add_argument("--markdown", action="store_true", help="print the generated Markdown document")
+    s.set_defaults(handler=run_strategies)
     p = sub.add_parser("steps", help="list single-step rewrites with their chain of thought",
                        description="Enumerate every distinct one-site application of the "
                                    "strategies (rule files) on a LEIR program.",
@@ -27,6 +41,22 @@ def register(sub) -> None:
     p.add_argument("--limit", type=int, help="at most this many transitions per strategy")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=run_steps)
+
+
+def run_strategies(args) -> int:
+    from .catalog import strategies_markdown
+
+    try:
+        strategies = load_strategies(*args.rules)
+    except RuleFileError as err:
+        print(err, file=sys.stderr)
+        return 2
+    if args.markdown:
+        print(strategies_markdown(strategies), end="")
+        return 0
+    for s in strategies:
+        print(f"{s.id:<58} {s.category:<9} {s.difficulty:<10} {s.score:>5}  {', '.join(s.guards)}")
+    return 0
 
 
 def run_steps(args) -> int:
