@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -24,6 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leir_egraph.frontend.oracle import check_kinds  # noqa: E402
 from leir_egraph.workloads import KINDS, zoo  # noqa: E402
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of finished child processes (the pool's workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None) -> int:
@@ -38,8 +45,10 @@ def main(argv=None) -> int:
     dtypes = tuple(args.dtypes.split(","))
     load_before = os.getloadavg()[0]
     start = time.perf_counter()
+    cpu_before = _children_cpu()
     records = check_kinds(kinds, dtypes, workers=args.workers, seed=args.seed)
     wall = time.perf_counter() - start
+    cpu = _children_cpu() - cpu_before
 
     families: dict[str, list] = {}
     for r in records:
@@ -73,6 +82,8 @@ def main(argv=None) -> int:
               f"max {max(runs):.2f} s")
     print(f"wall {wall:.0f} s with {args.workers} workers; load average {load_before:.1f} before,"
           f" {os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
+    print(f"CPU time of the workers {cpu:.0f} s: about {cpu / args.workers:.0f} s of wall time on "
+          f"{args.workers} otherwise idle cores")
     for r in records:
         if r.status != "equal":
             print(f"NOT EQUAL {r.kind} [{r.dtype}] {r.status}: {r.detail[:300]}")

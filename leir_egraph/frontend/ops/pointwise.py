@@ -394,7 +394,8 @@ def gelu(ctx: Ctx, x, approximate="none"):
     if approximate != "tanh":
         raise ctx.unsupported(f"approximate='{approximate}'")
     dtype = ctx.out_dtype()
-    inner = elementwise(ctx, lambda v: sqrt(2 / math.pi) * (v + 0.044715 * v ** 3), t,
+    # v*v*v rather than v**3: TVM warns that pow with y >= 3 may misbehave for negative x
+    inner = elementwise(ctx, lambda v: sqrt(2 / math.pi) * (v + 0.044715 * (v * v * v)), t,
                         out=ctx.temp(t.shape, dtype))
     th = emit_tanh(ctx, inner, ctx.temp(t.shape, dtype))
     return elementwise(ctx, lambda v, w: v * 0.5 * (1 + w), t, th)
