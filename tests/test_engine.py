@@ -329,3 +329,16 @@ def test_fresh_index_avoids_the_loops_around_a_nested_nest():
     for t in inner:
         assert t.bindings["o"] == "d", t.after.text
         check(t.after)
+
+
+def test_facts_reach_egglog_in_bounded_batches():
+    """egglog's time and memory for one text grow with the square of its length, so
+    Engine.matches sends a program's declarations and facts in bounded batches: each batch stays
+    within the limit (unless one command alone is longer), and together they are the commands,
+    in order."""
+    from leir_egraph.egraph.engine import batches
+
+    commands = [f"(Fact {i} {'x' * (i % 7)})" for i in range(200)] + ["(" + "y" * 500 + ")", "(Z)"]
+    out = batches(commands, limit=300)
+    assert "\n".join(out) == "\n".join(commands)
+    assert len(out) > 1 and all(len(b) <= 300 or "\n" not in b for b in out)

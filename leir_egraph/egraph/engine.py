@@ -29,6 +29,7 @@ from .traversals import SCHEMA_FILE, helper_program
 
 PRELUDE_DIR = DEFAULT_RULES_DIR / "prelude"
 MAX_ROWS = 1_000_000
+BATCH_CHARS = 16_000  # see batches()
 
 
 def match_relation(strategy: Strategy, rule: Rule) -> str:
@@ -136,12 +137,14 @@ class Engine:
             step = "(run strategy__all 1)"
         else:
             step = "\n".join(f"(run {ruleset_name(s)} 1)" for s in chosen)
-        script = "\n".join(facts + ["(run-schedule (saturate (run analysis)))", step,
-                                    "(run-schedule (saturate (run helpers)))"])
+        commands = facts[0].splitlines() + facts[1:] + [
+            "(run-schedule (saturate (run analysis)))", step,
+            "(run-schedule (saturate (run helpers)))"]
         relations = [(s, r, match_relation(s, r)) for s in chosen for r in s.rules]
         self._run("(push)")
         try:
-            self._run(script)
+            for batch in batches(commands):
+                self._run(batch)
             outputs = self._run("\n".join(f"(print-function {name} {MAX_ROWS})"
                                           for _, _, name in relations))
         finally:
@@ -157,6 +160,25 @@ class Engine:
                 found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
                                       tuple(zip(rule.binding_names, values))))
         return found
+
+
+def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:
+    """The commands joined into texts of at most ``limit`` characters (a longer command alone),
+    in order. The time and memory egglog takes to parse and run one text grow with the square of
+    its length (measured: 63 KB of facts took 1.4 GB and 12 s, 126 KB took 5 GB and 42 s), so a
+    large program's facts are sent in bounded batches, which keeps the cost linear."""
+    out: list[str] = []
+    batch: list[str] = []
+    size = 0
+    for command in commands:
+        if batch and size + len(command) > limit:
+            out.append("\n".join(batch))
+            batch, size = [], 0
+        batch.append(command)
+        size += len(command) + 1
+    if batch:
+        out.append("\n".join(batch))
+    return out
 
 
 @lru_cache(maxsize=8)
