@@ -168,6 +168,14 @@ def test_guarded_reads_are_not_out_of_range():
     scan = Program(parse("L^{8}_{a=0}[C^{f32,g}_{a}=if_then_else(a-1<0,0,C^{f32,g}_{a-1})+A^{f32,g}_{a};];"),
                    Signature.from_short("A:f32[8] -> C:f32[8]"))
     assert check(scan) == []
+    # a split loop: the guard and the read share the linear form c*4+a
+    split = Program(parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{c*4+a}=if_then_else(c*4+a-1<0,0,"
+                          "A^{f32,g}_{c*4+a-1});];"), Signature.from_short("A:f32[8] -> C:f32[8]"))
+    assert check(split) == []
+    unguarded = Program(parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{c*4+a}=if_then_else(c*4+a<0,0,"
+                              "A^{f32,g}_{c*4+a-1});];"), Signature.from_short("A:f32[8] -> C:f32[8]"))
+    with pytest.raises(LeirValidationError, match="reads index -1..6"):
+        check(unguarded)
 
 
 def test_public_api_names():

@@ -170,9 +170,16 @@ def affine(expr) -> tuple[dict[str, int], int] | None:
     return None
 
 
-def index_range(expr: IExpr, env: Mapping[str, Range]) -> Range | None:
+def _form_key(coef: dict[str, int]) -> tuple:
+    """Key under which a guard's bound on the linear form sum(coef*x) is kept in an env."""
+    return tuple(sorted(coef.items()))
+
+
+def index_range(expr: IExpr, env: Mapping) -> Range | None:
     """Inclusive bounds of an index expression given index ranges; ``None`` when unknown
-    (gathers, unbound names)."""
+    (gathers, unbound names). ``env`` maps index names to ranges and may also hold guard bounds
+    on multi-index linear forms (see :func:`refine`), which tighten an affine subscript with the
+    same coefficients: under ``c*2+a-1>=0`` the read ``X_{c*2+a-1}`` is known to be >= 0."""
     lin = affine(expr)
     if lin is not None:
         coef, const = lin
@@ -183,6 +190,9 @@ def index_range(expr: IExpr, env: Mapping[str, Range]) -> Range | None:
             a, b = env[name]
             lo += min(c * a, c * b)
             hi += max(c * a, c * b)
+        bound = env.get(_form_key(coef)) if len(coef) > 1 else None
+        if bound is not None:
+            lo, hi = max(lo, bound[0] + const), min(hi, bound[1] + const)
         return lo, hi
     if isinstance(expr, IBin):
         a, b = index_range(expr.lhs, env), index_range(expr.rhs, env)
@@ -240,8 +250,10 @@ def _refine_pair(env: dict[str, Range], lhs: Expr, op: str, rhs: Expr) -> dict[s
         holds = {"<": const < 0, "<=": const <= 0, ">": const > 0, ">=": const >= 0,
                  "==": const == 0, "!=": const != 0}[op]
         return env if holds else None
-    if len(coef) != 1 or op == "!=":
+    if op == "!=":
         return env
+    if len(coef) > 1:
+        return _refine_form(env, coef, const, op)
     ((name, c),) = coef.items()
     if name not in env:
         return env
@@ -263,6 +275,26 @@ def _refine_pair(env: dict[str, Range], lhs: Expr, op: str, rhs: Expr) -> dict[s
     if lo > hi:
         return None
     env[name] = (lo, hi)
+    return env
+
+
+def _refine_form(env: dict, coef: dict[str, int], const: int, op: str) -> dict | None:
+    """Record ``sum(coef*x) + const op 0`` as a bound on the linear form itself."""
+    key = _form_key(coef)
+    lo, hi = env.get(key, (-(1 << 62), 1 << 62))
+    if op == "<":
+        hi = min(hi, -const - 1)
+    elif op == "<=":
+        hi = min(hi, -const)
+    elif op == ">":
+        lo = max(lo, -const + 1)
+    elif op == ">=":
+        lo = max(lo, -const)
+    else:  # ==
+        lo, hi = max(lo, -const), min(hi, -const)
+    if lo > hi:
+        return None
+    env[key] = (lo, hi)
     return env
 
 
