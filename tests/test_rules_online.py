@@ -294,6 +294,27 @@ def test_frontend_programs_are_recognised(name, verifier):
         assert len(matmul[0].after.leir.nests) == len(flash.after.leir.nests)
 
 
+def test_frontend_padded_convolutions_are_recognised(verifier):
+    """Two biased padded convolutions with one kernel: the frontend writes each bias right
+    after its convolution, between the two stencils."""
+    torch = pytest.importorskip("torch")
+    frontend = pytest.importorskip("leir_egraph.frontend")
+    torch.manual_seed(0)
+
+    class TwoConvolutions(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(3, 4, 3, padding=2)
+
+        def forward(self, x, y):
+            return self.conv(x) + self.conv(y)
+
+    before = frontend.from_torch(TwoConvolutions(), (torch.randn(2, 3, 8), torch.randn(2, 3, 8)))
+    steps = all_steps(before, [STRATEGIES[s] for s in OURS])
+    assert [t.strategy for t in steps] == [PETC]
+    assert_equal(verifier, before, steps[0].after, "frontend convolutions")
+
+
 # ---------------------------------------------------------------- the facts, directly
 
 def _nest(text: str):

@@ -19,7 +19,7 @@ from typing import Iterable
 from ..encoding import encode, to_egglog
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
-from ...leir.analysis import accesses, accumulation_op, affine, refine
+from ...leir.analysis import accesses, accumulation_op, affine, reads, refine, writes
 from ...leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logic, LoopNest, Neg,
                          Num, Var)
 from ...leir.traverse import rebuild, walk
@@ -261,6 +261,16 @@ def _seam_facts(loaded: LoadedProgram) -> Iterable[str]:
                        f"{n_a} {_q(c)} {dlo} {dhi} {elo} {ehi})")
 
 
+def _write_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """``(NoWriteInto later earlier)``: the later nest writes nothing the earlier one reads
+    without writing it itself (its inputs), so the earlier one may be redone after it."""
+    top = loaded.top_level
+    nests = [loaded.nests[k] for k in top]
+    for p, q in combinations(range(len(top)), 2):
+        if not writes(nests[q]) & (reads(nests[p]) - writes(nests[p])):
+            yield f"(NoWriteInto {loaded.top_nest_name(q)} {loaded.top_nest_name(p)})"
+
+
 def _stencil_facts(loaded: LoadedProgram) -> Iterable[str]:
     for p in range(len(loaded.top_level)):
         nest = loaded.nests[loaded.top_level[p]]
@@ -293,6 +303,11 @@ GUARD_EXTENSIONS = (
                             "inputs are concatenated and padded together, only output rows "
                             "{5}..{6} of the first and {7}..{8} of the second read the seam"),),
         facts=_seam_facts),
+    GuardExtension(
+        "dependency",
+        relations=(Relation("NoWriteInto", ("Nest", "Nest"),
+                            "{0} writes none of the inputs of {1}"),),
+        facts=_write_facts),
     GuardExtension(
         "reduction_axis",
         relations=(Relation("StencilLoops", ("Nest", "Loops", "Loops"),
