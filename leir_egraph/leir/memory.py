@@ -1,0 +1,238 @@
+"""Pure analyses behind the memory-level strategies: which loops a tensor access depends on,
+whether an access stays in bounds over whole loop ranges, whether a write covers a tensor's
+whole shape, the layouts a tensor can be re-stored in, and compound index expressions.
+
+A *layout* maps the subscripts of an access of a tensor with shape ``D`` to the subscripts of
+the same element in a re-stored tensor. Every layout here is a bijection from the box
+``0 <= s_k < D_k`` onto the box of its new shape, so accesses that stay inside the old box
+keep addressing distinct elements::
+
+    swap(0,1)    X_{s0,s1}      -> X_{s1,s0}                       shape (D1, D0)
+    flatten      X_{s0,s1,s2}   -> X_{s0*D1*D2+s1*D2+s2}           shape (D0*D1*D2,)
+    merge(1,2)   X_{s0,s1,s2}   -> X_{s0,s1*D2+s2}                 shape (D0, D1*D2)
+    split(0,4)   X_{s0,s1}      -> X_{s0//4,s0%4,s1}               shape (D0/4, 4, D1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .analysis import affine, index_range
+from .ast import PARALLEL_KINDS, IBin, IConst, IExpr, IName, Loop, LoopNest, Var
+from .legality import determined_loops
+from .traverse import walk
+
+
+# ---------------------------------------------------------------- the loops an access uses
+
+def has_gather(var: Var) -> bool:
+    """Does any subscript of ``var`` read a tensor (a gather)?"""
+    return any(isinstance(n, Var) for sub in var.subscripts for n in walk(sub))
+
+
+def subscript_index_names(subscripts: Iterable[IExpr]) -> frozenset[str]:
+    return frozenset(n.name for sub in subscripts for n in walk(sub) if isinstance(n, IName))
+
+
+def loops_used(loops: tuple[Loop, ...], subscripts: Iterable[IExpr]) -> tuple[Loop, ...]:
+    """The loops whose index occurs in ``subscripts``, in nest order.
+
+    ``loops_used((B tx, L a, L c), (tx, c-2))`` -> ``(B tx, L c)``
+    """
+    names = subscript_index_names(subscripts)
+    return tuple(l for l in loops if l.index in names)
+
+
+def in_bounds(subscripts: tuple[IExpr, ...], loops: tuple[Loop, ...],
+              shape: tuple[int, ...]) -> bool:
+    """Every subscript stays inside ``shape`` for *every* value of the loops (no if_then_else
+    narrowing): a copy nest over those loops reads only existing elements. Unknown ranges
+    (gathers, unbound names) are not in bounds."""
+    if len(subscripts) != len(shape):
+        return False
+    env = {l.index: (0, l.extent - 1) for l in loops}
+    for sub, size in zip(subscripts, shape):
+        r = index_range(sub, env)
+        if r is None or r[0] < 0 or r[1] >= size:
+            return False
+    return True
+
+
+def parallel_loops_determined(var: Var, loops: tuple[Loop, ...]) -> bool:
+    """Every P/V/B loop whose index ``var`` uses is determined by the element it addresses, so
+    a nest over those loops writing ``var`` never writes one element from two iterations of a
+    parallel loop."""
+    used = loops_used(loops, var.subscripts)
+    fixed = determined_loops(var, used)
+    return all(l.index in fixed for l in used if l.kind in PARALLEL_KINDS)
+
+
+def covers_shape(var: Var, loops: tuple[Loop, ...], shape: tuple[int, ...]) -> bool:
+    """Does writing ``var`` over all values of ``loops`` touch every element of ``shape``?
+
+    Proved structurally: each dimension is affine in its own loops (no loop shared between
+    dimensions), with no constant, and its coefficients form a mixed radix that exactly fills
+    the dimension (``a*8+c`` with ``c < 8``, ``a < D/8``); a dimension of size 1 may be the
+    constant 0. Anything else is not proved to cover.
+    """
+    if len(var.subscripts) != len(shape):
+        return False
+    extent = {l.index: l.extent for l in loops}
+    seen: set[str] = set()
+    for sub, size in zip(var.subscripts, shape):
+        form = affine(sub)
+        if form is None:
+            return False
+        coef, const = form
+        if const != 0 or any(n not in extent or c <= 0 for n, c in coef.items()):
+            return False
+        if seen & set(coef):
+            return False
+        seen |= set(coef)
+        radix = 1
+        for name in sorted(coef, key=lambda n: (coef[n], extent[n])):
+            if coef[name] != radix:
+                return False
+            radix *= extent[name]
+        if radix != size:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- layouts
+
+def _mul(sub: IExpr, k: int) -> IExpr:
+    if k == 1:
+        return sub
+    if isinstance(sub, IConst):
+        return IConst(sub.value * k)
+    return IBin("*", sub, IConst(k))
+
+
+def _sum(terms: list[IExpr]) -> IExpr:
+    """``t0+t1+...`` with zero constants dropped and constants folded into one last term."""
+    const = sum(t.value for t in terms if isinstance(t, IConst))
+    parts = [t for t in terms if not isinstance(t, IConst)]
+    if const or not parts:
+        parts.append(IConst(const))
+    out = parts[0]
+    for t in parts[1:]:
+        out = IBin("+", out, t)
+    return out
+
+
+def _div(sub: IExpr, op: str, k: int) -> IExpr:
+    if isinstance(sub, IConst):
+        return IConst(sub.value // k if op == "//" else sub.value % k)
+    return IBin(op, sub, IConst(k))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A bijective re-layout of a tensor of shape ``shape`` (see the module docstring)."""
+    kind: str                # swap | flatten | merge | split
+    dims: tuple[int, ...]    # swap: (i, j); merge: (i, i+1); split: (i, inner extent)
+    shape: tuple[int, ...]
+
+    @property
+    def label(self) -> str:
+        """The layout as a short phrase (a chain-of-thought slot and the fact's key)."""
+        if self.kind == "swap":
+            return f"dimensions {self.dims[0]} and {self.dims[1]} exchanged"
+        if self.kind == "flatten":
+            return "dimensions flattened row-major"
+        if self.kind == "merge":
+            return f"dimensions {self.dims[0]} and {self.dims[1]} merged row-major"
+        i, inner = self.dims
+        return f"dimension {i} split into {self.shape[i] // inner}x{inner}"
+
+    def new_shape(self) -> tuple[int, ...]:
+        d = list(self.shape)
+        if self.kind == "swap":
+            i, j = self.dims
+            d[i], d[j] = d[j], d[i]
+            return tuple(d)
+        if self.kind == "flatten":
+            size = 1
+            for n in d:
+                size *= n
+            return (size,)
+        if self.kind == "merge":
+            i, j = self.dims
+            return tuple(d[:i] + [d[i] * d[j]] + d[j + 1:])
+        i, inner = self.dims
+        return tuple(d[:i] + [d[i] // inner, inner] + d[i + 1:])
+
+    def apply(self, subs: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
+        """The subscripts of the same element in the new layout."""
+        s = list(subs)
+        if self.kind == "swap":
+            i, j = self.dims
+            s[i], s[j] = s[j], s[i]
+            return tuple(s)
+        if self.kind == "flatten":
+            terms, stride = [], 1
+            for sub, size in reversed(list(zip(s, self.shape))):
+                terms.append(_mul(sub, stride))
+                stride *= size
+            return (_sum(list(reversed(terms))),)
+        if self.kind == "merge":
+            i, j = self.dims
+            return tuple(s[:i] + [_sum([_mul(s[i], self.shape[j]), s[j]])] + s[j + 1:])
+        i, inner = self.dims
+        return tuple(s[:i] + [_div(s[i], "//", inner), _div(s[i], "%", inner)] + s[i + 1:])
+
+
+def layouts(shape: tuple[int, ...]) -> list[Layout]:
+    """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
+    dimensions, the row-major flattening (rank >= 2), merges of two adjacent dimensions
+    (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
+    proper divisors. Any permutation or reshape is a sequence of these steps."""
+    k = len(shape)
+    out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
+    if k >= 2:
+        out.append(Layout("flatten", (), shape))
+    if k >= 3:
+        out.extend(Layout("merge", (i, i + 1), shape) for i in range(k - 1))
+    for i, size in enumerate(shape):
+        out.extend(Layout("split", (i, inner), shape)
+                   for inner in range(2, size) if size % inner == 0)
+    return out
+
+
+# ---------------------------------------------------------------- compound index expressions
+
+def is_compound_index(sub: IExpr) -> bool:
+    """An index expression worth storing: ``+ - *`` over loop indices and integer constants,
+    using at least one index, and not a bare index or constant (``c-2``, ``a*8+c``). Floor
+    division and modulo are excluded: they have no value form to compute the table with."""
+    if not isinstance(sub, IBin):
+        return False
+    names = False
+    for node in walk(sub):
+        if isinstance(node, IBin) and node.op not in ("+", "-", "*"):
+            return False
+        if isinstance(node, Var):
+            return False
+        names = names or isinstance(node, IName)
+    return names
+
+
+def compound_read_indices(nest: LoopNest) -> list[IExpr]:
+    """Compound subscript entries (``is_compound_index``) of the tensors the nest's equations
+    read in value positions, which occur in no written subscript of the nest, in order of first
+    appearance. Writes are left alone so that an accumulation keeps its form and an
+    intermediate's shape stays inferable."""
+    written: set[IExpr] = set()
+    for eq in nest.equations:
+        for sub in eq.target.subscripts:
+            written.update(n for n in walk(sub) if isinstance(n, IBin))
+    found: dict[IExpr, None] = {}
+    for eq in nest.equations:
+        for node in walk(eq.value):
+            if isinstance(node, Var):
+                for sub in node.subscripts:
+                    if is_compound_index(sub) and sub not in written:
+                        found.setdefault(sub, None)
+    return list(found)
