@@ -1,0 +1,335 @@
+"""Facts of the memory-level strategies: cache_read_write, layout_transformation,
+set_storage_layout and precompute_indices.
+
+* ``access_region`` (a guard beyond the paper's nine, needed for soundness): a copy nest built
+  over a nest's loops must read only existing elements and keep its P/V/B loops independent,
+  and a re-laid-out tensor must be addressed only through subscripts whose range is known.
+* ``dependency`` gains ``ReadOnlyIn`` (a copy made just before the nest holds what it reads) and
+  ``CacheableTarget`` (a nest's writes of a tensor can be redirected to a fresh one).
+* ``pattern_match`` gains ``CompoundIndexRead`` (the pattern precompute_indices stores).
+* Parameters: the loops a copy nest runs over, and the layouts a tensor can be re-stored in
+  (each with the map of its accesses, so the Relayout helper consults no relation).
+
+Only top-level nests without nested nests are considered: a copy nest is placed before a
+top-level nest and runs over that nest's loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable
+
+from ...leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
+                              intermediate_shapes)
+from ...leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
+from ...leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
+                            layouts, loops_used, parallel_loops_determined)
+from ...leir.program import Program
+from ..encoding import encode, encode_index, to_egglog
+from ..facts import LoadedProgram
+from ..guards import Guard, GuardExtension, Relation
+from ..parameters import ParameterSet
+
+
+def _q(text: str) -> str:
+    return '"' + text + '"'
+
+
+def _subs(subscripts) -> str:
+    term: tuple = ("SNil",)
+    for sub in reversed(tuple(subscripts)):
+        term = ("SCons", encode_index(sub), term)
+    return to_egglog(term)
+
+
+def _loops(loops) -> str:
+    term: tuple = ("LNil",)
+    for loop in reversed(tuple(loops)):
+        term = ("LCons", encode(loop), term)
+    return to_egglog(term)
+
+
+def _var(var: Var) -> str:
+    return to_egglog(encode(var))
+
+
+def value_reads(expr) -> list[Var]:
+    """Tensor reads in value positions of an expression (not the gathers inside subscripts),
+    in source order."""
+    out: list[Var] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Var):
+            out.append(node)
+        elif isinstance(node, (Bin, Logic)):
+            stack.extend((node.rhs, node.lhs))
+        elif isinstance(node, Neg):
+            stack.append(node.operand)
+        elif isinstance(node, Call):
+            stack.extend(reversed(node.args))
+        elif isinstance(node, IfThenElse):
+            stack.extend((node.otherwise, node.then, node.cond))
+        elif isinstance(node, Compare):
+            stack.extend(reversed(node.operands))
+    return out
+
+
+# ---------------------------------------------------------------- per-program analysis
+
+@dataclass(frozen=True)
+class _Nest:
+    """A flat top-level nest with what the memory facts need about it."""
+    position: int
+    nest: LoopNest
+    reads: tuple[Var, ...]      # distinct value-position reads, in order
+    targets: tuple[Var, ...]    # distinct written variables, in order
+    written: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _View:
+    shapes: dict
+    nests: tuple[_Nest, ...]
+    first_writer: dict          # tensor -> position of the first top-level nest writing it
+
+
+@lru_cache(maxsize=16)
+def _view(program: Program) -> _View:
+    sig = program.signature
+    shapes = {t.name: t.shape for t in sig.tensors}
+    shapes.update(intermediate_shapes(program.leir, set(shapes)))
+    nests = []
+    first_writer: dict[str, int] = {}
+    sites = equation_sites(program.leir)
+    for site in sites:
+        first_writer.setdefault(site.equation.target.name, site.nest)
+    for i, nest in enumerate(program.leir.nests):
+        if any(isinstance(item, LoopNest) for item in nest.body):
+            continue
+        reads = dict.fromkeys(v for eq in nest.equations for v in value_reads(eq.value))
+        targets = dict.fromkeys(eq.target for eq in nest.equations)
+        nests.append(_Nest(i, nest, tuple(reads), tuple(targets),
+                           frozenset(v.name for v in targets)))
+    return _View(shapes, tuple(nests), first_writer)
+
+
+@lru_cache(maxsize=16)
+def storage_layouts(program: Program) -> dict[str, list[Layout]]:
+    """For every intermediate, the layouts it can be stored in (``relayout_sound``)."""
+    view = _view(program)
+    known = set(program.signature.names)
+    found: dict[str, list] = {}
+    for site in equation_sites(program.leir):
+        for access in guarded_accesses(site):
+            if access.var.name not in known:
+                found.setdefault(access.var.name, []).append((access, site.loop_ranges))
+    return {name: [lay for lay in layouts(shape) if relayout_sound(lay, found.get(name, ()))]
+            for name, shape in view.shapes.items() if name not in known and shape}
+
+
+def relayout_sound(layout: Layout, found) -> bool:
+    """Re-addressed through ``layout``, every access of the tensor (``found``: its guarded
+    accesses with their loop ranges) still reads statically in range, and its writes give it
+    exactly the layout's new shape, so they stay a bijection onto it and an implicit
+    initialisation still covers every element. (The same bounds rules as leir.validate.)"""
+    new_shape = layout.new_shape()
+    extent = [0] * len(new_shape)
+    for access, loop_env in found:
+        subs = layout.apply(access.var.subscripts)
+        if len(subs) != len(new_shape):
+            return False
+        for dim, (sub, size) in enumerate(zip(subs, new_shape)):
+            r = index_range(sub, access.env)
+            if r is not None and (r[0] < 0 or r[1] >= size):
+                return False
+            if access.is_write:
+                full = index_range(sub, loop_env)
+                if full is None:
+                    return False
+                extent[dim] = max(extent[dim], full[1] + 1)
+    return tuple(extent) == new_shape
+
+
+# ---------------------------------------------------------------- access_region
+
+def _region_facts(loaded: LoadedProgram) -> Iterable[str]:
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        name = loaded.top_nest_name(n.position)
+        loops = n.nest.loops
+        for x in n.reads:
+            shape = view.shapes.get(x.name)
+            if shape is not None and _stageable_read(x, loops, shape):
+                out[f"(StageableRead {name} {_var(x)})"] = None
+        for x in n.targets:
+            shape = view.shapes.get(x.name)
+            if shape is None or has_gather(x) or not loops_used(loops, x.subscripts):
+                continue
+            if not parallel_loops_determined(x, loops):
+                continue
+            if x.name in _names_read(n) and not covers_shape(x, loops, shape):
+                continue
+            out[f"(StageableWrite {name} {_var(x)})"] = None
+    known = set(loaded.program.signature.names)
+    for tensor, shape in view.shapes.items():
+        if tensor in known or not shape:
+            continue
+        vars_ = [v for v in accesses(loaded.program.leir) if v.name == tensor]
+        if all(v.rank == len(shape) and not has_gather(v) for v in vars_):
+            out[f"(RelayoutableTensor {_q(tensor)})"] = None
+    return list(out)
+
+
+def _stageable_read(x: Var, loops, shape) -> bool:
+    return (not has_gather(x) and bool(loops_used(loops, x.subscripts))
+            and in_bounds(x.subscripts, loops, shape) and parallel_loops_determined(x, loops))
+
+
+def _names_read(n: _Nest) -> set[str]:
+    return {v.name for eq in n.nest.equations for v in accesses(eq.value)} | {
+        v.name for eq in n.nest.equations for s in eq.target.subscripts for v in accesses(s)}
+
+
+ACCESS_REGION = Guard(
+    "access_region",
+    "Extra soundness guard (not one of the paper's nine): the accesses a memory strategy copies "
+    "or re-addresses are fully known. StageableRead: the subscripts have no gather, stay in "
+    "bounds for every value of the loops they use (no if_then_else narrowing), and determine "
+    "every P/V/B loop they use, so a copy nest over those loops reads only existing elements "
+    "and its parallel loops stay independent. StageableWrite: the written subscripts have no "
+    "gather and determine every P/V/B loop they use, and if the nest accumulates into the "
+    "tensor they cover its whole shape (so an implicit initialisation moved to a fresh tensor "
+    "initialises nothing else). RelayoutableTensor: every access of the intermediate has its "
+    "full rank and no gather, so a re-layout is proved on every subscript.",
+    "an access the strategy would copy or re-address is not provably inside the tensor (a "
+    "guarded out-of-range read, a gather, an undetermined parallel loop or a partial "
+    "accumulation)",
+    relations=(
+        Relation("StageableRead", ("Nest", "Var"),
+                 "the read {1} in {0} stays in bounds for every value of the loops it uses and "
+                 "determines each parallel loop among them"),
+        Relation("StageableWrite", ("Nest", "Var"),
+                 "the write {1} in {0} has no gather, determines each parallel loop it uses, "
+                 "and covers the whole tensor wherever the nest accumulates into it"),
+        Relation("RelayoutableTensor", ("String",),
+                 "every access of {0} has its full rank and no gather"),
+    ),
+    facts=_region_facts)
+
+
+# ---------------------------------------------------------------- dependency
+
+def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        name = loaded.top_nest_name(n.position)
+        for x in n.reads:
+            if x.name not in n.written:
+                out[f"(ReadOnlyIn {name} {_q(x.name)})"] = None
+        for x in n.targets:
+            same = all(v == x for v in accesses(n.nest) if v.name == x.name)
+            reads_it = x.name in _names_read(n)
+            if same and (not reads_it or view.first_writer.get(x.name) == n.position):
+                out[f"(CacheableTarget {loaded.suffix_name(n.position)} {_var(x)})"] = None
+    return list(out)
+
+
+DEPENDENCY_EXTENSION = GuardExtension(
+    "dependency",
+    relations=(
+        Relation("ReadOnlyIn", ("Nest", "String"),
+                 "{0} reads {1} and never writes it, so a copy made just before the nest holds "
+                 "every value the nest reads"),
+        Relation("CacheableTarget", ("Prog", "Var"),
+                 "every access of that tensor in the first nest of {0} is {1}, and if the nest "
+                 "reads it back, no earlier nest wrote it"),
+    ),
+    facts=_dependency_facts)
+
+
+# ---------------------------------------------------------------- pattern_match
+
+def _pattern_facts(loaded: LoadedProgram) -> Iterable[str]:
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        name = loaded.top_nest_name(n.position)
+        for e in compound_read_indices(n.nest):
+            out[f"(CompoundIndexRead {name} {to_egglog(encode_index(e))})"] = None
+    return list(out)
+
+
+PATTERN_EXTENSION = GuardExtension(
+    "pattern_match",
+    relations=(Relation("CompoundIndexRead", ("Nest", "IExpr"),
+                        "{0} reads tensors at the compound index {1}, which no write of the "
+                        "nest uses"),),
+    facts=_pattern_facts)
+
+GUARD_EXTENSIONS = (GuardExtension("access_region", new_guard=ACCESS_REGION),
+                    DEPENDENCY_EXTENSION, PATTERN_EXTENSION)
+
+
+# ---------------------------------------------------------------- parameters
+
+def _staging_facts(loaded: LoadedProgram) -> Iterable[str]:
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        name = loaded.top_nest_name(n.position)
+        loops = n.nest.loops
+        subs_lists = [x.subscripts for x in n.reads + n.targets if not has_gather(x)]
+        subs_lists += [(e,) for e in compound_read_indices(n.nest)]
+        for subs in subs_lists:
+            used = loops_used(loops, subs)
+            if used:
+                out[f"(StagingLoops {name} {_subs(subs)} {_loops(used)})"] = None
+    return list(out)
+
+
+def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """Layouts for the reads a copy nest could stage (StageableRead's subscripts)."""
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        for x in n.reads:
+            shape = view.shapes.get(x.name)
+            if shape is None or not _stageable_read(x, n.nest.loops, shape):
+                continue
+            for lay in layouts(shape):
+                out[f"(NewLayout {_q(x.name)} {_subs(x.subscripts)} {_q(lay.label)} "
+                    f"{_subs(lay.apply(x.subscripts))})"] = None
+    return list(out)
+
+
+def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """Each sound layout of each intermediate with its map: one equation X_{old}=X_{new} per
+    distinct access of X."""
+    leir = loaded.program.leir
+    out = []
+    for tensor, options in storage_layouts(loaded.program).items():
+        forms = list(dict.fromkeys(v for v in accesses(leir) if v.name == tensor))
+        for lay in options:
+            body: tuple = ("BNil",)
+            for v in reversed(forms):
+                new = Var(v.name, v.dtype, v.scope, lay.apply(v.subscripts))
+                body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
+            out.append(f"(StorageLayout {_q(tensor)} {_q(lay.label)} {to_egglog(body)})")
+    return out
+
+
+PARAMETER_SETS = (
+    ParameterSet((Relation("StagingLoops", ("Nest", "Subs", "Loops"),
+                           "the subscripts {1} use the loops {2} of {0}"),), _staging_facts),
+    ParameterSet((Relation("NewLayout", ("String", "Subs", "String", "Subs"),
+                           "with its {2}, the element of {0} at {1} is stored at {3}"),),
+                 _copy_layout_facts),
+    ParameterSet((Relation("StorageLayout", ("String", "String", "Body"),
+                           "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
+                           "its writes still filling exactly the new shape"),),
+                 _storage_layout_facts),
+)
