@@ -1,0 +1,191 @@
+"""Facts of the split strategies: exponential_split (exp(a) -> exp(a-m)*exp(m)),
+multiplicative_split (x -> (x/m)*m) and additive_split (x -> (x-m)+m).
+
+* ``finite_operand`` (a guard beyond the paper's nine, needed for soundness): the split keeps
+  every value finite where it was. The splitting value m is provably finite -- and non-zero
+  where the identity divides by it -- for finite inputs (leir.finiteness); and the split operand
+  x does not sit where rounding could push a value onto a singularity: inside a divisor, a
+  logarithm's argument or a power's base. A relative split (``x/m*m``, ``exp(a-m)*exp(m)``)
+  keeps the sign and zero-ness of what it rewrites, so it may sit in such an operand when that
+  operand is provably positive; an absolute split (``x-m+m``) can round a tiny x to zero, so it
+  never sits in one.
+* Parameters: the sites (a tensor read, or an exp(...) call, occurring once in an equation of a
+  flat top-level nest, outside any condition, not a read of the equation's own target, in an
+  equation of a floating-point target) and the existing variables m a site may be split by
+  (tensor reads of the same equation evaluated whenever the equation is: not inside an
+  if_then_else branch or a condition).
+
+Keeping x out of conditions matters: the split equals x only up to rounding, and a comparison
+like ``x<0`` could flip on that rounding. Keeping x off the equation's own target keeps an
+accumulation ``X=X+e`` recognisable, so its implicit initialisation stays where it was. Integer
+targets are left alone: their division truncates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Iterator
+
+from ...leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
+from ...leir.finiteness import FINITE, NONZERO, POSITIVE, value_facts, tensor_facts
+from ...leir.program import Program
+from ...leir.signature import is_float
+from ..encoding import encode, encode_value, to_egglog
+from ..facts import LoadedProgram
+from ..guards import Guard, GuardExtension, Relation
+from ..parameters import ParameterSet
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor read or exp call in an equation's value, with its context."""
+    node: object
+    branch: bool                    # inside an if_then_else branch (not always evaluated)
+    condition: bool                 # inside a condition
+    singular: tuple = ()            # enclosing divisors, log arguments and power bases
+
+
+def operands(expr, branch: bool = False, condition: bool = False,
+             singular: tuple = ()) -> Iterator[Operand]:
+    """Every tensor read and ``exp`` call in value positions of ``expr``, outermost first. A
+    power's base counts as singular unless the exponent is a non-negative integer literal (a
+    polynomial has no singularity)."""
+    if isinstance(expr, Var):
+        yield Operand(expr, branch, condition, singular)
+        return
+    if isinstance(expr, Call) and expr.fn == "exp":
+        yield Operand(expr, branch, condition, singular)
+    if isinstance(expr, IfThenElse):
+        yield from operands(expr.cond, branch, True, singular)
+        yield from operands(expr.then, True, condition, singular)
+        yield from operands(expr.otherwise, True, condition, singular)
+    elif isinstance(expr, (Compare, Logic)):
+        for child in (expr.operands if isinstance(expr, Compare) else (expr.lhs, expr.rhs)):
+            yield from operands(child, branch, True, singular)
+    elif isinstance(expr, Bin):
+        polynomial = (isinstance(expr.rhs, Num) and expr.rhs.is_integer_literal)
+        base = singular + (expr.lhs,) if expr.op == "**" and not polynomial else singular
+        divisor = singular + (expr.rhs,) if expr.op == "/" else singular
+        yield from operands(expr.lhs, branch, condition, base)
+        yield from operands(expr.rhs, branch, condition, divisor)
+    elif isinstance(expr, Neg):
+        yield from operands(expr.operand, branch, condition, singular)
+    elif isinstance(expr, Call):
+        inner = singular + (expr.args[0],) if expr.fn == "log" else singular
+        for arg in expr.args:
+            yield from operands(arg, branch, condition, inner)
+
+
+def split_sites(eq: Equation) -> tuple[list[Operand], list[Var]]:
+    """``(sites, splitters)`` of one equation: the operands that may be split (tensor reads
+    other than of the target, and exp calls, occurring once and outside conditions), and the
+    tensor reads evaluated whenever the equation is, outside conditions (candidates for m)."""
+    found = list(operands(eq.value))
+    count: dict = {}
+    for op in found:
+        count[op.node] = count.get(op.node, 0) + 1
+    sites = [op for op in found
+             if not op.condition and count[op.node] == 1
+             and not (isinstance(op.node, Var) and op.node.name == eq.target.name)]
+    splitters = list(dict.fromkeys(op.node for op in found
+                                   if isinstance(op.node, Var) and not op.branch
+                                   and not op.condition))
+    return sites, splitters
+
+
+@lru_cache(maxsize=16)
+def _analysis(program: Program):
+    sig = program.signature
+    inputs = {t.name: t.code for t in sig.inputs}
+    return tensor_facts(program.leir, inputs, {t.name: t.shape for t in sig.tensors})
+
+
+def _flat_nests(loaded: LoadedProgram):
+    for i, nest in enumerate(loaded.program.leir.nests):
+        if not any(isinstance(item, LoopNest) for item in nest.body):
+            yield loaded.top_nest_name(i), nest
+
+
+def _term(node) -> str:
+    return to_egglog(encode_value(node))
+
+
+def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
+    facts = _analysis(loaded.program)
+    out: dict[str, None] = {}
+    for name, nest in _flat_nests(loaded):
+        written = {eq.target.name for eq in nest.equations}
+
+        def tensor(var: Var) -> frozenset[str]:
+            return frozenset() if var.name in written else facts.get(var.name, frozenset())
+
+        for eq in nest.equations:
+            if not is_float(eq.target.dtype):
+                continue
+            sites, splitters = split_sites(eq)
+            e = to_egglog(encode(eq))
+            for m in splitters:
+                known = tensor(m)
+                if FINITE in known:
+                    out[f"(FiniteOperand {name} {_term(m)})"] = None
+                if NONZERO in known:
+                    out[f"(NonZeroOperand {name} {_term(m)})"] = None
+            for site in sites:
+                if not site.singular:
+                    out[f"(ShiftableOperand {name} {e} {_term(site.node)})"] = None
+                if all(POSITIVE in value_facts(d, tensor) for d in site.singular):
+                    out[f"(ScalableOperand {name} {e} {_term(site.node)})"] = None
+    return list(out)
+
+
+FINITE_OPERAND = Guard(
+    "finite_operand",
+    "Extra soundness guard (not one of the paper's nine): a split keeps every value finite where "
+    "it was. FiniteOperand/NonZeroOperand: the splitting value is provably finite (and non-zero "
+    "for a division) for finite inputs, by leir.finiteness: literals, loop indices, inputs, and "
+    "what exp, sums, products, quotients by non-zero values, max/min and completed reductions "
+    "make of them (a tensor the nest itself writes proves nothing there: it may hold a partial "
+    "reduction). ShiftableOperand: the operand sits in no divisor, logarithm argument or power "
+    "base, where x-m+m rounding a tiny value to zero would make an infinity. ScalableOperand: "
+    "every divisor, logarithm argument or power base around the operand is provably positive, "
+    "which x/m*m and exp(a-m)*exp(m) keep, as they keep sign and zero-ness.",
+    "the split could put NaN or inf where the program had none: the splitting value may be "
+    "infinite, NaN or zero, or the operand sits where rounding could reach a singularity",
+    relations=(
+        Relation("FiniteOperand", ("Nest", "Expr"),
+                 "{1} is finite wherever {0} reads it (for finite inputs)"),
+        Relation("NonZeroOperand", ("Nest", "Expr"),
+                 "{1} is finite and never zero wherever {0} reads it (for finite inputs)"),
+        Relation("ShiftableOperand", ("Nest", "Eqn", "Expr"),
+                 "{2} sits in no divisor, logarithm argument or power base of {1}"),
+        Relation("ScalableOperand", ("Nest", "Eqn", "Expr"),
+                 "every divisor, logarithm argument or power base of {1} around {2} is "
+                 "provably positive"),
+    ),
+    facts=_finite_facts)
+
+GUARD_EXTENSIONS = (GuardExtension("finite_operand", new_guard=FINITE_OPERAND),)
+
+
+def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
+    out: dict[str, None] = {}
+    for name, nest in _flat_nests(loaded):
+        for eq in nest.equations:
+            if not is_float(eq.target.dtype):
+                continue
+            sites, splitters = split_sites(eq)
+            e = to_egglog(encode(eq))
+            for site in sites:
+                out[f"(SplitSite {name} {e} {_term(site.node)})"] = None
+            for m in splitters:
+                out[f"(SplitBy {name} {e} {_term(m)})"] = None
+    return list(out)
+
+
+PARAMETER_SETS = (ParameterSet((
+    Relation("SplitSite", ("Nest", "Eqn", "Expr"),
+             "{2} occurs once in {1}, outside any condition, and is not the equation's target"),
+    Relation("SplitBy", ("Nest", "Eqn", "Expr"),
+             "{2} is read by {1} whenever it is evaluated"),
+), _site_facts),)
