@@ -10,7 +10,9 @@ and outputs back. The plans only cover the shape where that is exact and simple 
 * the output subscript is distinct plain indices, so the parts write disjoint elements;
 * the equation reads no gathers, and its own output only as its running accumulation;
 * all copies run over the loops their subscripts use (kinds kept); a P/V/B loop of a copy must
-  be fixed by the element it writes, so the copy's parallel claims stay true.
+  be fixed by the element it writes, so the copy's parallel claims stay true, and the copied
+  read must be in range on all of them (a padded read is guarded in the original, not in a
+  copy).
 
 A split point ``v`` cuts an axis of extent ``n`` into ``v`` and ``n-v`` iterations; the split
 points offered are the divisors ``v < n`` of ``n`` (both parts are then whole multiples of
@@ -22,12 +24,12 @@ second part's subscripts for each point.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .analysis import accumulation_op, equation_reads, index_names
 from .ast import Equation, Idx, IName, Loop, LoopNest, Var
 from .legality import determined_loops
-from .subexpressions import KERNEL_SCOPES
+from .subexpressions import KERNEL_SCOPES, in_range_everywhere
 from .traverse import rebuild, walk
 
 
@@ -63,6 +65,17 @@ def _frame(loops: Sequence[Loop], var: Var) -> tuple[Loop, ...] | None:
     if any(l.kind in "PVB" and l.index not in fixed for l in loops):
         return None
     return loops
+
+
+def _copy_frame(loops: Sequence[Loop], var: Var, shapes: Mapping[str, tuple[int, ...]]
+                ) -> tuple[Loop, ...] | None:
+    """The loops of a copy of ``var``'s elements (:func:`_frame`), provided the read is in range
+    at every point of them: the original may read it only under an ``if_then_else`` guard
+    (padding), while a copy reads it everywhere."""
+    frame = _frame(loops, var)
+    if frame is None or not in_range_everywhere(var, frame, shapes):
+        return None
+    return frame
 
 
 def _has_gather(eq: Equation) -> bool:
@@ -131,10 +144,11 @@ class SplitAxis:
     out2: str
 
 
-def split_axes(nest: LoopNest, names: Sequence[str]) -> list[SplitAxis]:
+def split_axes(nest: LoopNest, names: Sequence[str], shapes: Mapping[str, tuple[int, ...]]
+               ) -> list[SplitAxis]:
     """Every output axis along which a one-equation nest can be split (at any point).
     ``names`` are fresh tensor names: two per input read along the axis (in order of
-    appearance), then the two part outputs."""
+    appearance), then the two part outputs; ``shapes`` the shapes of the program's tensors."""
     eq = _single_equation(nest)
     if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
         return []
@@ -147,7 +161,7 @@ def split_axes(nest: LoopNest, names: Sequence[str]) -> list[SplitAxis]:
         inputs = _inputs_along(eq, axis)
         if inputs is None or len(names) < 2 * len(inputs) + 2:
             continue
-        frames = {t: _frame(nest.loops, v) for t, v in inputs.items()}
+        frames = {t: _copy_frame(nest.loops, v, shapes) for t, v in inputs.items()}
         if any(f is None for f in frames.values()):
             continue
         copies = tuple(LoopNest(frames[t], (Equation(_renamed(var, names[2 * k]), var),
@@ -210,7 +224,7 @@ class ConcatAxis:
 
 
 def concat_axes(n1: LoopNest, n2: LoopNest, names: Sequence[str], implicit1: bool,
-                implicit2: bool) -> list[ConcatAxis]:
+                implicit2: bool, shapes: Mapping[str, tuple[int, ...]]) -> list[ConcatAxis]:
     """Every axis along which the nests' inputs can be concatenated and their computations done
     once, following the first nest's equation (whether the second computes the same operation
     is a separate question, :func:`same_operation`). ``implicit1``/``implicit2``: whether each
@@ -245,8 +259,9 @@ def concat_axes(n1: LoopNest, n2: LoopNest, names: Sequence[str], implicit1: boo
         others = {v.name for v in walk(e1.value) if isinstance(v, Var)} - set(inputs) - {e1.target.name}
         if any(pairing[t] != t for t in others):
             continue  # a tensor that differs but is not read along the axis cannot be joined
-        frames = {t: _frame(n1.loops, v) for t, v in inputs.items()}
-        if any(f is None for f in frames.values()):
+        frames = {t: _copy_frame(n1.loops, v, shapes) for t, v in inputs.items()}
+        if any(f is None for f in frames.values()) or not all(
+                _copy_frame(n2.loops, _renamed(v, pairing[t]), shapes) for t, v in inputs.items()):
             continue
         copies = tuple(LoopNest(frames[t], (Equation(_renamed(var, joined[t]), var),
                                             Equation(_renamed(var, joined[t]),

@@ -28,6 +28,7 @@ from ...leir.restructure import implicit_initialisations
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ..parameters import ParameterSet, fresh, tensor_names
+from .graph_subexpressions import program_shapes
 from .graph_terms import loops_term, nests_body_term, quoted
 
 PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
@@ -82,12 +83,13 @@ def _decouplable_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
     names = _fresh_names(loaded.program)
+    shapes = program_shapes(loaded.program)
     seen = set()
     for i, nest in enumerate(loaded.program.leir.nests):
         if nest in seen:
             continue
         seen.add(nest)
-        for plan in split_axes(nest, names):
+        for plan in split_axes(nest, names, shapes):
             yield (f"(TensorSplitInputs {loaded.top_nest_name(i)} {quoted(plan.axis)} "
                    f"{nests_body_term(plan.copies)} {loops_term(plan.out_loops)} "
                    f"{quoted(plan.out1)} {quoted(plan.out2)})")
@@ -112,13 +114,14 @@ def _concat_inputs(loaded: LoadedProgram) -> Iterable[str]:
     nests = program.leir.nests
     names = _fresh_names(program)
     implicit = _implicit(program)
+    shapes = program_shapes(program)
 
     def place(i):
         if i + 1 >= len(nests):
             return None
         n1, n2 = nests[i], nests[i + 1]
-        plans = {p.axis: p for p in concat_axes(n1, n2, names, i in implicit, i + 1 in implicit)
-                 if _fits_a_kernel(program, p.fused)}
+        found = concat_axes(n1, n2, names, i in implicit, i + 1 in implicit, shapes)
+        plans = {p.axis: p for p in found if _fits_a_kernel(program, p.fused)}
         return (n1, n2), {(axis, plan.copies, plan.out_loops, plan.joined)
                           for axis, plan in plans.items()}
 
@@ -152,8 +155,9 @@ GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
         relations=(Relation("Decouplable", ("Nest",),
-                            "{0} reads its output only as its own accumulation starting from the "
-                            "identity, so each output element depends on the inputs alone"),),
+                            "{0} never reads its output except as its own accumulation, which "
+                            "starts from the identity there, so each output element depends on "
+                            "the inputs alone"),),
         facts=_decouplable_facts),
     GuardExtension(
         "operation_identity",
