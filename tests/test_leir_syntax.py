@@ -172,6 +172,10 @@ def test_guarded_reads_are_not_out_of_range():
     split = Program(parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{c*4+a}=if_then_else(c*4+a-1<0,0,"
                           "A^{f32,g}_{c*4+a-1});];"), Signature.from_short("A:f32[8] -> C:f32[8]"))
     assert check(split) == []
+    # the padded window of a split pooling loop: the guard bounds the form from below and above
+    padded = Program(parse("L^{9}_{d=0}L^{2}_{c=0}[C^{f32,g}_{d*2+c}=if_then_else(1<=d*2+c<17,"
+                           "A^{f32,g}_{d*2+c-1},0);];"), Signature.from_short("A:f32[16] -> C:f32[18]"))
+    assert check(padded) == []
     unguarded = Program(parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{c*4+a}=if_then_else(c*4+a<0,0,"
                               "A^{f32,g}_{c*4+a-1});];"), Signature.from_short("A:f32[8] -> C:f32[8]"))
     with pytest.raises(LeirValidationError, match="reads index -1..6"):

@@ -191,6 +191,9 @@ def index_range(expr: IExpr, env: Mapping) -> Range | None:
             lo += min(c * a, c * b)
             hi += max(c * a, c * b)
         bound = env.get(_form_key(coef)) if len(coef) > 1 else None
+        if bound is None and len(coef) > 1:
+            negated = env.get(_form_key({n: -c for n, c in coef.items()}))
+            bound = None if negated is None else (-negated[1], -negated[0])
         if bound is not None:
             lo, hi = max(lo, bound[0] + const), min(hi, bound[1] + const)
         return lo, hi
@@ -279,7 +282,11 @@ def _refine_pair(env: dict[str, Range], lhs: Expr, op: str, rhs: Expr) -> dict[s
 
 
 def _refine_form(env: dict, coef: dict[str, int], const: int, op: str) -> dict | None:
-    """Record ``sum(coef*x) + const op 0`` as a bound on the linear form itself."""
+    """Record ``sum(coef*x) + const op 0`` as a bound on the linear form itself, kept with its
+    first coefficient positive (``1<=d*2+c`` and ``d*2+c-1`` name the same form)."""
+    if _form_key(coef)[0][1] < 0:
+        coef, const = {n: -c for n, c in coef.items()}, -const
+        op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op]
     key = _form_key(coef)
     lo, hi = env.get(key, (-(1 << 62), 1 << 62))
     if op == "<":
