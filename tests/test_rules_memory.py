@@ -233,6 +233,27 @@ def test_splits_leave_integer_equations_and_conditions_alone():
             assert single_steps(p, sid) == [], (sid, p.text)
 
 
+def test_staged_copies_live_in_the_kernel_that_uses_them(golden_rows):
+    """Shared and local memory does not outlive a CUDA kernel: every cache read/write of a
+    seeded sample of golden programs still lowers to valid CUDA where the original does."""
+    from leir_egraph.lower import cuda_source
+
+    rng = random.Random(f"{SEED}-cuda")
+    rows = [r for r in golden_rows if len(r["leir"]) <= GOLDEN_MAX_CHARS]
+    checked = 0
+    for row in rng.sample(rows, 6):
+        before = Program.parse(row["leir"], row["signature"], row["name"])
+        try:
+            cuda_source(before)
+        except Exception:  # noqa: BLE001 -- an original that is no valid kernel proves nothing
+            continue
+        found = single_steps(before, "cache_read_write")
+        for t in rng.sample(found, min(2, len(found))):
+            cuda_source(t.after)
+            checked += 1
+    assert checked >= 4
+
+
 # ---------------------------------------------------------------- examples, numerically
 
 EXAMPLES = [(sid, n, ex) for sid in IDS for n, ex in enumerate(STRATEGIES[sid].examples)]

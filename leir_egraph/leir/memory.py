@@ -100,6 +100,50 @@ def covers_shape(var: Var, loops: tuple[Loop, ...], shape: tuple[int, ...]) -> b
     return True
 
 
+# ---------------------------------------------------------------- staging inside a kernel
+
+def kernel_split(loops: tuple[Loop, ...]) -> tuple[tuple[Loop, ...], tuple[Loop, ...]] | None:
+    """``(outer, inner)``: the loops up to and including the nest's last B loop (on CUDA the
+    threads of its kernel, where shared and local memory is placed) and the loops inside them;
+    ``None`` for a nest without a B loop (a one-thread kernel, with no place for such memory).
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}L^{2}_{c=0}`` -> ``((B tx,), (L a, L c))``
+    """
+    last = max((i for i, l in enumerate(loops) if l.kind == "B"), default=None)
+    if last is None:
+        return None
+    return loops[:last + 1], loops[last + 1:]
+
+
+def kernel_staging_loops(loops: tuple[Loop, ...], var: Var) -> tuple[Loop, ...] | None:
+    """The inner loops (``kernel_split``) a copy of ``var`` made inside the kernel runs over:
+    those whose index its subscripts use; ``None`` if the copy cannot be made there without two
+    iterations of a P/V/B loop (outer ones included) writing one element of it -- every such
+    loop among the outer loops and the copy's own must be determined by the element."""
+    split = kernel_split(loops)
+    if split is None:
+        return None
+    outer, inner = split
+    copy = loops_used(inner, var.subscripts)
+    fixed = determined_loops(var, outer + copy)
+    if any(l.kind in PARALLEL_KINDS and l.index not in fixed for l in outer + copy):
+        return None
+    return copy
+
+
+def staged_extent(var: Var, loops: tuple[Loop, ...]) -> tuple[int, ...] | None:
+    """The shape a tensor written as ``var`` over all values of ``loops`` gets (the largest
+    subscript plus one per dimension); ``None`` if a subscript is unbounded."""
+    env = {l.index: (0, l.extent - 1) for l in loops}
+    out = []
+    for sub in var.subscripts:
+        r = index_range(sub, env)
+        if r is None:
+            return None
+        out.append(r[1] + 1)
+    return tuple(out)
+
+
 # ---------------------------------------------------------------- layouts
 
 def _mul(sub: IExpr, k: int) -> IExpr:

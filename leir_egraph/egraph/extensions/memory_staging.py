@@ -1,17 +1,21 @@
 """Facts of the memory-level strategies: cache_read_write, layout_transformation,
 set_storage_layout and precompute_indices.
 
-* ``access_region`` (a guard beyond the paper's nine, needed for soundness): a copy nest built
-  over a nest's loops must read only existing elements and keep its P/V/B loops independent,
-  and a re-laid-out tensor must be addressed only through subscripts whose range is known.
+* ``access_region`` (a guard beyond the paper's nine, needed for soundness): a copy built over
+  a nest's loops must read only existing elements and keep its P/V/B loops independent, and a
+  re-laid-out tensor must be addressed only through subscripts whose range is known.
 * ``dependency`` gains ``ReadOnlyIn`` (a copy made just before the nest holds what it reads) and
   ``CacheableTarget`` (a nest's writes of a tensor can be redirected to a fresh one).
 * ``pattern_match`` gains ``CompoundIndexRead`` (the pattern precompute_indices stores).
-* Parameters: the loops a copy nest runs over, and the layouts a tensor can be re-stored in
-  (each with the map of its accesses, so the Relayout helper consults no relation).
+* Parameters: the loops a copy runs over, the kernel split of a nest and the scopes a staged
+  copy fits, and the layouts a tensor can be re-stored in (each with the map of its accesses,
+  so the Relayout helper consults no relation).
 
-Only top-level nests without nested nests are considered: a copy nest is placed before a
-top-level nest and runs over that nest's loops.
+A copy in global memory (layout_transformation, precompute_indices) is a nest of its own placed
+before the nest that reads it. A copy in shared or local memory (cache_read_write) must live in
+the kernel that uses it -- such memory does not outlive a kernel (docs/LEIR.md, lowering) -- so
+it is made inside the nest, within its loops up to the last B loop. Only top-level nests without
+nested nests are considered.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
+import numpy as np
+
 from ...leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
                               intermediate_shapes)
 from ...leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
 from ...leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
-                            layouts, loops_used, parallel_loops_determined)
+                            kernel_split, kernel_staging_loops, layouts, loops_used,
+                            parallel_loops_determined, staged_extent)
 from ...leir.program import Program
+from ...leir.signature import dtype_name
 from ..encoding import encode, encode_index, to_egglog
 from ..facts import LoadedProgram
 from ..guards import Guard, GuardExtension, Relation
@@ -162,13 +170,15 @@ def _region_facts(loaded: LoadedProgram) -> Iterable[str]:
         loops = n.nest.loops
         for x in n.reads:
             shape = view.shapes.get(x.name)
-            if shape is not None and _stageable_read(x, loops, shape):
+            if shape is None or has_gather(x) or not in_bounds(x.subscripts, loops, shape):
+                continue
+            if loops_used(loops, x.subscripts) and parallel_loops_determined(x, loops):
                 out[f"(StageableRead {name} {_var(x)})"] = None
+            if kernel_staging_loops(loops, x) is not None:
+                out[f"(StageableInKernel {name} {_var(x)})"] = None
         for x in n.targets:
             shape = view.shapes.get(x.name)
-            if shape is None or has_gather(x) or not loops_used(loops, x.subscripts):
-                continue
-            if not parallel_loops_determined(x, loops):
+            if shape is None or has_gather(x) or kernel_staging_loops(loops, x) is None:
                 continue
             if x.name in _names_read(n) and not covers_shape(x, loops, shape):
                 continue
@@ -199,11 +209,14 @@ ACCESS_REGION = Guard(
     "or re-addresses are fully known. StageableRead: the subscripts have no gather, stay in "
     "bounds for every value of the loops they use (no if_then_else narrowing), and determine "
     "every P/V/B loop they use, so a copy nest over those loops reads only existing elements "
-    "and its parallel loops stay independent. StageableWrite: the written subscripts have no "
-    "gather and determine every P/V/B loop they use, and if the nest accumulates into the "
-    "tensor they cover its whole shape (so an implicit initialisation moved to a fresh tensor "
-    "initialises nothing else). RelayoutableTensor: every access of the intermediate has its "
-    "full rank and no gather, so a re-layout is proved on every subscript.",
+    "and its parallel loops stay independent. StageableInKernel / StageableWrite: the same for "
+    "a copy made inside the nest's kernel (within its loops up to the last B loop, over the "
+    "inner loops the subscripts use): every P/V/B loop among those is determined by the "
+    "element, so no two of their iterations write one element of the copy; for a write, if the "
+    "nest accumulates into the tensor the element covers its whole shape (an implicit "
+    "initialisation moved to a fresh tensor initialises nothing else). RelayoutableTensor: "
+    "every access of the intermediate has its full rank and no gather, so a re-layout is proved "
+    "on every subscript.",
     "an access the strategy would copy or re-address is not provably inside the tensor (a "
     "guarded out-of-range read, a gather, an undetermined parallel loop or a partial "
     "accumulation)",
@@ -211,9 +224,14 @@ ACCESS_REGION = Guard(
         Relation("StageableRead", ("Nest", "Var"),
                  "the read {1} in {0} stays in bounds for every value of the loops it uses and "
                  "determines each parallel loop among them"),
+        Relation("StageableInKernel", ("Nest", "Var"),
+                 "the read {1} in {0} stays in bounds for every value of the loops, and a copy "
+                 "of it inside the kernel writes each element from one iteration of every "
+                 "parallel loop"),
         Relation("StageableWrite", ("Nest", "Var"),
-                 "the write {1} in {0} has no gather, determines each parallel loop it uses, "
-                 "and covers the whole tensor wherever the nest accumulates into it"),
+                 "the write {1} in {0} has no gather, a copy of it inside the kernel writes "
+                 "each element from one iteration of every parallel loop, and it covers the "
+                 "whole tensor wherever the nest accumulates into it"),
         Relation("RelayoutableTensor", ("String",),
                  "every access of {0} has its full rank and no gather"),
     ),
@@ -291,6 +309,40 @@ def _staging_facts(loaded: LoadedProgram) -> Iterable[str]:
     return list(out)
 
 
+def _itemsize(code: str) -> int:
+    return 2 if code == "bf16" else np.dtype(dtype_name(code)).itemsize
+
+
+def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """How a nest splits into its kernel's loops and the loops inside them, the inner loops
+    each access uses, and the scopes a copy of an access may take: local memory always, shared
+    memory when the copy fits one block's share (lower.cuda.MAX_SHARED_BYTES)."""
+    from ...lower.cuda import MAX_SHARED_BYTES
+
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        split = kernel_split(n.nest.loops)
+        if split is None:
+            continue
+        outer, inner = split
+        name = loaded.top_nest_name(n.position)
+        out[f"(KernelLoops {name} {_loops(outer)} {_loops(inner)})"] = None
+        for x in n.reads + n.targets:
+            copy = kernel_staging_loops(n.nest.loops, x)
+            if has_gather(x) or copy is None:
+                continue
+            out[f"(InnerLoopsUsed {name} {_subs(x.subscripts)} {_loops(copy)})"] = None
+            extent = staged_extent(x, outer + copy)
+            if extent is None:
+                continue
+            size = int(np.prod(extent)) * _itemsize(x.dtype)
+            for scope in ("s", "l"):
+                if scope != x.scope and (scope == "l" or size <= MAX_SHARED_BYTES):
+                    out[f"(StagingScope {name} {_var(x)} {_q(scope)})"] = None
+    return list(out)
+
+
 def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
     """Layouts for the reads a copy nest could stage (StageableRead's subscripts)."""
     view = _view(loaded.program)
@@ -325,6 +377,15 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
 PARAMETER_SETS = (
     ParameterSet((Relation("StagingLoops", ("Nest", "Subs", "Loops"),
                            "the subscripts {1} use the loops {2} of {0}"),), _staging_facts),
+    ParameterSet((
+        Relation("KernelLoops", ("Nest", "Loops", "Loops"),
+                 "the kernel of {0} runs the loops {1} (up to its last B loop) around the loops "
+                 "{2}"),
+        Relation("InnerLoopsUsed", ("Nest", "Subs", "Loops"),
+                 "the subscripts {1} use the inner loops {2} of {0}"),
+        Relation("StagingScope", ("Nest", "Var", "String"),
+                 "a copy of {1} made in the kernel of {0} fits scope {2}"),
+    ), _kernel_facts),
     ParameterSet((Relation("NewLayout", ("String", "Subs", "String", "Subs"),
                            "with its {2}, the element of {0} at {1} is stored at {3}"),),
                  _copy_layout_facts),
