@@ -1,9 +1,16 @@
 """Soundness of the engine's first five strategies: every transition they produce on a seeded
-sample of 40 golden programs (tiny shapes, f32 and f64) is verified on TVM (llvm) and must reach
-Equal -- and Independent whenever the original program's own P/V/B claims hold."""
+sample of 40 golden programs (tiny shapes, f32 and f64) -- up to CAP per program and strategy, a
+seeded sample of them -- is verified on TVM (llvm) and must reach Equal, and Independent whenever
+the original program's own P/V/B claims hold.
+
+The 40 programs give about 6,000 transitions (loop_split and loop_reorder enumerate every factor
+and permutation), over an hour of verification on two cores; CI takes CAP of each. Set
+``LEIR_SOUNDNESS_CAP=0`` to verify all of them (benchmarks/strategy_coverage.py reports the same
+for all 43 strategies)."""
 
 from __future__ import annotations
 
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +20,7 @@ from leir_egraph.verify import Verifier
 
 CORE = ("loop_split", "loop_reorder", "operator_fusion", "set_storage_scope", "expand_log", "logsimp")
 SAMPLE = 40
+CAP = int(os.environ.get("LEIR_SOUNDNESS_CAP", "2"))
 
 
 def sample_programs(golden_rows, n=SAMPLE, seed=0):
@@ -36,7 +44,12 @@ def verify_all(transitions, workers=2):
 def test_every_transition_of_the_core_strategies_is_equal(golden_rows):
     programs = sample_programs(golden_rows)
     assert {p.signature.inputs[0].dtype for p in programs} == {"float32", "float64"}
-    transitions = [t for p in programs for s in CORE for t in single_steps(p, s)]
+    rng = random.Random(0)
+    transitions = []
+    for p in programs:
+        for s in CORE:
+            found = single_steps(p, s)
+            transitions += rng.sample(found, CAP) if 0 < CAP < len(found) else found
     by_strategy = {s: sum(t.strategy == s for t in transitions) for s in CORE}
     for s in ("loop_split", "loop_reorder", "operator_fusion", "set_storage_scope"):
         assert by_strategy[s] > 0, by_strategy
