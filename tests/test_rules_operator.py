@@ -286,6 +286,11 @@ def test_reduction_factorization_enumerates_every_split_point_of_every_axis():
                 "A:f32[2,5,3] -> D:f32[2]")
     found = {(t.bindings["r"], t.bindings["n1"]) for t in single_steps(p, "reduction_factorization")}
     assert found == {("a", str(k)) for k in range(1, 5)} | {("c", str(k)) for k in range(1, 3)}
+    # a long axis offers at most 63 evenly spaced cuts
+    long = program("B^{2}_{tx=0}L^{1000}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];",
+                   "A:f32[2,1000] -> D:f32[2]")
+    cuts = sorted(int(t.bindings["n1"]) for t in single_steps(long, "reduction_factorization"))
+    assert cuts == list(range(16, 1000, 16))
 
 
 def test_reduction_factorization_accumulates_onto_earlier_values(verifier):
