@@ -3,6 +3,9 @@ their Equal rate on TVM (llvm), and its enumeration time.
 
     python benchmarks/strategy_coverage.py                      # full run (slow)
     python benchmarks/strategy_coverage.py --golden 40 --zoo 20 --verify-cap 2
+    python benchmarks/strategy_coverage.py --golden 40 --zoo 0 --verify-cap -1 \
+        --strategies loop_split,loop_reorder,operator_fusion,set_storage_scope,expand_log,logsimp
+        # every transition of the core strategies on tests/test_soundness_core.py's 40 programs
 
 Programs: the golden corpus (tiny shapes, f32 and f64; the ``add_add`` entries excluded: the
 reference translator emits an invalid subscript for them) and zoo kinds instantiated at small
@@ -77,7 +80,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", type=int, default=None, help="golden programs (default all 402)")
     ap.add_argument("--zoo", type=int, default=None, help="zoo kinds (default all)")
-    ap.add_argument("--verify-cap", type=int, default=2, help="verified transitions per program and strategy (0: none)")
+    ap.add_argument("--verify-cap", type=int, default=2, help="verified transitions per program and strategy (0: none, -1: all)")
+    ap.add_argument("--strategies", help="comma-separated strategy ids (default all)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the table as JSON to this file")
@@ -90,14 +94,19 @@ def main() -> int:
           f"{len(zoo_failed)} zoo kinds failed to translate)")
     rng = random.Random(args.seed)
     table = []
+    wanted = set(args.strategies.split(",")) if args.strategies else None
     for strategy in default_strategies():
+        if wanted is not None and strategy.id not in wanted:
+            continue
         engine_for((strategy,))
         start = time.perf_counter()
         found = {p.name + p.signature.to_short(): single_steps(p, strategy) for p in programs}
         seconds = time.perf_counter() - start
         applies = sum(bool(v) for v in found.values())
         total = sum(len(v) for v in found.values())
-        chosen = [t for v in found.values() for t in rng.sample(v, min(args.verify_cap, len(v)))]
+        cap = args.verify_cap
+        chosen = [t for v in found.values()
+                  for t in (v if cap < 0 else rng.sample(v, min(cap, len(v))))]
         row = {"strategy": strategy.id, "category": strategy.category, "class": strategy.difficulty,
                "programs": applies, "transitions": total, "enum_s": round(seconds, 2),
                "verified": 0, "equal": 0, "failures": []}
