@@ -19,6 +19,7 @@ from leir_egraph.egraph import load_strategies, single_steps
 from leir_egraph.egraph.rulecheck import example_program
 from leir_egraph.egraph.traversals import schema_constructors
 from leir_egraph.leir import Program, parse
+from leir_egraph.leir.analysis import intermediate_shapes
 from leir_egraph.leir.scheduling import hardware_axis
 from leir_egraph.lower.cuda import launch_problems
 
@@ -309,3 +310,16 @@ def test_fusion_of_independent_loops_recomputes_indices_with_floor_division():
     (t,) = single_steps(p, "loop_fusion")
     assert t.rule == "fuse-adjacent-loops"
     assert "d//6" in t.after.text and "d%6" in t.after.text
+
+
+def test_fusion_of_loops_an_intermediate_is_written_with_keeps_its_shape(verifier):
+    """A reshape copy writes X_{c*2+d}; fused, the subscript is a//2*2+a%2, whose range the
+    shape inference must still bound (it did not: every such transition failed validation)."""
+    p = program("B^{3}_{tx=0}L^{4}_{c=0}L^{2}_{d=0}[X^{f32,g}_{tx,c*2+d}=A^{f32,g}_{tx,c,d};];"
+                "B^{3}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{tx,a}+1;];",
+                "A:f32[3,4,2] -> C:f32[3,8]")
+    steps = single_steps(p, "loop_fusion")
+    assert any("X^{f32,g}_{tx,a//2*2+a%2}" in t.after.text for t in steps), [t.after.text for t in steps]
+    assert intermediate_shapes(steps[0].after.leir, steps[0].after.signature.names)["X"] == (3, 8)
+    for t in steps:
+        assert_verified(verifier, p, t.after, "loop_fusion of a reshape copy")

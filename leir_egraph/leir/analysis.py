@@ -204,6 +204,10 @@ def index_range(expr: IExpr, env: Mapping) -> Range | None:
         if expr.op == "*":
             products = [x * y for x in a for y in b]
             return min(products), max(products)
+        if expr.op == "+":  # e.g. a//2*2+a%2, a fused loop's recomputed index
+            return a[0] + b[0], a[1] + b[1]
+        if expr.op == "-":
+            return a[0] - b[1], a[1] - b[0]
         if expr.op in ("//", "%") and b[0] == b[1] and b[0] > 0:
             d = b[0]
             if expr.op == "//":
