@@ -29,7 +29,7 @@ INVERSES = {"operator_fusion": "operator_fission", "operator_fission": "operator
             "compute_inline": "expression_splitting", "expression_splitting": "compute_inline"}
 
 SEED = 20260522
-SAMPLE_PER_DTYPE = 5      # golden programs per dtype
+SAMPLE_PER_DTYPE = 3      # golden programs per dtype (benchmarks/strategy_coverage.py: more)
 CAP = 2                   # transitions verified per program and strategy
 
 
