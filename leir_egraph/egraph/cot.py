@@ -146,7 +146,8 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     slots = dict(rendered, lhs=lhs_text, rhs=rhs_text)
     parts.append(re.sub(r"{(\w+)}", lambda m: slots.get(m.group(1), m.group(0)), strategy.cot))
     if site.nest is None:
-        parts.append(f"Reassembled, {changed} of the original become '{new_text}'; every other "
+        verb = "becomes" if len(range(first, end_before)) == 1 else "become"
+        parts.append(f"Reassembled, {changed} of the original {verb} '{new_text}'; every other "
                      "nest stays as it is.")
     else:
         parts.append(f"Putting '{rhs_text}' in its place turns {changed} into '{new_text}'; "
