@@ -13,6 +13,9 @@ shapes in f32 (seed 0). Each strategy is enumerated alone over every program (on
 at a time), then up to ``--verify-cap`` of its transitions per program (a seeded choice) are
 verified, two worker processes in parallel. "Equal" counts transitions that reach Equal and,
 where the original's own P/V/B claims hold, Independent. Every non-Equal transition is listed.
+A transition whose outputs agree everywhere but are all zero or non-finite in every trial (the
+verifier's "not established": KLDivLoss of standard-normal "probabilities" is NaN whatever the
+rewrite) cannot be judged; such transitions are counted and listed apart, outside the rate.
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ def sound(result) -> bool:
     return result.equal and (result.independent or result.before_independent is False)
 
 
+def unjudgeable(result) -> bool:
+    """Every comparison agreed, but no output held a finite non-zero value in any trial."""
+    return result.level == "exec" and "not established" in (result.reason or "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--golden", type=int, default=None, help="golden programs (default all 402)")
@@ -109,13 +117,18 @@ def main() -> int:
                   for t in (v if cap < 0 else rng.sample(v, min(cap, len(v))))]
         row = {"strategy": strategy.id, "category": strategy.category, "class": strategy.difficulty,
                "programs": applies, "transitions": total, "enum_s": round(seconds, 2),
-               "verified": 0, "equal": 0, "failures": []}
+               "verified": 0, "equal": 0, "unjudgeable": 0, "failures": [],
+               "unjudgeable_programs": []}
         if chosen:
             results = verify_all(chosen, args.workers)
-            row["verified"] = len(results)
+            row["unjudgeable"] = sum(unjudgeable(r) for _, r in results)
+            row["verified"] = len(results) - row["unjudgeable"]
             row["equal"] = sum(sound(r) for _, r in results)
             row["failures"] = [{"program": t.before.name, "after": t.after.text, "level": r.level,
-                                "reason": r.reason} for t, r in results if not sound(r)]
+                                "reason": r.reason} for t, r in results
+                               if not sound(r) and not unjudgeable(r)]
+            row["unjudgeable_programs"] = sorted({t.before.name for t, r in results
+                                                  if unjudgeable(r)})
         table.append(row)
         rate = f"{100 * row['equal'] / row['verified']:.1f}%" if row["verified"] else "-"
         print(f"{strategy.id:<58}{applies:>5}/{len(programs):<5}{total:>8}{seconds:>8.1f}s"
@@ -127,6 +140,11 @@ def main() -> int:
     for row in table:
         for f in row["failures"]:
             print(f"  {row['strategy']} on {f['program']}: {f['level']}: {f['reason']}")
+    unjudged = sum(r["unjudgeable"] for r in table)
+    if unjudged:
+        names = sorted({n for r in table for n in r["unjudgeable_programs"]})
+        print(f"not judgeable (outputs agree, but all zero or non-finite in every trial): "
+              f"{unjudged} transitions, of {', '.join(names)}")
     for line in zoo_failed:
         print(f"  zoo: {line}")
     if args.json:
