@@ -25,7 +25,6 @@ import json
 import random
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,16 +62,11 @@ def zoo_programs(n: int | None, seed: int) -> tuple[list[Program], list[str]]:
 
 
 def verify_all(transitions, workers: int):
-    from leir_egraph.verify import Verifier
+    from leir_egraph.verify import verify_many
 
-    chunks = [transitions[i::workers] for i in range(workers)]
-
-    def run(chunk):
-        with Verifier() as v:
-            return [(t, v.verify(t.before, t.after, timing=False)) for t in chunk]
-
-    with ThreadPoolExecutor(workers) as pool:
-        return [pair for part in pool.map(run, chunks) for pair in part]
+    results = verify_many([(t.before, t.after) for t in transitions], timing=False,
+                          workers=workers)
+    return list(zip(transitions, results))
 
 
 def sound(result) -> bool:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 from leir_egraph.egraph import single_steps
 from leir_egraph.leir import Program
-from leir_egraph.verify import Verifier
+from leir_egraph.verify import verify_many
 
 CORE = ("loop_split", "loop_reorder", "operator_fusion", "set_storage_scope", "expand_log", "logsimp")
 SAMPLE = 40
@@ -30,15 +29,10 @@ def sample_programs(golden_rows, n=SAMPLE, seed=0):
 
 
 def verify_all(transitions, workers=2):
-    """Verify transitions with one worker process per thread (2 cores)."""
-    chunks = [transitions[i::workers] for i in range(workers)]
-
-    def run(chunk):
-        with Verifier() as v:
-            return [(t, v.verify(t.before, t.after, timing=False)) for t in chunk]
-
-    with ThreadPoolExecutor(workers) as pool:
-        return [pair for part in pool.map(run, chunks) for pair in part]
+    """Verify transitions with one worker process per core (2 cores)."""
+    results = verify_many([(t.before, t.after) for t in transitions], timing=False,
+                          workers=workers)
+    return list(zip(transitions, results))
 
 
 def test_every_transition_of_the_core_strategies_is_equal(golden_rows):

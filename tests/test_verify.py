@@ -106,6 +106,13 @@ def test_verify_many_reuses_one_worker(softmax):
     assert [first.level] + [r.level for r in rest] == ["independent", "exec", "none"]
 
 
+def test_verify_many_in_parallel_keeps_the_order_of_the_pairs(softmax):
+    pairs = [(softmax, SOFTMAX.replace("/E", "*E")), (softmax, SOFTMAX),
+             (softmax, rows_parallel(SOFTMAX))]
+    results = verify_many(pairs, timing=False, workers=2)
+    assert [r.level for r in results] == ["exec", "none", "independent"]
+
+
 def test_in_process_mode_gives_the_same_verdict(softmax):
     r = verify(softmax, rows_parallel(SOFTMAX), isolate=False, timing=False)
     assert r.level == "independent" and r.max_abs_err == 0.0

@@ -2,7 +2,7 @@
 
     verify(before, after, target="llvm", trials=3, timeout=60.0, seed=0, timing=True)
         -> VerificationResult        (never raises; TVM work in a persistent worker process)
-    verify_many(pairs, ...) -> [VerificationResult]   (one worker for all pairs)
+    verify_many(pairs, ..., workers=1) -> [VerificationResult]   (one worker, or several in parallel)
     check_independent(program) -> Independence        (static P/V/B claim check, no TVM)
 """
 

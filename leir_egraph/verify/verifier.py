@@ -177,9 +177,27 @@ def verify(before: Program, after: Program | str, target: TargetLike = "llvm", t
 
 def verify_many(pairs: Iterable[tuple[Program, Program | str]], target: TargetLike = "llvm",
                 trials: int = 3, timeout: float = 60.0, seed: int = 0, timing: bool = True, *,
-                isolate: bool = True) -> list[VerificationResult]:
-    """``verify`` for many ``(before, after)`` pairs with one worker (builds of a shared
-    ``before`` are compiled once)."""
-    verifier = _shared_verifier() if isolate else Verifier(isolate=False)
-    return verifier.verify_many(pairs, target=target, trials=trials, timeout=timeout, seed=seed,
-                                timing=timing)
+                isolate: bool = True, workers: int = 1) -> list[VerificationResult]:
+    """``verify`` for many ``(before, after)`` pairs, results in the order of ``pairs``.
+
+    With one worker (builds of a shared ``before`` are compiled once). With ``workers > 1``
+    the pairs are dealt round-robin to that many fresh worker processes, verified in parallel.
+    """
+    options = dict(target=target, trials=trials, timeout=timeout, seed=seed, timing=timing)
+    if workers <= 1 or not isolate:
+        verifier = _shared_verifier() if isolate else Verifier(isolate=False)
+        return verifier.verify_many(pairs, **options)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = list(pairs)
+    chunks = [pairs[i::workers] for i in range(workers)]
+
+    def run(chunk):
+        with Verifier() as v:
+            return v.verify_many(chunk, **options)
+
+    out: list[VerificationResult] = [None] * len(pairs)  # type: ignore[list-item]
+    with ThreadPoolExecutor(workers) as pool:
+        for i, part in enumerate(pool.map(run, chunks)):
+            out[i::workers] = part
+    return out
