@@ -389,15 +389,26 @@ def written_extent(leir: Leir, name: str) -> tuple[int, ...] | None:
         target = site.equation.target
         if target.name != name:
             continue
-        env = site.loop_ranges
-        dims = []
-        for sub in target.subscripts:
-            r = index_range(sub, env)
-            if r is None:
-                return None
-            dims.append(r[1] + 1)
-        shape = dims if shape is None else [max(a, b) for a, b in zip(shape, dims)]
+        dims = subscript_extent(target, site.loop_ranges)
+        if dims is None:
+            return None
+        shape = list(dims) if shape is None else [max(a, b) for a, b in zip(shape, dims)]
     return None if shape is None else tuple(shape)
+
+
+def subscript_extent(var: Var, env: Mapping) -> tuple[int, ...] | None:
+    """Per dimension, the largest value ``var``'s subscript takes under the index ranges
+    ``env``, plus one; ``None`` if a subscript cannot be bounded (gathers).
+
+    ``X_{c*2+d}`` with c in 0..3, d in 0..1 -> ``(8,)``
+    """
+    dims = []
+    for sub in var.subscripts:
+        r = index_range(sub, env)
+        if r is None:
+            return None
+        dims.append(r[1] + 1)
+    return tuple(dims)
 
 
 def intermediate_shapes(leir: Leir, known) -> dict[str, tuple[int, ...]]:

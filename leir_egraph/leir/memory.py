@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .analysis import affine, index_range
+from .analysis import affine, index_range, subscript_extent
 from .ast import PARALLEL_KINDS, IBin, IConst, IExpr, IName, Loop, LoopNest, Var
 from .legality import determined_loops
 from .traverse import walk
@@ -134,14 +134,7 @@ def kernel_staging_loops(loops: tuple[Loop, ...], var: Var) -> tuple[Loop, ...] 
 def staged_extent(var: Var, loops: tuple[Loop, ...]) -> tuple[int, ...] | None:
     """The shape a tensor written as ``var`` over all values of ``loops`` gets (the largest
     subscript plus one per dimension); ``None`` if a subscript is unbounded."""
-    env = {l.index: (0, l.extent - 1) for l in loops}
-    out = []
-    for sub in var.subscripts:
-        r = index_range(sub, env)
-        if r is None:
-            return None
-        out.append(r[1] + 1)
-    return tuple(out)
+    return subscript_extent(var, {l.index: (0, l.extent - 1) for l in loops})
 
 
 # ---------------------------------------------------------------- layouts
