@@ -28,3 +28,59 @@ def reference_rows() -> list[dict]:
 @pytest.fixture(scope="session")
 def golden_rows() -> list[dict]:
     return _rows(GOLDEN_CORPUS)
+
+
+# ---------------------------------------------------------------- verifying rule transitions
+
+def golden_program(row: dict):
+    """A golden row with its stored constants and parameters (forward inputs stay random)."""
+    import numpy as np
+
+    from leir_egraph.leir import Program
+
+    data = np.load(GOLDEN_DIR / "data" / row["data_file"])
+    values = {name: data[name] for name in row["parameters"] + row["constants"]}
+    return Program.parse(row["leir"], row["signature"], row["name"], values)
+
+
+def golden_sample(rows: list[dict], sid: str, *, seed, usable, programs: int,
+                  per_program: int) -> list[tuple]:
+    """Seeded: up to ``programs`` golden rows passing ``usable`` (alternating float32/float64)
+    where strategy ``sid`` applies, each as (program, up to ``per_program`` of its
+    transitions)."""
+    import random
+
+    from leir_egraph.egraph import single_steps
+
+    rng = random.Random(f"{seed}-{sid}")
+    kept = [r for r in rows if usable(r)]
+    by_dtype = {d: [r for r in kept if r["dtype"] == d] for d in ("float32", "float64")}
+    for group in by_dtype.values():
+        rng.shuffle(group)
+    picked: list[tuple] = []
+    order = [r for pair in zip(by_dtype["float32"], by_dtype["float64"]) for r in pair]
+    for row in order:
+        if len(picked) == programs:
+            break
+        before = golden_program(row)
+        found = single_steps(before, sid)
+        if found:
+            picked.append((before, rng.sample(found, min(per_program, len(found)))))
+    return picked
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    """One verification worker process for a test module."""
+    from leir_egraph.verify import Verifier
+
+    with Verifier() as v:
+        yield v
+
+
+def assert_verified(verifier, before, after, what: str) -> None:
+    """``after`` is Equal to ``before``, and Independent unless ``before`` itself is not."""
+    r = verifier.verify(before, after, timing=False)
+    assert r.equal, f"{what}: {before.text} -> {after.text}: {r.level}: {r.reason}"
+    if r.before_independent is not False:
+        assert r.independent, f"{what}: P/V/B claim broken: {after.text}: {r.reason}"

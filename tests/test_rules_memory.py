@@ -27,7 +27,7 @@ from leir_egraph.leir.ast import IConst, Var
 from leir_egraph.leir.finiteness import FINITE, NONZERO, POSITIVE, tensor_facts
 from leir_egraph.leir.memory import covers_shape, in_bounds, layouts
 
-from conftest import GOLDEN_DIR
+from conftest import GOLDEN_DIR, assert_verified, golden_sample
 
 MEMORY = ("cache_read_write", "layout_transformation", "set_storage_layout", "precompute_indices")
 SPLITS = ("exponential_split", "multiplicative_split", "additive_split")
@@ -44,20 +44,8 @@ PROGRAMS_PER_STRATEGY = 2
 TRANSITIONS_PER_PROGRAM = 2
 GOLDEN_MAX_CHARS = 1200
 
-# Transitions a verification may fail, with the reason. Empty: every transition verified so far
-# is Equal (and Independent where the original is).
-KNOWN_EXCEPTIONS: dict[str, str] = {}
-
-
 def program(text: str, sig: str) -> Program:
     return example_program(text, sig)
-
-
-def golden_program(row: dict) -> Program:
-    """A golden row with its stored constants and parameters (forward inputs stay random)."""
-    data = np.load(GOLDEN_DIR / "data" / row["data_file"])
-    values = {name: data[name] for name in row["parameters"] + row["constants"]}
-    return Program.parse(row["leir"], row["signature"], row["name"], values)
 
 
 def informative(row: dict) -> bool:
@@ -67,23 +55,6 @@ def informative(row: dict) -> bool:
     data = np.load(GOLDEN_DIR / "data" / row["data_file"])
     return all(np.any(np.isfinite(data[o["name"]]) & (data[o["name"]] != 0))
                for o in row["signature"]["outputs"] if o["name"] in data)
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    from leir_egraph.verify import Verifier
-
-    with Verifier() as v:
-        yield v
-
-
-def assert_verified(verifier, before: Program, after: Program, what: str) -> None:
-    if after.text in KNOWN_EXCEPTIONS:
-        return
-    r = verifier.verify(before, after, timing=False)
-    assert r.equal, f"{what}: {before.text} -> {after.text}: {r.level}: {r.reason}"
-    if r.before_independent is not False:
-        assert r.independent, f"{what}: P/V/B claim broken: {after.text}: {r.reason}"
 
 
 # ---------------------------------------------------------------- metadata and helpers
@@ -268,29 +239,14 @@ def test_example_is_equal_on_tvm(verifier, sid, n, example):
 
 # ---------------------------------------------------------------- golden programs, numerically
 
-def _golden_sample(rows: list[dict], sid: str) -> list[tuple[Program, list]]:
-    """Seeded: small golden programs (alternating float32/float64) where ``sid`` applies, each
-    with up to TRANSITIONS_PER_PROGRAM of its transitions."""
-    rng = random.Random(f"{SEED}-{sid}")
-    small = [r for r in rows if len(r["leir"]) <= GOLDEN_MAX_CHARS and informative(r)]
-    by_dtype = {d: [r for r in small if r["dtype"] == d] for d in ("float32", "float64")}
-    for group in by_dtype.values():
-        rng.shuffle(group)
-    picked: list[tuple[Program, list]] = []
-    order = [r for pair in zip(by_dtype["float32"], by_dtype["float64"]) for r in pair]
-    for row in order:
-        if len(picked) == PROGRAMS_PER_STRATEGY:
-            break
-        before = golden_program(row)
-        found = single_steps(before, sid)
-        if found:
-            picked.append((before, rng.sample(found, min(TRANSITIONS_PER_PROGRAM, len(found)))))
-    return picked
+def _usable(row: dict) -> bool:
+    return len(row["leir"]) <= GOLDEN_MAX_CHARS and informative(row)
 
 
 @pytest.mark.parametrize("sid", IDS)
 def test_golden_transitions_are_equal_on_tvm(verifier, golden_rows, sid):
-    sample = _golden_sample(golden_rows, sid)
+    sample = golden_sample(golden_rows, sid, seed=SEED, usable=_usable,
+                           programs=PROGRAMS_PER_STRATEGY, per_program=TRANSITIONS_PER_PROGRAM)
     assert sample, f"{sid} applies to no golden program"
     for before, transitions in sample:
         for t in transitions:

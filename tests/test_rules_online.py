@@ -35,7 +35,6 @@ from leir_egraph.egraph.rulecheck import example_program
 from leir_egraph.leir import Program, Signature, parse
 from leir_egraph.leir.ast import Leir, LoopNest
 from leir_egraph.lower import run
-from leir_egraph.verify import Verifier
 from leir_egraph.verify.compare import compare
 
 PREFIX_MAX = "normal_loop_max_to_prefix_max"
@@ -63,12 +62,6 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {}
 # reached 46, 43, 41, 33, 0 and 3 of them.
 REFERENCE_COUNTS = {PREFIX_MAX: 50, PREFIX_SUM: 43, ONLINE: 43, FLASH: 33, PREFIX_MATMUL: 0,
                     PETC: 3}
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    with Verifier() as v:
-        yield v
 
 
 def program(text: str, sig: str) -> Program:

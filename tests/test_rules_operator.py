@@ -12,7 +12,6 @@ import random
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from leir_egraph.egraph import load_strategies, single_steps
@@ -23,7 +22,7 @@ from leir_egraph.leir.analysis import intermediate_shapes
 from leir_egraph.leir.scheduling import hardware_axis
 from leir_egraph.lower.cuda import launch_problems
 
-from conftest import GOLDEN_DIR
+from conftest import assert_verified, golden_sample
 
 IDS = ("loop_tiling", "loop_fusion", "loop_unrolling", "loop_parallelization",
        "loop_vectorization", "loop_binding", "reduction_factorization")
@@ -69,28 +68,6 @@ def program(text: str, sig: str) -> Program:
     return example_program(text, sig)
 
 
-def golden_program(row: dict) -> Program:
-    """A golden row with its stored constants and parameters (forward inputs stay random)."""
-    data = np.load(GOLDEN_DIR / "data" / row["data_file"])
-    values = {name: data[name] for name in row["parameters"] + row["constants"]}
-    return Program.parse(row["leir"], row["signature"], row["name"], values)
-
-
-@pytest.fixture(scope="module")
-def verifier():
-    from leir_egraph.verify import Verifier
-
-    with Verifier() as v:
-        yield v
-
-
-def assert_verified(verifier, before: Program, after: Program, what: str) -> None:
-    r = verifier.verify(before, after, timing=False)
-    assert r.equal, f"{what}: {before.text} -> {after.text}: {r.level}: {r.reason}"
-    if r.before_independent is not False:
-        assert r.independent, f"{what}: P/V/B claim broken: {after.text}: {r.reason}"
-
-
 # ---------------------------------------------------------------- metadata and helpers
 
 def test_all_seven_strategies_load_with_the_paper_difficulty():
@@ -125,29 +102,14 @@ def test_example_is_equal_on_tvm(verifier, sid, n, example):
 
 # ---------------------------------------------------------------- golden programs, numerically
 
-def _golden_sample(rows: list[dict], sid: str) -> list[tuple[Program, list]]:
-    """Seeded: golden programs (alternating float32/float64) where ``sid`` applies, each with up
-    to TRANSITIONS_PER_PROGRAM of its transitions."""
-    rng = random.Random(f"{SEED}-{sid}")
-    usable = [r for r in rows if r["id"] not in NOT_JUDGEABLE and len(r["leir"]) <= MAX_SAMPLED_TEXT]
-    by_dtype = {d: [r for r in usable if r["dtype"] == d] for d in ("float32", "float64")}
-    for group in by_dtype.values():
-        rng.shuffle(group)
-    picked: list[tuple[Program, list]] = []
-    order = [r for pair in zip(by_dtype["float32"], by_dtype["float64"]) for r in pair]
-    for row in order:
-        if len(picked) == PROGRAMS_PER_STRATEGY:
-            break
-        before = golden_program(row)
-        found = single_steps(before, sid)
-        if found:
-            picked.append((before, rng.sample(found, min(TRANSITIONS_PER_PROGRAM, len(found)))))
-    return picked
+def _usable(row: dict) -> bool:
+    return row["id"] not in NOT_JUDGEABLE and len(row["leir"]) <= MAX_SAMPLED_TEXT
 
 
 @pytest.mark.parametrize("sid", IDS)
 def test_golden_transitions_are_equal_on_tvm(verifier, golden_rows, sid):
-    sample = _golden_sample(golden_rows, sid)
+    sample = golden_sample(golden_rows, sid, seed=SEED, usable=_usable,
+                           programs=PROGRAMS_PER_STRATEGY, per_program=TRANSITIONS_PER_PROGRAM)
     assert sample, f"{sid} applies to no golden program"
     for before, transitions in sample:
         for t in transitions:
