@@ -10,49 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import count
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from ..leir.analysis import accesses, nest_loops
+from ..leir.names import fresh, index_name_supply, tensor_name_supply
 from .facts import LoadedProgram
 from .guards import Relation
 
-INDEX_LETTERS = "acdfghijklmnopqrsuw"
-TENSOR_LETTERS = "ACDEFGHIJKMNOQRSWXYZ"
 FRESH_INDEX_COUNT = 3
 FRESH_TENSOR_COUNT = 4
-
-
-def _bijective(n: int, letters: str) -> str:
-    out = ""
-    n += 1
-    while n:
-        n, r = divmod(n - 1, len(letters))
-        out = letters[r] + out
-    return out
-
-
-def index_names() -> Iterator[str]:
-    """a, c, d, ..., w, aa, ac, ..."""
-    for n in count():
-        yield _bijective(n, INDEX_LETTERS)
-
-
-def tensor_names() -> Iterator[str]:
-    """A, C, D, ..., Z, Aa, Ac, ... (first letter upper case, the rest lower case)."""
-    for n in count():
-        name = _bijective(n, TENSOR_LETTERS)
-        yield name[0] + name[1:].lower()
-
-
-def fresh(used: set[str], supply: Iterator[str], k: int) -> list[str]:
-    out = []
-    for name in supply:
-        if name not in used:
-            out.append(name)
-            if len(out) == k:
-                return out
-    return out
 
 
 def _q(text: str) -> str:
@@ -84,10 +50,10 @@ def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
     for nest, outer in zip(loaded.nests, _enclosing_indices(loaded)):
         used.setdefault(nest, {l.index for l in nest_loops(nest)}).update(outer)
     for k, nest in enumerate(loaded.nests):
-        for i, name in enumerate(fresh(used[nest], index_names(), FRESH_INDEX_COUNT)):
+        for i, name in enumerate(fresh(used[nest], index_name_supply(), FRESH_INDEX_COUNT)):
             yield f"(FreshIndex {loaded.nest_name(k)} {i} {_q(name)})"
     used_tensors = {v.name for v in accesses(loaded.program.leir)} | set(loaded.program.signature.names)
-    for i, name in enumerate(fresh(used_tensors, tensor_names(), FRESH_TENSOR_COUNT)):
+    for i, name in enumerate(fresh(used_tensors, tensor_name_supply(), FRESH_TENSOR_COUNT)):
         yield f"(FreshTensor {i} {_q(name)})"
     for old in "gsl":
         for new in "gsl":

@@ -27,7 +27,8 @@ from ...leir.program import Program
 from ...leir.restructure import implicit_initialisations
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
-from ..parameters import ParameterSet, fresh, tensor_names
+from ...leir.names import fresh, tensor_name_supply
+from ..parameters import ParameterSet
 from .graph_subexpressions import program_shapes
 from .graph_terms import loops_term, nests_body_term, quoted
 
@@ -36,7 +37,7 @@ PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2
 
 def _fresh_names(program: Program) -> list[str]:
     used = {v.name for v in accesses(program.leir)} | set(program.signature.names)
-    return fresh(used, tensor_names(), PLAN_NAMES)
+    return fresh(used, tensor_name_supply(), PLAN_NAMES)
 
 
 def _implicit(program: Program) -> set[int]:

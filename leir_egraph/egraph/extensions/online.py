@@ -24,7 +24,8 @@ from typing import Iterable
 from ..encoding import encode, encode_value, to_egglog
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
-from ..parameters import ParameterSet, fresh, index_names
+from ...leir.names import fresh, index_name_supply
+from ..parameters import ParameterSet
 from ...leir.analysis import accesses, accumulation_op, equation_reads, index_names as used_indices
 from ...leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
 
@@ -258,7 +259,7 @@ def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[str]:
     for a, b in zip(top, top[1:]):
         used = set(used_indices(loaded.nests[a])) | set(used_indices(loaded.nests[b]))
         used |= {l.index for n in (loaded.nests[a], loaded.nests[b]) for l in _all_loops(n)}
-        (name,) = fresh(used, index_names(), 1)
+        (name,) = fresh(used, index_name_supply(), 1)
         yield f"(OnlineFreshIndex {loaded.nest_name(a)} {loaded.nest_name(b)} {_q(name)})"
 
 

@@ -1,0 +1,108 @@
+"""The canonical form of a program up to renaming: one program per class of programs that differ
+only in the names of their intermediate tensors and loop indices.
+
+Exploration, search and the reference-recall benchmark deduplicate with it, so "the same
+program" means the same thing everywhere. Exactly this is identified, nothing else:
+
+* **intermediate tensors** (names not in the signature) are renamed ``A C D ...`` (the
+  reference's alphabet, skipping the signature's names) in order of first appearance in the
+  canonical text;
+* **loop indices** are renamed per scope, in the order their loops are declared: ordinary
+  indices ``a c d ...``; a hardware-bound index keeps its first two letters, which select the
+  GPU axis (``tx`` = threadIdx.x, ``by`` = blockIdx.y), and gets the shortest free suffix
+  (``tx``, ``txa``, ``txc`` ...). A nested nest continues its parent's naming; sibling nests
+  start from the same point.
+
+Signature tensors, dtypes, scopes, loop kinds and extents, equation order and every expression
+are kept as written: two programs that compute the same values in another order or another
+layout stay two programs.
+
+>>> from leir_egraph.leir.program import Program
+>>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
+...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]}
+>>> p = Program.parse("L^{4}_{q=0}[Z^{f32,g}_{q}=A^{f32,g}_{q}*2;];"
+...                   "L^{4}_{w=0}[C^{f32,g}_{w}=Z^{f32,g}_{w}+1;];", sig)
+>>> canonical_text(p)
+'L^{4}_{a=0}[D^{f32,g}_{a}=A^{f32,g}_{a}*2;];L^{4}_{a=0}[C^{f32,g}_{a}=D^{f32,g}_{a}+1;];'
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Iterable
+
+from .ast import Idx, IName, Leir, LoopNest, Var
+from .names import index_name_supply, tensor_name_supply
+from .printer import to_text
+from .program import Program
+from .traverse import rebuild, walk
+
+HARDWARE_PREFIXES = frozenset(a + b for a in "tb" for b in "xyz")
+
+
+def is_hardware_index(name: str) -> bool:
+    """``tx``, ``bya``, ``tza``...: a name whose first two letters select a GPU axis."""
+    return name[:2] in HARDWARE_PREFIXES
+
+
+def _new_index(old: str, taken: set[str]) -> str:
+    if is_hardware_index(old):
+        prefix = old[:2]
+        if prefix not in taken:
+            return prefix
+        return next(prefix + s for s in index_name_supply() if prefix + s not in taken)
+    return next(n for n in index_name_supply() if n not in taken)
+
+
+def _tensor_renaming(leir: Leir, keep: Iterable[str]) -> dict[str, str]:
+    keep = set(keep)
+    order: list[str] = []
+    seen: set[str] = set()
+    for node in walk(leir):
+        if isinstance(node, Var) and node.name not in keep and node.name not in seen:
+            seen.add(node.name)
+            order.append(node.name)
+    supply = (n for n in tensor_name_supply() if n not in keep)
+    return {old: next(supply) for old in order}
+
+
+def _rename_nest(nest: LoopNest, env: dict[str, str], tensors: dict[str, str]) -> LoopNest:
+    env = dict(env)
+    loops = []
+    for loop in nest.loops:
+        new = _new_index(loop.index, set(env.values()))
+        env[loop.index] = new
+        loops.append(replace(loop, index=new))
+
+    def fn(node):
+        if isinstance(node, IName) and node.name in env:
+            return replace(node, name=env[node.name])
+        if isinstance(node, Idx) and node.name in env:
+            return replace(node, name=env[node.name])
+        if isinstance(node, Var) and node.name in tensors:
+            return replace(node, name=tensors[node.name])
+        return None
+
+    body = tuple(_rename_nest(item, env, tensors) if isinstance(item, LoopNest)
+                 else rebuild(item, fn) for item in nest.body)
+    return LoopNest(tuple(loops), body)
+
+
+def canonical_leir(leir: Leir, keep: Iterable[str]) -> Leir:
+    """``leir`` with intermediates (names not in ``keep``) and loop indices renamed canonically."""
+    tensors = _tensor_renaming(leir, keep)
+    return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests))
+
+
+def canonical(program: Program) -> Program:
+    """The canonical representative of ``program`` up to renaming (same signature and values)."""
+    return program.with_leir(canonical_leir(program.leir, program.signature.names))
+
+
+def canonical_text(program: Program) -> str:
+    """The canonical LEIR text: equal for two programs exactly when one is a renaming of the
+    other (module docstring)."""
+    return to_text(canonical_leir(program.leir, program.signature.names))
+
+
+__all__ = ["canonical", "canonical_leir", "canonical_text", "is_hardware_index"]
