@@ -34,6 +34,7 @@ The nest's work below its outermost P loop is divided by ``min(cores, extent)``.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
@@ -318,6 +319,12 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
                     any_chain)
 
 
+@lru_cache(maxsize=1 << 14)
+def _cached_nest_cost(nest: LoopNest, shapes: tuple, m: Machine) -> NestCost:
+    """Candidates share most nests with their parent: each nest is costed once."""
+    return _nest_cost(0, nest, dict(shapes), m, m.ops())
+
+
 def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> float:
     """Cycles spent moving lines between cache levels for one equation's accesses."""
     if not accs:
@@ -325,9 +332,9 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     unique = {(a.name, tuple(tuple(sorted(f.items())) for f in a.forms)): a for a in accs}
     accs = list(unique.values())
     d = len(loops)
-    # footprint (lines) of the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
-    foot = [sum(_lines(a, loops[k:], m.line_bytes) for a in accs) for k in range(d + 1)]
+    # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
     per_acc = [[_lines(a, loops[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
+    foot = [sum(row) for row in per_acc]
     trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
     cycles = 0.0
     for capacity, line_cost in m.caches:
@@ -335,7 +342,7 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
         # the outermost k whose sub-nest footprint fits: the accesses stream through the
         # cache once per trip of the loops outside it
         k = next((k for k in range(d + 1) if foot[k] <= lines_fit), d)
-        cycles += sum(per_acc[k]) * trips[k] * line_cost
+        cycles += foot[k] * trips[k] * line_cost
     return cycles
 
 
@@ -363,8 +370,8 @@ def cost(program: Program, machine: Machine = CPU) -> Cost:
         known = {t.name for t in sig.tensors}
         shapes = {t.name: tuple(t.shape) for t in sig.tensors}
         shapes.update(intermediate_shapes(program.leir, known))
-        ops = machine.ops()
-        nests = tuple(_nest_cost(i, nest, shapes, machine, ops)
+        frozen = tuple(sorted(shapes.items()))
+        nests = tuple(replace(_cached_nest_cost(nest, frozen, machine), nest=i)
                       for i, nest in enumerate(program.leir.nests))
         fill = _fill_seconds(program.leir, known, set(sig.input_names), shapes, machine)
         return Cost(sum(n.seconds for n in nests) + fill, nests, fill)
