@@ -37,7 +37,7 @@ from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
 from ..leir.signature import Signature
-from ..search.answers import AnswerError, parse_answer
+from ..search.answers import AnswerError, jsonl_rows, parse_answer
 
 LEVELS = ("different", "build", "execute", "equal")
 
@@ -156,18 +156,16 @@ def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
 def load_answers(path: str | Path) -> list[list[str]]:
     """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``."""
     out = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CaseError(f"{path}:{n}: not JSON: {err.msg}") from None
+    try:
+        for n, row in jsonl_rows(path):
             answers = row.get("answers", [row.get("answer")] if "answer" in row else None)
             if not isinstance(answers, list):
                 raise CaseError(f"{path}:{n}: expected 'answers' (a list) or 'answer'")
             out.append([a if isinstance(a, str) else "" for a in answers])
+    except CaseError:
+        raise
+    except ValueError as err:
+        raise CaseError(str(err)) from None
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from typing import Iterator
 
 
 class AnswerError(ValueError):
@@ -23,6 +24,19 @@ class AnswerError(ValueError):
 
 
 _CLOSE = re.compile(r"</answer>|<\\answer>|<\\\\answer>", re.IGNORECASE)
+
+
+def jsonl_rows(path) -> "Iterator[tuple[int, dict]]":
+    """``(line number, object)`` of each non-empty line of a JSONL file of answers; a line that
+    is not JSON raises ``ValueError`` naming ``file:line``."""
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not JSON: {err.msg}") from None
 
 
 def answer_text(text: str) -> str:
@@ -96,4 +110,4 @@ def parse_answer(text: str) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["AnswerError", "answer_text", "parse_answer"]
+__all__ = ["AnswerError", "answer_text", "parse_answer", "jsonl_rows"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..verify import VerificationResult, Verifier
+from ..verify import VerificationResult, Verifier, verify
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,7 @@ class Judge:
             return Verdict(False, "none", "same as the current program (up to renaming)")
         if key in self.cache:
             return self.cache[key]
-        verifier = self.verifier or _shared()
-        result = verifier.verify(self.root, program, **self.options)
+        result = self._verify(program, **self.options)
         verdict = self._verdict(result)
         self._store(key, verdict)
         return verdict
@@ -106,10 +105,15 @@ class Judge:
         the worker re-time the root), so that a speedup picked as the best of many noisy
         timings is checked once more. ``None`` when it does not verify."""
         self._confirmations += 1
-        verifier = self.verifier or _shared()
-        r = verifier.verify(self.root, program, trials=1, timeout=self.options["timeout"],
-                            seed=10_000 + self._confirmations, timing=True)
+        r = self._verify(program, trials=1, timeout=self.options["timeout"],
+                         seed=10_000 + self._confirmations, timing=True)
         return r.speedup if r.equal else None
+
+    def _verify(self, program: Program, **options) -> VerificationResult:
+        """With the given verifier, else the process-wide one of ``verify.verify``."""
+        if self.verifier is not None:
+            return self.verifier.verify(self.root, program, **options)
+        return verify(self.root, program, **options)
 
     def _verdict(self, r: VerificationResult) -> Verdict:
         if r.time_before_ms:
@@ -121,15 +125,3 @@ class Judge:
             return Verdict(False, r.level, r.reason or "equal but not timed",
                            root_ms=r.time_before_ms)
         return Verdict(True, r.level, None, r.time_after_ms, r.time_before_ms)
-
-
-_VERIFIER: Verifier | None = None
-
-
-def _shared() -> Verifier:
-    global _VERIFIER
-    if _VERIFIER is None:
-        import atexit
-        _VERIFIER = Verifier()
-        atexit.register(_VERIFIER.close)
-    return _VERIFIER

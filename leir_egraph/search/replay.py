@@ -17,6 +17,7 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
+from .answers import jsonl_rows
 from .llm import proposals_from_answer
 from .proposer import Request
 from .tree import Proposal
@@ -29,23 +30,16 @@ class ReplayProposer:
         self._anywhere: deque[str] = deque()
         self._keyed: dict[str, deque[str]] = {}
         self._pending: list[tuple[str, str]] = []
-        with open(self.path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{self.path}:{n}: not JSON: {err.msg}") from None
-                answer = row.get("answer")
-                if answer is None:
-                    answer = "<answer>" + json.dumps(
-                        {k: row[k] for k in ("transformed_IR", "applied_strategy") if k in row}
-                    ) + "</answer>"
-                if row.get("current"):
-                    self._pending.append((row["current"], answer))
-                else:
-                    self._anywhere.append(answer)
+        for _, row in jsonl_rows(self.path):
+            answer = row.get("answer")
+            if answer is None:
+                answer = "<answer>" + json.dumps(
+                    {k: row[k] for k in ("transformed_IR", "applied_strategy") if k in row}
+                ) + "</answer>"
+            if row.get("current"):
+                self._pending.append((row["current"], answer))
+            else:
+                self._anywhere.append(answer)
 
     def _key(self, text: str, program: Program) -> str:
         try:
