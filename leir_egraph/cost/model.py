@@ -23,11 +23,13 @@ Per equation, with its enclosing loops ``l_1 .. l_d`` (outermost first):
 The nest's work below its outermost P loop is divided by ``min(cores, extent)``.
 
     >>> from leir_egraph import Program
-    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 512]}],
-    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [64]}]}
-    >>> row = Program.parse("B^{64}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];", sig)
-    >>> col = Program.parse("L^{512}_{a=0}B^{64}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];", sig)
-    >>> cost(row).seconds > cost(col).seconds    # the row sum is one long dependency chain
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 128]},
+    ...                   {"name": "C", "dtype": "float32", "shape": [128, 64]}],
+    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [64, 64]}]}
+    >>> eq = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    >>> ijk = Program.parse("B^{64}_{tx=0}L^{64}_{a=0}L^{128}_{c=0}" + eq, sig)
+    >>> ikj = Program.parse("B^{64}_{tx=0}L^{128}_{c=0}L^{64}_{a=0}" + eq, sig)
+    >>> cost(ijk).seconds > cost(ikj).seconds    # a dependency chain over a strided read
     True
 """
 
