@@ -6,6 +6,8 @@
     leir verify BEFORE AFTER --sig SIG     equivalence levels, errors, times
     leir from-torch FILE.py:Class          PyTorch module -> LEIR + signature
     leir steps FILE --sig SIG              single-step rewrites with their chain of thought
+    leir search FILE --sig SIG             multi-step optimization search (verified, timed)
+    leir eval CASES --answers FILE         single-step evaluation of a model's answers
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ SUBCOMMANDS = (
     "leir_egraph.verify.commands",
     "leir_egraph.frontend.commands",
     "leir_egraph.egraph.commands",
+    "leir_egraph.search.commands",
+    "leir_egraph.evaluate.commands",
 )
 
 

@@ -1,0 +1,143 @@
+"""Multi-step search on the paper's test workloads at CPU size (the paper's Tables 3 and 4).
+
+Every algorithm runs with the ``rules`` proposer ranked by the CPU cost model, and with the
+random-ranked ``rules`` proposer as the baseline, each capped at ``--max-samples`` candidates
+per program. Every candidate is verified against the root (Equal and Independent) and timed
+by the verifier (TVM llvm, opt-level 3, time_evaluator). Results go to ``--out``
+(``results.jsonl``, one line per workload x algorithm x proposer; ``verdicts.jsonl``, the
+verification cache): an interrupted run resumes where it stopped.
+
+    python benchmarks/search.py                      # seeded subset of 30 workloads
+    python benchmarks/search.py --all                # all mapped workloads
+    python benchmarks/search.py --report             # print the tables of what is there
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ALGORITHMS = ["greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain_no_parent"]
+
+
+def workloads(args):
+    from leir_egraph.workloads import steptp
+    mapped = [e for e in steptp.load() if not isinstance(steptp.mapping(e), steptp.Unmapped)]
+    if not args.all:
+        rng = random.Random(args.seed)
+        mapped = sorted(rng.sample(mapped, min(args.workloads, len(mapped))),
+                        key=lambda e: e.index)
+    return mapped
+
+
+def load_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
+
+
+def run(args) -> None:
+    from leir_egraph.search import RulesProposer, search
+    from leir_egraph.workloads import steptp
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.jsonl"
+    done = {(r["index"], r["algorithm"], r["proposer"]) for r in load_rows(results)}
+    chosen = workloads(args)
+    print(f"{len(chosen)} workloads: {[e.index for e in chosen]}", file=sys.stderr)
+    for e in chosen:
+        todo = [(a, p) for a in args.algorithms for p in args.proposers
+                if (e.index, a, p) not in done]
+        if not todo:
+            continue
+        try:
+            program = steptp.program(e, "cpu", seed=args.seed)
+        except Exception as err:  # noqa: BLE001 -- recorded, the run goes on
+            with open(results, "a") as f:
+                for a, p in todo:
+                    f.write(json.dumps({"index": e.index, "name": e.name, "algorithm": a,
+                                        "proposer": p, "error": f"{type(err).__name__}: {err}"})
+                            + "\n")
+            continue
+        proposers = {"cost": RulesProposer("cost", seed=args.seed),
+                     "random": RulesProposer("random", seed=args.seed)}
+        for a, p in todo:
+            start = time.perf_counter()
+            result = search(program, a, proposers[p], max_samples=args.max_samples,
+                            seed=args.seed, cache_file=out / "verdicts.jsonl", confirm=True)
+            row = {"index": e.index, "name": e.name, "kind": program.name, "algorithm": a,
+                   "proposer": p, **result.metrics(), "root_ms": result.root_ms,
+                   "stopped": result.stopped, "wall_s": time.perf_counter() - start,
+                   "trajectory": [n.strategy for n in result.trajectory[1:]]}
+            with open(results, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"#{e.index:3d} {program.name[:34]:34s} {a:15s} {p:6s} samples "
+                  f"{row['samples']:2d} speedup {row['speedup']:6.2f} strategies "
+                  f"{row['strategies']} ({row['wall_s']:.0f} s)", file=sys.stderr, flush=True)
+
+
+def _stats(values):
+    return (statistics.mean(values), statistics.median(values), max(values)) if values else \
+        (float("nan"),) * 3
+
+
+def report(args) -> None:
+    rows = [r for r in load_rows(Path(args.out) / "results.jsonl") if "error" not in r]
+    errors = [r for r in load_rows(Path(args.out) / "results.jsonl") if "error" in r]
+    print(f"workloads with results: {len({r['index'] for r in rows})}; "
+          f"errors: {len({r['index'] for r in errors})}")
+    for proposer in args.proposers:
+        print(f"\n### proposer: rules ({proposer}-ranked), max {args.max_samples} samples\n")
+        print("| algorithm | n | samples avg | samples med | speedup avg | speedup med | "
+              "speedup max | efficiency avg | strategies avg | strategies max | >=5x | "
+              "confirmed med |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for a in args.algorithms:
+            sel = [r for r in rows if r["algorithm"] == a and r["proposer"] == proposer]
+            if not sel:
+                continue
+            s = [r["samples"] for r in sel]
+            sp = [r["speedup"] for r in sel]
+            ef = [r["efficiency"] for r in sel]
+            st = [r["strategies"] for r in sel]
+            print(f"| {a} | {len(sel)} | {statistics.mean(s):.1f} | {statistics.median(s):.0f} | "
+                  f"{statistics.mean(sp):.2f} | {statistics.median(sp):.2f} | {max(sp):.2f} | "
+                  f"{statistics.mean(ef):.3f} | {statistics.mean(st):.2f} | {max(st)} | "
+                  f"{sum(x >= 5 for x in sp)} | "
+                  f"{statistics.median([r.get('confirmed_speedup') or 0 for r in sel]):.2f} |")
+    for r in errors[:10]:
+        print(f"error #{r['index']} {r['name']}: {r['error'][:150]}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", type=int, default=30, help="seeded subset size")
+    ap.add_argument("--all", action="store_true", help="every mapped workload")
+    ap.add_argument("--algorithms", nargs="+", default=ALGORITHMS)
+    ap.add_argument("--proposers", nargs="+", default=["cost", "random"],
+                    choices=["cost", "random"])
+    ap.add_argument("--max-samples", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="benchmarks/out/search")
+    ap.add_argument("--report", action="store_true", help="only print the tables")
+    args = ap.parse_args(argv)
+    if not args.report:
+        run(args)
+    report(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,402 @@
+"""An analytical CPU cost model of a LEIR program as TVM compiles it for ``llvm`` (docs/COST.md).
+
+``cost(program)`` estimates the run time in seconds from the AST alone -- no TVM, no
+egglog -- in tens to hundreds of microseconds, so that search and exploration can rank
+thousands of candidates before verifying a few of them. The model follows what the lowering
+does on a CPU (``lower/tir.py``): B loops run serially, the outermost P loop runs on the
+machine's cores, V loops become vector instructions, U loops are unrolled, scopes are plain
+allocations, and an accumulation's implicit initialisation is its own fill loop.
+
+Per equation, with its enclosing loops ``l_1 .. l_d`` (outermost first):
+
+* **compute** = trip count x operation cycles of the right-hand side, divided by the vector
+  lanes when the innermost loop vectorises (explicit V, or LLVM's loop vectoriser on a serial
+  innermost loop whose accesses are unit-stride or invariant and which carries no
+  accumulation); an accumulation whose target does not move with the innermost loop is a
+  dependency chain and costs the operation's latency per iteration;
+* **memory** = for each cache level, the cache lines the accesses touch inside the deepest
+  sub-nest whose footprint fits that level, times the trips of the loops around it; each
+  level's misses cost its line-transfer time;
+* **overhead** = loop bookkeeping per iteration (less when unrolled) and, per entry into a
+  parallel loop, the thread-pool launch.
+
+The nest's work below its outermost P loop is divided by ``min(cores, extent)``.
+
+    >>> from leir_egraph import Program
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 128]},
+    ...                   {"name": "C", "dtype": "float32", "shape": [128, 64]}],
+    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [64, 64]}]}
+    >>> eq = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    >>> ijk = Program.parse("B^{64}_{tx=0}L^{64}_{a=0}L^{128}_{c=0}" + eq, sig)
+    >>> ikj = Program.parse("B^{64}_{tx=0}L^{128}_{c=0}L^{64}_{a=0}" + eq, sig)
+    >>> cost(ijk).seconds > cost(ikj).seconds    # a dependency chain over a strided read
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from dataclasses import dataclass, replace
+from typing import Iterable, Sequence
+
+from ..leir.analysis import accumulation_op, affine, equation_reads, intermediate_shapes
+from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
+                        Logic, Loop, LoopNest, Neg, Var)
+from ..leir.program import Program
+from ..leir.traverse import walk
+
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
+               "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The CPU the model describes. Defaults: a 2-core x86 server core with AVX2 (the machines
+    this project runs on), calibrated against TVM llvm opt-level-3 timings
+    (``benchmarks/cost_model.py``, docs/COST.md)."""
+    cores: int = 2
+    ghz: float = 2.5
+    vector_bytes: int = 32
+    line_bytes: int = 64
+    caches: tuple[tuple[int, float], ...] = ((32 << 10, 2.0), (1 << 20, 6.0), (32 << 20, 24.0))
+    """(capacity in bytes, cycles to bring one line from the next level) for L1, L2, LLC; the
+    last entry's cost is a line from DRAM."""
+    op_cycles: tuple[tuple[str, float], ...] = (
+        ("+", 0.5), ("-", 0.5), ("*", 0.5), ("/", 4.0), ("**", 40.0), ("neg", 0.5),
+        ("max", 0.5), ("min", 0.5), ("abs", 0.5), ("sqrt", 6.0), ("exp", 14.0), ("log", 16.0),
+        ("erf", 20.0), ("cmp", 0.5), ("select", 0.5), ("logic", 0.5), ("load", 0.5),
+        ("store", 1.0))
+    transcendental_vector_gain: float = 1.0
+    """How much of the lane count a vectorised exp/log/erf keeps (LLVM calls the scalar libm
+    routine per lane: no gain)."""
+    chain_latency: float = 4.0
+    """Cycles per iteration of an accumulation chain (an add's latency)."""
+    loop_cycles: float = 1.0
+    launch_cycles: float = 20000.0
+    """Thread-pool fork/join of one parallel region."""
+    parallel_efficiency: float = 0.9
+    strided_vector_penalty: float = 2.0
+    """An explicit V loop over strided accesses becomes gathers: this many cycles per lane."""
+    memory_weight: float = 1.0
+    """Memory and compute overlap: time = max(compute, memory) + (1 - overlap) * min(...)."""
+    overlap: float = 0.5
+
+    def ops(self) -> dict[str, float]:
+        return dict(self.op_cycles)
+
+
+CPU = Machine()
+
+
+@dataclass(frozen=True)
+class NestCost:
+    """The estimate for one top-level nest, in seconds."""
+    nest: int
+    iterations: int
+    compute_s: float
+    memory_s: float
+    overhead_s: float
+    seconds: float
+    vectorized: bool
+    parallel: bool
+    chain: bool
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Estimated run time (seconds) with its breakdown per top-level nest and the implicit
+    initialisation fills. Orders like a float (smaller is faster)."""
+    seconds: float
+    nests: tuple[NestCost, ...] = ()
+    fill_s: float = 0.0
+    problem: str | None = None   # set when the program could not be costed (then seconds=inf)
+
+    def __float__(self) -> float:
+        return self.seconds
+
+    def __lt__(self, other: "Cost") -> bool:
+        return self.seconds < float(other)
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return {"compute_s": sum(n.compute_s for n in self.nests),
+                "memory_s": sum(n.memory_s for n in self.nests),
+                "overhead_s": sum(n.overhead_s for n in self.nests), "fill_s": self.fill_s}
+
+    def to_dict(self) -> dict:
+        return {"seconds": self.seconds, "fill_s": self.fill_s, "problem": self.problem,
+                "breakdown": self.breakdown, "nests": [n.to_dict() for n in self.nests]}
+
+
+# ---------------------------------------------------------------- operations
+
+def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float]:
+    """(cycles of cheap operations, cycles of transcendental ones) of one evaluation."""
+    cheap = trans = 0.0
+    for node in walk(expr):
+        if isinstance(node, Bin):
+            cheap += ops.get(node.op, 1.0) if node.op != "**" else 0.0
+            trans += ops["**"] if node.op == "**" else 0.0
+        elif isinstance(node, Neg):
+            cheap += ops["neg"]
+        elif isinstance(node, Call):
+            c = ops.get(node.fn, 1.0)
+            if node.fn in ("exp", "log", "erf"):
+                trans += c
+            else:
+                cheap += c
+        elif isinstance(node, Compare):
+            cheap += ops["cmp"] * len(node.ops)
+        elif isinstance(node, IfThenElse):
+            cheap += ops["select"]
+        elif isinstance(node, Logic):
+            cheap += ops["logic"]
+        elif isinstance(node, Var):
+            cheap += ops["load"]
+    return cheap, trans
+
+
+# ---------------------------------------------------------------- access patterns
+
+def _subscript_form(sub) -> tuple[dict[str, float], bool]:
+    """Coefficient per index of one subscript (``//``/``%`` approximated as a divided /
+    bounded use); the flag says the form is exact (affine)."""
+    form = affine(sub)
+    if form is not None:
+        return {k: float(v) for k, v in form[0].items()}, True
+    if isinstance(sub, IBin) and sub.op in ("//", "%") and isinstance(sub.rhs, IConst):
+        inner, _ = _subscript_form(sub.lhs)
+        k = max(sub.rhs.value, 1)
+        return ({n: c / k for n, c in inner.items()} if sub.op == "//" else inner), False
+    coef: dict[str, float] = {}
+    for node in walk(sub):
+        if isinstance(node, IName):
+            coef[node.name] = 1.0
+    return coef, False
+
+
+@dataclass(frozen=True)
+class _Access:
+    name: str
+    shape: tuple[int, ...]
+    bytes: int
+    forms: tuple[dict[str, float], ...]
+    gather: bool
+
+
+def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
+    forms, gather = [], False
+    for sub in var.subscripts:
+        form, _ = _subscript_form(sub)
+        forms.append(form)
+        gather = gather or any(isinstance(n, Var) for n in walk(sub))
+    shape = shapes.get(var.name) or tuple(1 for _ in var.subscripts)
+    return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather)
+
+
+def _stride(acc: _Access, index: str) -> float | None:
+    """Elements between two consecutive values of ``index`` (``0`` when invariant); ``None``
+    for a gather."""
+    if acc.gather:
+        return None
+    stride, inner = 0.0, 1
+    for dim in range(len(acc.forms) - 1, -1, -1):
+        stride += acc.forms[dim].get(index, 0.0) * inner
+        inner *= max(acc.shape[dim] if dim < len(acc.shape) else 1, 1)
+    return abs(stride)
+
+
+def _lines(acc: _Access, loops: Sequence[Loop], line_bytes: int) -> float:
+    """Distinct cache lines ``acc`` touches while ``loops`` run through all their values."""
+    if not acc.forms:
+        return 1.0
+    extents = {l.index: l.extent for l in loops}
+    ranges = []
+    for dim, form in enumerate(acc.forms):
+        size = acc.shape[dim] if dim < len(acc.shape) else 1
+        span = 1.0 + sum(abs(c) * (extents[i] - 1) for i, c in form.items() if i in extents)
+        touched = 1.0
+        for i, c in form.items():  # a dim visited with gaps touches extent points, not span
+            if i in extents:
+                touched *= extents[i]
+        ranges.append(min(span, touched, float(max(size, 1))) if touched > 1 else 1.0)
+    if acc.gather:
+        return float(math.prod(ranges))
+    per_line = max(line_bytes // acc.bytes, 1)
+    last = acc.forms[-1]
+    inner_dense = any(abs(c) == 1 for i, c in last.items() if i in extents)
+    last_lines = math.ceil(ranges[-1] / per_line) if inner_dense else ranges[-1]
+    return float(math.prod(ranges[:-1]) * last_lines)
+
+
+# ---------------------------------------------------------------- one nest
+
+def _flatten(nest: LoopNest, loops: tuple[Loop, ...] = ()) -> list[tuple[tuple[Loop, ...], Equation]]:
+    out = []
+    loops = loops + nest.loops
+    for item in nest.body:
+        if isinstance(item, Equation):
+            out.append((loops, item))
+        else:
+            out.extend(_flatten(item, loops))
+    return out
+
+
+def _vectorizes(loops: tuple[Loop, ...], eq: Equation, accs: list[_Access], target: _Access,
+                chain: bool) -> tuple[bool, bool]:
+    """(vectorised, strided explicit V) for the innermost loop of an equation."""
+    if not loops:
+        return False, False
+    inner = loops[-1]
+    if inner.kind not in ("L", "V", "B"):
+        return False, False
+    strides = [_stride(a, inner.index) for a in accs + [target]]
+    dense = all(s is not None and s in (0.0, 1.0) for s in strides)
+    target_stride = _stride(target, inner.index)
+    moves = target_stride not in (None, 0.0)
+    if inner.kind == "V":
+        return True, not dense
+    return dense and moves and not chain and inner.extent >= 4, False
+
+
+def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
+               ops: dict[str, float]) -> NestCost:
+    cycle = 1e-9 / m.ghz
+    compute = memory = overhead = 0.0
+    any_vec = any_chain = False
+    equations = _flatten(nest)
+    loops_all = nest.loops
+    # the outermost P loop (the lowering parallelises only the first one on a path)
+    p_at = next((i for i, l in enumerate(loops_all) if l.kind == "P"), None)
+    if p_at is None:
+        for loops, _ in equations:
+            p_at2 = next((i for i, l in enumerate(loops) if l.kind == "P"), None)
+            if p_at2 is not None:
+                p_at, loops_all = p_at2, loops
+                break
+    total_iters = 0
+    for loops, eq in equations:
+        iters = math.prod(l.extent for l in loops)
+        total_iters += iters
+        target = _access(eq.target, shapes)
+        reads = [_access(v, shapes) for v in equation_reads(eq)]
+        acc_op = accumulation_op(eq)
+        chain = bool(acc_op) and bool(loops) and _stride(target, loops[-1].index) == 0.0
+        vec, strided_v = _vectorizes(loops, eq, reads, target, chain)
+        cheap, trans = _op_cycles(eq.value, ops)
+        cheap += ops["store"]
+        lanes = max(m.vector_bytes // target.bytes, 1)
+        if vec and not strided_v:
+            per_iter = cheap / lanes + trans / max(lanes * m.transcendental_vector_gain, 1.0)
+        elif strided_v:
+            per_iter = cheap + trans + m.strided_vector_penalty
+        else:
+            per_iter = cheap + trans
+        if chain:
+            per_iter = max(per_iter, m.chain_latency)
+        any_vec |= vec
+        any_chain |= chain
+        compute += iters * per_iter * cycle
+        # loop bookkeeping: one per iteration of each loop level, unrolled/vector levels free
+        level_iters = 1
+        for l in loops:
+            level_iters *= l.extent
+            if l.kind not in ("U", "V") and not (vec and l is loops[-1]):
+                overhead += level_iters * m.loop_cycles * cycle / max(len(equations), 1)
+        memory += _memory_cycles(loops, [target] + reads, m) * cycle * m.memory_weight
+    hi, lo = max(compute, memory), min(compute, memory)
+    seconds = hi + (1 - m.overlap) * lo + overhead
+    parallel = p_at is not None and loops_all[p_at].extent > 1
+    if parallel:
+        ext = loops_all[p_at].extent
+        ways = min(m.cores, ext) * m.parallel_efficiency if ext > 1 else 1
+        entries = math.prod(l.extent for l in loops_all[:p_at])
+        seconds = seconds / max(ways, 1.0) + entries * m.launch_cycles * cycle
+        overhead += entries * m.launch_cycles * cycle
+    return NestCost(n, total_iters, compute, memory, overhead, seconds, any_vec, parallel,
+                    any_chain)
+
+
+@lru_cache(maxsize=1 << 14)
+def _cached_nest_cost(nest: LoopNest, shapes: tuple, m: Machine) -> NestCost:
+    """Candidates share most nests with their parent: each nest is costed once."""
+    return _nest_cost(0, nest, dict(shapes), m, m.ops())
+
+
+def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> float:
+    """Cycles spent moving lines between cache levels for one equation's accesses."""
+    if not accs:
+        return 0.0
+    unique = {(a.name, tuple(tuple(sorted(f.items())) for f in a.forms)): a for a in accs}
+    accs = list(unique.values())
+    d = len(loops)
+    # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
+    per_acc = [[_lines(a, loops[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
+    foot = [sum(row) for row in per_acc]
+    trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
+    cycles = 0.0
+    for capacity, line_cost in m.caches:
+        lines_fit = capacity / m.line_bytes
+        # the outermost k whose sub-nest footprint fits: the accesses stream through the
+        # cache once per trip of the loops outside it
+        k = next((k for k in range(d + 1) if foot[k] <= lines_fit), d)
+        cycles += foot[k] * trips[k] * line_cost
+    return cycles
+
+
+def _fill_seconds(leir: Leir, known: set[str], inputs: set[str], shapes, m: Machine) -> float:
+    """The lowering initialises an accumulation target over its whole shape before its first
+    write: a streaming store of its bytes."""
+    written: set[str] = set()
+    total = 0
+    for loops, eq in (pair for nest in leir.nests for pair in _flatten(nest)):
+        name = eq.target.name
+        if accumulation_op(eq) and name not in written and name not in inputs:
+            total += math.prod(shapes.get(name, (1,))) * DTYPE_BYTES.get(eq.target.dtype, 4)
+        written.add(name)
+    lines = total / m.line_bytes
+    return lines * m.caches[-1][1] * 0.25 * 1e-9 / m.ghz
+
+
+# ---------------------------------------------------------------- API
+
+def cost(program: Program, machine: Machine = CPU) -> Cost:
+    """Estimated CPU run time of ``program`` (seconds) with a per-nest breakdown. Never raises:
+    a program the model cannot read gets ``seconds=inf`` and ``problem``."""
+    try:
+        sig = program.signature
+        known = {t.name for t in sig.tensors}
+        shapes = {t.name: tuple(t.shape) for t in sig.tensors}
+        shapes.update(intermediate_shapes(program.leir, known))
+        frozen = tuple(sorted(shapes.items()))
+        nests = tuple(replace(_cached_nest_cost(nest, frozen, machine), nest=i)
+                      for i, nest in enumerate(program.leir.nests))
+        fill = _fill_seconds(program.leir, known, set(sig.input_names), shapes, machine)
+        return Cost(sum(n.seconds for n in nests) + fill, nests, fill)
+    except Exception as err:  # noqa: BLE001 -- ranking must go on; the reason is kept
+        return Cost(math.inf, problem=f"{type(err).__name__}: {err}")
+
+
+def costs(programs: Iterable[Program], machine: Machine = CPU) -> list[Cost]:
+    """``cost`` of many programs (exploration ranks thousands); programs with the same text
+    and signature are costed once."""
+    memo: dict[tuple[str, str], Cost] = {}
+    out = []
+    for p in programs:
+        key = (p.text, p.signature.to_json())
+        if key not in memo:
+            memo[key] = cost(p, machine)
+        out.append(memo[key])
+    return out
+
+
+def with_params(machine: Machine = CPU, **changes) -> Machine:
+    """A machine with some parameters changed (calibration)."""
+    return replace(machine, **changes)
+
+
+__all__ = ["Machine", "CPU", "Cost", "NestCost", "cost", "costs", "with_params"]

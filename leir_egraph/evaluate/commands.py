@@ -1,0 +1,60 @@
+"""``leir eval``: single-step evaluation of a served model or of recorded answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXAMPLE = """examples:
+  leir eval leir-out/chat/single.jsonl --answers answers.jsonl
+  leir eval leir-out/chat/single.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 4
+  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
+                       description="Score a model's single-step answers: Different / Build / "
+                                   "Execute / Equal pass rates over random input sets, pass@k, "
+                                   "and whether each Equal answer is a step of the strategy it "
+                                   "claims.",
+                       epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cases", help="chat JSONL (messages) or program JSONL (leir, signature)")
+    p.add_argument("--answers", help="recorded answers, one JSONL line per case")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://host/v1")
+    p.add_argument("--model", help="model name at --base-url")
+    p.add_argument("-k", type=int, default=1, help="answers per case from the model")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--llm-timeout", type=float, default=120.0)
+    p.add_argument("--limit", type=int, help="only the first N cases")
+    p.add_argument("--trials", type=int, default=3, help="random input sets per verification")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-attribution", action="store_true", help="skip strategy attribution")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=run_eval)
+
+
+def run_eval(args) -> int:
+    from .scoring import CaseError, ask_model, evaluate, load_answers, load_cases
+    try:
+        cases = load_cases(args.cases, args.limit)
+        if args.answers:
+            answers = load_answers(args.answers)
+        elif args.base_url and args.model:
+            from ..search.llm import ChatClient
+            client = ChatClient(args.base_url, args.model, timeout=args.llm_timeout,
+                                temperature=args.temperature)
+            answers = ask_model(cases, client, args.k)
+        else:
+            raise CaseError("give --answers FILE or --base-url and --model")
+        report = evaluate(cases, answers, trials=args.trials, seed=args.seed,
+                          attribution=not args.no_attribution)
+    except (CaseError, OSError) as err:
+        print(f"leir eval: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+    else:
+        print(f"{report.cases} cases, {len(report.answers)} answers")
+        print(report.table())
+    return 0

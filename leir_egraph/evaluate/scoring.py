@@ -1,0 +1,273 @@
+"""Single-step evaluation of a model (the paper's Table 2 and Figure 5; docs/SEARCH.md §4).
+
+Cases are the chat JSONL the sampler writes (``chat/single.jsonl``: the user message is the
+single-answer prompt, from which the program and its known tensors are read back) or a
+corpus JSONL of programs (``leir``, ``signature``, ``name``), whose prompt is built with the
+same wording. Answers come from a served model (``ChatClient``, ``k`` samples per case) or
+from a JSONL of recorded answers (one line per case, ``{"answers": [...]}`` or
+``{"answer": "..."}``, in case order).
+
+Per answer, the paper's four levels, each implying the ones before:
+
+* **Different**: the answer parses to LEIR that prints differently from the original;
+* **Build**: it validates against the original's signature and compiles (TVM llvm);
+* **Execute**: it runs;
+* **Equal**: its outputs equal the original's on ``trials`` (3) random input sets.
+
+``pass@k`` (per case, the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` over its ``n``
+answers of which ``c`` are Equal), and **strategy attribution**, which the paper could not
+check: an Equal answer is attributed when it is among our engine's single steps of the
+strategy it claims, up to renaming (``leir.canonical``). The claimed strategies of Equal
+answers are tallied by category and difficulty class (the paper's Figure 5).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..dataset.chat import single_prompt
+from ..leir.analysis import writes
+from ..leir.canonical import canonical_text
+from ..leir.parser import LeirSyntaxError, parse
+from ..leir.program import Program
+from ..leir.signature import Signature
+from ..search.answers import AnswerError, jsonl_rows, parse_answer
+
+LEVELS = ("different", "build", "execute", "equal")
+
+
+class CaseError(ValueError):
+    """A case file line that is not a usable test case (the message names file:line)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    number: int
+    program: Program
+    prompt: str
+
+
+@dataclass
+class Scored:
+    case: int
+    answer: int
+    level: str                 # "none" or one of LEVELS
+    reason: str | None
+    strategy: str = ""
+    attributed: bool | None = None
+
+    def passed(self, level: str) -> bool:
+        return self.level != "none" and LEVELS.index(self.level) >= LEVELS.index(level)
+
+
+@dataclass
+class Report:
+    answers: list[Scored]
+    cases: int
+    k: int
+    rates: dict[str, float] = field(default_factory=dict)
+    pass_at: dict[int, float] = field(default_factory=dict)
+    attribution: dict[str, Any] = field(default_factory=dict)
+    categories: dict[str, int] = field(default_factory=dict)
+    classes: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cases": self.cases, "answers": len(self.answers), "k": self.k,
+                "rates": self.rates, "pass_at": {str(k): v for k, v in self.pass_at.items()},
+                "attribution": self.attribution, "categories": self.categories,
+                "classes": self.classes,
+                "scored": [dict(s.__dict__) for s in self.answers]}
+
+    def table(self) -> str:
+        lines = ["| level | pass rate |", "|---|---|"]
+        lines += [f"| {lvl} | {self.rates[lvl]:.1%} |" for lvl in LEVELS]
+        lines += ["", "| k | pass@k (Equal) |", "|---|---|"]
+        lines += [f"| {k} | {v:.1%} |" for k, v in self.pass_at.items()]
+        a = self.attribution
+        lines += ["", f"strategy attribution: {a.get('attributed', 0)} of {a.get('equal', 0)} "
+                      f"Equal answers are a single step of the strategy they claim "
+                      f"({a.get('unknown', 0)} claim no known strategy)"]
+        if self.categories:
+            lines.append("categories: " + ", ".join(f"{k} {v}" for k, v in
+                                                     sorted(self.categories.items())))
+            lines.append("classes: " + ", ".join(f"{k} {v}" for k, v in
+                                                  sorted(self.classes.items())))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- cases
+
+_PROMPT = re.compile(r"Give the following IR of (?P<name>.*?): '(?P<ir>[^']*)', where the known "
+                     r"variables are (?P<known>.*?)\. Do not change", re.S)
+_KNOWN = re.compile(r"'(?P<n>[A-Za-z][A-Za-z0-9]*)' with the dtype torch\.(?P<d>\w+) and shape "
+                    r"\[(?P<s>[0-9, ]*)\]")
+
+
+def program_from_prompt(prompt: str) -> Program:
+    """The original program of a single-answer prompt: its IR and known tensors; the known
+    tensors it writes are the outputs, the others inputs."""
+    m = _PROMPT.search(prompt)
+    if not m:
+        raise CaseError("the prompt is not a Step-TP single-answer prompt")
+    leir = parse(m.group("ir"))
+    written = writes(leir)
+    inputs, outputs = [], []
+    for t in _KNOWN.finditer(m.group("known")):
+        spec = {"name": t.group("n"), "dtype": t.group("d"),
+                "shape": [int(x) for x in t.group("s").split(",") if x.strip()]}
+        (outputs if spec["name"] in written else inputs).append(spec)
+    if not outputs:
+        raise CaseError("no known tensor of the prompt is written by the program")
+    return Program(leir, Signature.from_dict({"inputs": inputs, "outputs": outputs}),
+                   m.group("name"))
+
+
+def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
+    """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``)."""
+    cases = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if limit is not None and len(cases) >= limit:
+                break
+            try:
+                row = json.loads(line)
+                if "messages" in row:
+                    prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
+                    program = program_from_prompt(prompt)
+                else:
+                    program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
+                    prompt = single_prompt(program.name or "the program", program.text,
+                                           program.signature)
+            except (json.JSONDecodeError, KeyError, StopIteration, CaseError,
+                    LeirSyntaxError, ValueError) as err:
+                raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
+            cases.append(Case(len(cases), program, prompt))
+    return cases
+
+
+def load_answers(path: str | Path) -> list[list[str]]:
+    """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``."""
+    out = []
+    try:
+        for n, row in jsonl_rows(path):
+            answers = row.get("answers", [row.get("answer")] if "answer" in row else None)
+            if not isinstance(answers, list):
+                raise CaseError(f"{path}:{n}: expected 'answers' (a list) or 'answer'")
+            out.append([a if isinstance(a, str) else "" for a in answers])
+    except CaseError:
+        raise
+    except ValueError as err:
+        raise CaseError(str(err)) from None
+    return out
+
+
+def ask_model(cases: list[Case], client, k: int = 1) -> list[list[str]]:
+    """``k`` answers per case from a served model (failures become empty answers)."""
+    from ..search.llm import ChatError
+    out = []
+    for case in cases:
+        try:
+            out.append(client.complete(case.prompt, n=k))
+        except ChatError as err:
+            out.append([f"<error>{err}</error>"] * k)
+    return out
+
+
+# ---------------------------------------------------------------- scoring
+
+def _level(case: Case, answer: str, verifier, trials: int, seed: int) -> tuple[str, str | None, str, Program | None]:
+    try:
+        ir, strategy = parse_answer(answer)[0]
+    except AnswerError as err:
+        return "none", f"unparsable answer: {err}", "", None
+    try:
+        after = Program(parse(ir), case.program.signature, case.program.name,
+                        case.program.values)
+    except LeirSyntaxError as err:
+        return "none", f"not LEIR: {err}", strategy, None
+    if after.text == case.program.text:
+        return "none", "same as the original", strategy, None
+    r = verifier.verify(case.program, after, trials=trials, seed=seed, timing=False)
+    level = {"diff": "different", "build": "build", "exec": "execute", "equal": "equal",
+             "independent": "equal"}.get(r.level, "different")
+    return level, r.reason, strategy, after
+
+
+def _attributed(case: Case, after: Program, strategy: str, known: dict) -> bool | None:
+    """Whether ``after`` is one of the engine's single steps of ``strategy`` (None: unknown
+    strategy name)."""
+    from ..egraph import single_steps
+    sid = strategy.strip().replace(" ", "_")
+    if sid not in known:
+        return None
+    key = canonical_text(after)
+    return any(canonical_text(t.after) == key for t in single_steps(case.program, sid))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``n`` samples with ``c`` correct."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, seed: int = 0,
+             verifier=None, attribution: bool = True) -> Report:
+    """Score ``answers[i]`` (the answers to ``cases[i]``)."""
+    from ..egraph.steps import default_strategies
+    from ..verify import Verifier
+    if len(answers) < len(cases):
+        raise CaseError(f"{len(cases)} cases but answers for only {len(answers)}")
+    known = {s.id: s for s in default_strategies()}
+    own = verifier is None
+    verifier = verifier or Verifier()
+    scored: list[Scored] = []
+    try:
+        for case, group in zip(cases, answers):
+            for j, answer in enumerate(group):
+                level, reason, strategy, after = _level(case, answer, verifier, trials, seed)
+                s = Scored(case.number, j, level, reason, strategy)
+                if attribution and level == "equal" and after is not None:
+                    s.attributed = _attributed(case, after, strategy, known)
+                scored.append(s)
+    finally:
+        if own:
+            verifier.close()
+    k = max((len(g) for g in answers[:len(cases)]), default=0)
+    return summarize(scored, len(cases), k, known)
+
+
+def summarize(scored: list[Scored], n_cases: int, k: int, known: dict) -> Report:
+    total = max(len(scored), 1)
+    rates = {lvl: sum(s.passed(lvl) for s in scored) / total for lvl in LEVELS}
+    by_case: dict[int, list[Scored]] = {}
+    for s in scored:
+        by_case.setdefault(s.case, []).append(s)
+    pass_at = {}
+    for kk in range(1, k + 1):
+        vals = [pass_at_k(len(g), sum(x.passed("equal") for x in g), kk)
+                for g in by_case.values() if len(g) >= kk]
+        pass_at[kk] = sum(vals) / len(vals) if vals else 0.0
+    equal = [s for s in scored if s.passed("equal")]
+    attribution = {"equal": len(equal), "attributed": sum(bool(s.attributed) for s in equal),
+                   "unknown": sum(s.attributed is None for s in equal)}
+    categories: Counter = Counter()
+    classes: Counter = Counter()
+    for s in equal:
+        strat = known.get(s.strategy.strip().replace(" ", "_"))
+        categories[strat.category if strat else "unknown"] += 1
+        classes[strat.difficulty if strat else "unknown"] += 1
+    return Report(scored, n_cases, k, rates, pass_at, attribution, dict(categories),
+                  dict(classes))
+
+
+__all__ = ["Case", "CaseError", "Report", "Scored", "evaluate", "load_cases", "load_answers",
+           "ask_model", "program_from_prompt", "pass_at_k", "LEVELS"]

@@ -1,0 +1,130 @@
+"""``leir search``: multi-step optimization of one program (docs/SEARCH.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EXAMPLE = """examples:
+  leir search examples/softmax.leir --sig examples/softmax.sig.json --algorithm greedy
+  leir search --kind softmax --algorithm beam --max-samples 16 --json
+  leir search --workload 2 --algorithm mcts            (the paper's test workload 2, CPU size)
+  leir search --workload 2 --proposer llm --base-url http://127.0.0.1:8000/v1 --model stepTP
+  leir search --kind ReLU --proposer replay --answers answers.jsonl"""
+
+
+def register(sub) -> None:
+    from .algorithms import ALGORITHMS
+    p = sub.add_parser("search", help="multi-step optimization search over verified steps",
+                       description="Search for a faster equivalent program step by step: every "
+                                   "candidate is verified against the root and timed (CPU).",
+                       epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", nargs="?", help="LEIR text file (with --sig)")
+    p.add_argument("--sig", help="signature JSON file")
+    p.add_argument("--kind", help="a zoo kind instead of a file (small size)")
+    p.add_argument("--workload", type=int, help="the paper's test workload index (1-100)")
+    p.add_argument("--size", default="cpu", choices=["cpu", "paper"],
+                   help="size of --workload programs")
+    p.add_argument("--algorithm", default="greedy", choices=sorted(ALGORITHMS))
+    p.add_argument("--proposer", default="rules", choices=["rules", "random", "llm", "replay"])
+    p.add_argument("--iterations", type=int, help="iterations (default: the paper's budget)")
+    p.add_argument("--candidates", type=int, help="candidates per query")
+    p.add_argument("--topk", type=int, help="beam width")
+    p.add_argument("--max-depth", type=int, help="BFS/DFS depth limit")
+    p.add_argument("--max-samples", type=int, help="cap on candidates judged")
+    p.add_argument("--base-url", help="llm: OpenAI-compatible endpoint, e.g. http://host/v1")
+    p.add_argument("--model", help="llm: model name")
+    p.add_argument("--temperature", type=float, default=0.3)
+    p.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--record", help="llm: append every answer to this JSONL (replayable)")
+    p.add_argument("--answers", help="replay: JSONL of answers")
+    p.add_argument("--trials", type=int, default=3, help="random input sets per verification")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per verification")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--confirm", action="store_true", help="re-time the best against the root")
+    p.add_argument("--json", action="store_true", help="the whole result as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run_search)
+
+
+def _program(args):
+    if args.file:
+        if not args.sig:
+            raise ValueError("a LEIR file needs --sig")
+        from ..leir.commands import load_program
+        return load_program(args.file, args.sig)
+    if args.workload is not None:
+        from ..workloads import steptp
+        return steptp.program(args.workload, args.size, seed=args.seed)
+    if args.kind:
+        from ..frontend import from_torch
+        from ..workloads import instantiate
+        module, inputs, meta = instantiate(args.kind, seed=args.seed)
+        return from_torch(module, inputs, name=args.kind)
+    raise ValueError("give a LEIR file with --sig, --kind or --workload")
+
+
+def _proposer(args):
+    from .llm import ChatClient, LLMProposer
+    from .replay import ReplayProposer
+    from .rules_proposer import RulesProposer
+    if args.proposer in ("rules", "random"):
+        return RulesProposer("cost" if args.proposer == "rules" else "random", seed=args.seed)
+    if args.proposer == "replay":
+        if not args.answers:
+            raise ValueError("--proposer replay needs --answers FILE.jsonl")
+        return ReplayProposer(args.answers)
+    if not args.base_url or not args.model:
+        raise ValueError("--proposer llm needs --base-url and --model")
+    return LLMProposer(ChatClient(args.base_url, args.model, timeout=args.llm_timeout,
+                                  temperature=args.temperature), record=args.record)
+
+
+def table(result) -> str:
+    lines = ["| step | strategy | speedup | time ms |", "|---|---|---|---|"]
+    for n in result.trajectory:
+        t = f"{n.time_ms:.4g}" if n.time_ms else (f"{result.root_ms:.4g}" if n.parent is None
+                                                 and result.root_ms else "-")
+        lines.append(f"| {n.depth} | {n.strategy or '(root)'} | {n.speedup:.3g}x | {t} |")
+    m = result.metrics()
+    lines.append("")
+    lines.append(f"samples {m['samples']} (valid {m['valid']}, repeats {m['repeats']}), speedup "
+                 f"{m['speedup']:.3g}x, strategies {m['strategies']}, efficiency "
+                 f"{m['efficiency']:.3g}; {result.stopped}")
+    if result.confirmed is not None:
+        lines.append(f"confirmed speedup (re-timed against the root): {result.confirmed:.3g}x")
+    return "\n".join(lines)
+
+
+def run_search(args) -> int:
+    from . import search
+    try:
+        program = _program(args)
+        proposer = _proposer(args)
+    except (ValueError, KeyError, OSError) as err:
+        print(f"leir search: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    bar = None
+    if not args.quiet and not args.json:
+        from tqdm import tqdm
+        bar = tqdm(total=args.max_samples, unit="sample", file=sys.stderr, leave=False)
+
+    def progress(state):
+        if bar is not None:
+            bar.n = len(state.samples)
+            best = max(n.speedup for n in state.nodes)
+            bar.set_postfix_str(f"query {state.queries}, best {best:.3g}x")
+            bar.refresh()
+
+    result = search(program, args.algorithm, proposer, iterations=args.iterations,
+                    candidates=args.candidates, topk=args.topk, max_depth=args.max_depth,
+                    max_samples=args.max_samples, trials=args.trials, timeout=args.timeout,
+                    seed=args.seed, progress=progress, confirm=args.confirm)
+    if bar is not None:
+        bar.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=1))
+    else:
+        print(table(result))
+    return 0

@@ -1,0 +1,134 @@
+"""The ``rules`` proposer: candidates are single steps of our engine (``egraph.all_steps``).
+
+``rank="cost"`` orders the distinct steps (up to renaming, and not yet judged in this run) by
+the CPU cost model (``leir_egraph.cost``) and offers the ``k`` cheapest; with ``lookahead=2``
+a step is scored by the cheapest program reachable with it and one further step (among the
+``beam`` cheapest first steps), so that an enabling step (a loop reorder that lets the loop
+vectorise, a split that makes a parallel loop) is not ranked by its own, unchanged cost.
+``rank="random"`` offers a seeded uniform choice -- the baseline.
+
+Steps and costs are memoised per program text, so algorithms run one after another on the
+same workload share the enumeration work.
+
+    >>> from leir_egraph import Program
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 256]}],
+    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [64]}]}
+    >>> p = Program.parse("B^{64}_{tx=0}L^{256}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];", sig)
+    >>> ranked = RulesProposer().ranked(p)
+    >>> ranked[0].strategy in {t.strategy for t in ranked}
+    True
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from ..cost import CPU, Machine, cost
+from ..egraph import Transition, all_steps
+from ..leir.canonical import canonical_text
+from ..leir.program import Program
+from .proposer import Request
+from .tree import Proposal
+
+
+# The second step of the lookahead only tries the loop and fusion strategies: they are where
+# speed comes from on a CPU (docs/COST.md), and enumerating all 43 twice per node is too slow.
+LOOKAHEAD_STRATEGIES = ("loop_reorder", "loop_split", "loop_parallelization",
+                        "loop_vectorization", "operator_fusion", "compute_inline")
+
+
+class RulesProposer:
+    def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence[str] | None = None,
+                 lookahead: int = 2, beam: int = 2,
+                 lookahead_strategies: Sequence[str] | None = LOOKAHEAD_STRATEGIES,
+                 machine: Machine = CPU):
+        if rank not in ("cost", "random"):
+            raise ValueError(f"rank {rank!r}: use 'cost' or 'random'")
+        self.rank, self.seed, self.lookahead, self.beam = rank, seed, lookahead, beam
+        self.strategies = list(strategies) if strategies else None
+        self.machine = machine
+        self.lookahead_strategies = list(lookahead_strategies) if lookahead_strategies else None
+        self._next: dict[str, list[Transition]] = {}
+        self.name = f"rules-{rank}"
+        self._steps: dict[str, list[Transition]] = {}
+        self._cost: dict[str, float] = {}
+        self._ranked: dict[str, list[Transition]] = {}
+
+    # ------------------------------------------------------------ memoised pieces
+
+    def steps(self, program: Program) -> list[Transition]:
+        """Distinct single steps of ``program`` (first of each canonical class)."""
+        if program.text not in self._steps:
+            seen, out = {canonical_text(program)}, []
+            try:
+                found = all_steps(program, self.strategies)
+            except Exception:  # noqa: BLE001 -- an engine failure leaves no candidates
+                found = []
+            for t in found:
+                key = canonical_text(t.after)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(t)
+            self._steps[program.text] = out
+        return self._steps[program.text]
+
+    def next_steps(self, program: Program) -> list[Transition]:
+        """The lookahead's second steps (``lookahead_strategies`` only)."""
+        if self.lookahead_strategies is None:
+            return self.steps(program)
+        if program.text not in self._next:
+            try:
+                self._next[program.text] = all_steps(program, self.lookahead_strategies)
+            except Exception:  # noqa: BLE001
+                self._next[program.text] = []
+        return self._next[program.text]
+
+    def cost_of(self, program: Program) -> float:
+        if program.text not in self._cost:
+            self._cost[program.text] = cost(program, self.machine).seconds
+        return self._cost[program.text]
+
+    def ranked(self, program: Program) -> list[Transition]:
+        """The steps of ``program`` best first (cost model, with lookahead)."""
+        if program.text in self._ranked:
+            return self._ranked[program.text]
+        steps = self.steps(program)
+        own = {id(t): self.cost_of(t.after) for t in steps}
+        order = sorted(steps, key=lambda t: (own[id(t)], t.strategy, t.after.text))
+        score = dict(own)
+        if self.lookahead >= 2:
+            # the most promising first steps, plus the best step of each lookahead strategy
+            # (an enabler whose own cost is unchanged still gets looked at)
+            head = order[:self.beam]
+            best_of: dict[str, Transition] = {}
+            for t in order:
+                if self.lookahead_strategies is None or t.strategy in self.lookahead_strategies:
+                    best_of.setdefault(t.strategy, t)
+            for t in head + [t for t in best_of.values() if t not in head]:
+                nxt = self.next_steps(t.after)
+                if nxt:
+                    score[id(t)] = min(own[id(t)], min(self.cost_of(n.after) for n in nxt))
+            order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
+                                                 t.after.text))
+        self._ranked[program.text] = order
+        return order
+
+    # ------------------------------------------------------------ the interface
+
+    def propose(self, request: Request) -> list[Proposal]:
+        program = request.node.program
+        if self.rank == "cost":
+            pool = self.ranked(program)
+        else:
+            pool = list(self.steps(program))
+            rng = random.Random(f"{self.seed}|{canonical_text(program)}|{request.node.trials}")
+            rng.shuffle(pool)
+        out = []
+        for t in pool:
+            if canonical_text(t.after) in request.seen:
+                continue
+            out.append(Proposal(t.after.text, t.strategy, t.cot, program=t.after))
+            if len(out) == request.k:
+                break
+        return out

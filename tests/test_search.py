@@ -1,0 +1,129 @@
+"""Multi-step search: every algorithm with the rules and replay proposers on small programs.
+
+One module-scoped verifier; budgets are tiny so the whole file stays within seconds of TVM
+work. Each accepted step is re-verified against the root here, independently of the judge.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from leir_egraph import Program
+from leir_egraph.search import (ALGORITHMS, DEFAULTS, Judge, ReplayProposer, RulesProposer,
+                                parse_answer, search)
+from leir_egraph.search.answers import AnswerError
+from leir_egraph.verify import Verifier
+
+SIG = {"inputs": [{"name": "A", "dtype": "float32", "shape": [32, 64]}],
+       "outputs": [{"name": "D", "dtype": "float32", "shape": [32]}]}
+ROW_SUM = "B^{32}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier() as v:
+        yield v
+
+
+@pytest.fixture(scope="module")
+def root():
+    return Program.parse(ROW_SUM, SIG, "row_sum")
+
+
+def _strategies():
+    # a small, fast strategy set keeps enumeration cheap; the proposer takes any subset
+    return ["loop_reorder", "loop_split", "loop_unrolling", "loop_parallelization"]
+
+
+def run(root, verifier, algorithm, proposer, **kw):
+    judge = Judge(root, verifier=verifier, trials=1, timeout=30)
+    return search(root, algorithm, proposer, judge=judge, **kw)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_algorithm_respects_its_budget_and_accepts_only_equal_steps(root, verifier,
+                                                                           algorithm):
+    proposer = RulesProposer("cost", strategies=_strategies(), lookahead=1)
+    result = run(root, verifier, algorithm, proposer, max_samples=3, iterations=2)
+    m = result.metrics()
+    assert 1 <= m["samples"] <= 3
+    assert result.queries <= (2 if algorithm not in ("beam",) else 2 * 2)
+    assert m["speedup"] >= 1.0 and m["efficiency"] == pytest.approx(m["speedup"] / m["samples"])
+    assert m["strategies"] == len({n.strategy for n in result.trajectory[1:]})
+    for node in result.nodes[1:]:
+        again = verifier.verify(root, node.program, trials=1, timing=False)
+        assert again.equal, (algorithm, node.strategy, again.reason)
+        assert node.parent is not None and node.depth == node.parent.depth + 1
+
+
+def test_same_seed_same_trajectory_and_random_baseline_differs_by_seed(root, verifier):
+    def strategies_of(rank, seed):
+        r = run(root, verifier, "chain", RulesProposer(rank, seed=seed, strategies=_strategies(),
+                                                       lookahead=1), max_samples=3)
+        return [s.text for s in r.samples]
+
+    assert strategies_of("random", 1) == strategies_of("random", 1)
+    assert strategies_of("cost", 0) == strategies_of("cost", 5)      # cost ranking is seedless
+    assert any(strategies_of("random", s) != strategies_of("random", 1) for s in (2, 3, 4))
+
+
+def test_cost_ranking_prefers_the_reorder_that_breaks_the_dependency_chain(root):
+    ranked = RulesProposer("cost", strategies=_strategies(), lookahead=1).ranked(root)
+    assert ranked[0].strategy == "loop_reorder"
+
+
+def test_replay_answers_failures_are_samples_with_reasons(root, verifier, tmp_path):
+    reorder = "L^{64}_{a=0}B^{32}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+    wrong = "B^{32}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+2*A^{f32,g}_{tx,a};];"
+    lines = [
+        {"answer": "I cannot help with that."},                                  # no tag
+        {"answer": "<answer>{\"transformed_IR\": \"B^{32}_{tx=0}L^{64\"</answer>"},  # not LEIR
+        {"transformed_IR": wrong, "applied_strategy": "loop_reorder"},            # not Equal
+        {"transformed_IR": ROW_SUM, "applied_strategy": "loop_reorder"},          # the root again
+        {"transformed_IR": reorder, "applied_strategy": "loop_reorder"},          # valid
+    ]
+    path = tmp_path / "answers.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    result = run(root, verifier, "chain", ReplayProposer(path), iterations=10)
+    reasons = [s.reason or "" for s in result.samples]
+    assert [s.valid for s in result.samples] == [False, False, False, True]
+    assert "no <answer> tag" in reasons[0]
+    assert "not LEIR" in reasons[1]
+    assert reasons[2].startswith("equal")
+    # the root itself is a repeat (already judged): no sample spent, noted at the node
+    assert result.repeats == 1 and ("repeats" in r for _, r in result.root.failures)
+    child = result.nodes[1]          # whether it is also the fastest depends on timing
+    assert child.strategy == "loop_reorder" and child.depth == 1 and len(result.nodes) == 2
+    assert result.stopped == "finished"
+
+
+def test_judge_cache_resumes_without_verifying_again(root, verifier, tmp_path):
+    cache = tmp_path / "verdicts.jsonl"
+    proposer = RulesProposer("cost", strategies=["loop_reorder"], lookahead=1)
+    first = search(root, "chain", proposer, max_samples=1,
+                   judge=Judge(root, verifier=verifier, trials=1, cache_file=cache))
+    assert cache.exists() and first.samples[0].valid
+    again = Judge(root, verifier=None, trials=1, cache_file=cache)   # would need a worker
+    key = again.key(first.nodes[1].program)
+    assert key in again.cache and again.root_ms == pytest.approx(first.root_ms)
+
+
+def test_paper_budgets_are_the_defaults():
+    assert DEFAULTS["greedy"].iterations == 20 and DEFAULTS["greedy"].candidates == 2
+    assert DEFAULTS["beam"].candidates == 3 and DEFAULTS["beam"].topk == 2
+    assert DEFAULTS["bfs"].max_depth == 20 and DEFAULTS["dfs"].candidates == 2
+    assert DEFAULTS["mcts"].iterations == 20 and DEFAULTS["chain_no_parent"].iterations == 20
+
+
+def test_parse_answer_forms():
+    ir = "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];"
+    multi = ('<think>x</think><answer>[{"idx": 0, "transformed_IR": "%s", "applied_strategies": '
+             '["loop_split"]}, {"idx": 1, "transformed_IR": "%s", "applied_strategy": "a"}]'
+             '</answer>' % (ir, ir))
+    assert parse_answer(multi) == [(ir, "loop_split"), (ir, "a")]
+    truncated = '<answer>{"transformed_IR": "%s", "applied_strategy": "loop_sp' % ir
+    assert parse_answer(truncated) == [(ir, "loop_sp")]
+    with pytest.raises(AnswerError, match="no 'transformed_IR'"):
+        parse_answer('<answer>{"ir": 1}</answer>')
