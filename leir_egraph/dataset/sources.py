@@ -54,6 +54,14 @@ class ProgramSource:
     def from_dict(d: dict[str, Any]) -> "ProgramSource":
         return ProgramSource(**d)
 
+    def files(self) -> tuple[Path, ...]:
+        """The user files this source reads (none for zoo programs)."""
+        if self.kind == "leir":
+            return (Path(self.ref), _signature_file(Path(self.ref)))
+        if self.kind in ("py", "jsonl"):
+            return (Path(self.ref),)
+        return ()
+
 
 def select_programs(selectors: list[str], *, count: int = 1, size: str = "small",
                     dtype: str = "f32", seed: int = 0) -> list[ProgramSource]:

@@ -1,4 +1,5 @@
-"""``leir steps``: every single-step rewrite of a program, with its chain of thought."""
+"""``leir steps`` and ``leir strategies``: single-step rewrites of a program with their chain
+of thought, and the strategies (rule files) they come from."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import argparse
 import json
 import sys
 
+from ..cli import InputError, positive_int
 from ..leir.commands import load_program
-from .strategy import RuleFileError, load_strategies
+from ..leir.limits import STEPS_NODE_BUDGET, check_steps_budget, node_count
 
 STEPS_EXAMPLE = """examples:
-  leir steps examples/softmax.leir --sig examples/softmax.sig.json --strategy loop_reorder
-  leir steps examples/softmax.leir --sig examples/softmax.sig.json --json --limit 3
-  leir steps prog.leir --sig prog.sig.json --rules my_rules/    (add a directory of rule files)"""
+  leir steps leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json --strategy loop_reorder
+  leir steps leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json --json --limit 3
+  leir steps prog.leir --sig prog.sig.json --rules my_rules/    (add a directory of rule files)
+
+A program of more than --max-nodes AST nodes is refused (exit status 2) instead of being
+enumerated for hours; see docs/LEIR.md, section Limits."""
 
 
 STRATEGIES_EXAMPLE = """examples:
@@ -34,23 +39,23 @@ def register(sub) -> None:
                        description="Enumerate every distinct one-site application of the "
                                    "strategies (rule files) on a LEIR program.",
                        epilog=STEPS_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="LEIR text file")
+    p.add_argument("file", help="LEIR text file ('-' for standard input)")
     p.add_argument("--sig", required=True, help="signature JSON file")
     p.add_argument("--strategy", action="append", help="strategy id (repeatable; default all)")
     p.add_argument("--rules", action="append", default=[], help="extra rule directory (repeatable)")
-    p.add_argument("--limit", type=int, help="at most this many transitions per strategy")
+    p.add_argument("--limit", type=positive_int,
+                   help="at most this many transitions per strategy")
+    p.add_argument("--max-nodes", type=positive_int, default=STEPS_NODE_BUDGET,
+                   help=f"refuse programs of more AST nodes (default {STEPS_NODE_BUDGET:,})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=run_steps)
 
 
 def run_strategies(args) -> int:
     from .catalog import strategies_markdown
+    from .strategy import load_strategies
 
-    try:
-        strategies = load_strategies(*args.rules)
-    except RuleFileError as err:
-        print(err, file=sys.stderr)
-        return 2
+    strategies = load_strategies(*args.rules)
     if args.markdown:
         print(strategies_markdown(strategies), end="")
         return 0
@@ -61,21 +66,21 @@ def run_strategies(args) -> int:
 
 def run_steps(args) -> int:
     from .steps import all_steps
+    from .strategy import load_strategies
 
     program = load_program(args.file, args.sig)
-    try:
-        strategies = load_strategies(*args.rules)
-    except RuleFileError as err:
-        print(err, file=sys.stderr)
-        return 2
+    check_steps_budget(program.leir, args.file, args.max_nodes)
+    strategies = load_strategies(*args.rules)
     if args.strategy:
         by_id = {s.id: s for s in strategies}
         unknown = [s for s in args.strategy if s not in by_id]
         if unknown:
-            print(f"unknown strategy {', '.join(unknown)}; known: {', '.join(sorted(by_id))}",
-                  file=sys.stderr)
-            return 2
+            raise InputError(f"--strategy: unknown strategy {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(by_id))}")
         strategies = [by_id[s] for s in args.strategy]
+    if sys.stderr.isatty():  # the e-graph work prints nothing until it is done: say it started
+        print(f"leir steps: enumerating {len(strategies)} strategies on {args.file} "
+              f"({node_count(program.leir):,} AST nodes) ...", file=sys.stderr)
     shown: dict[str, int] = {}
     for t in all_steps(program, strategies):
         if args.limit is not None and shown.get(t.strategy, 0) >= args.limit:
