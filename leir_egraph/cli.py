@@ -38,6 +38,8 @@ import math
 import os
 import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 # Subcommand providers, in --help order.
 SUBCOMMANDS = (
@@ -76,6 +78,31 @@ class InputError(Exception):
 
 class Terminated(BaseException):
     """SIGTERM, raised in the main thread so that ``finally`` blocks stop worker processes."""
+
+
+class TimeLimit(BaseException):
+    """Raised by :func:`time_limit` (a BaseException: no ``except Exception`` swallows it)."""
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise :class:`TimeLimit` in the block once ``seconds`` have passed (SIGALRM: POSIX,
+    main thread; elsewhere the block runs unbounded). For the commands' own Python work; work
+    in worker processes is bounded by the workers' own timeouts."""
+    if not hasattr(signal, "setitimer") or not _main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -170,6 +197,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     Returns the exit status (never raises, except with LEIR_DEBUG=1 for internal errors)."""
     from .leir.limits import allow_deep_programs
 
+    recursion_limit = sys.getrecursionlimit()
     allow_deep_programs()
     previous = None
     if hasattr(signal, "SIGTERM") and _main_thread():
@@ -182,7 +210,8 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
             return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
         handler = getattr(args, "handler", None)
         if handler is None:
-            parser.print_help(sys.stderr)
+            print(f"{parser.prog}: error: a command is required (see {parser.prog} --help)",
+                  file=sys.stderr)
             return EXIT_BAD_INPUT
         name = f"{parser.prog} {args.command}" if getattr(args, "command", None) else name
         return int(handler(args) or 0)
@@ -214,12 +243,12 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
                        "leir-egraph; LEIR_DEBUG=1 shows the traceback)"), file=sys.stderr)
         return EXIT_INTERNAL
     finally:
+        sys.setrecursionlimit(recursion_limit)  # the caller's (when run in-process)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
 def _main_thread() -> bool:
-    import threading
     return threading.current_thread() is threading.main_thread()
 
 
@@ -236,4 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m leir_egraph.cli`` runs this file as __main__; the subcommands import
+    # leir_egraph.cli, a second copy whose InputError is the one they raise: run that copy.
+    from leir_egraph.cli import main as _main
+    sys.exit(_main())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..egraph.strategy import CATEGORIES, Strategy, load_strategies
+from ..leir.limits import ProgramTooLarge, check_steps_budget
 from ..leir.program import Program
 from .config import DatasetConfig
 from .records import failure
@@ -157,6 +158,10 @@ class _ProgramRun:
             check(program)
         except LeirValidationError as err:
             return self.fail_program("validate", str(err))
+        try:
+            check_steps_budget(program.leir, "enumeration")
+        except ProgramTooLarge as err:
+            return self.fail_program("budget", str(err))
         chosen = self.transitions(program)
         if not chosen:
             return self.result()

@@ -48,7 +48,8 @@ def register(sub) -> None:
 def _load_module_file(path: str):
     file = Path(path)
     if not file.is_file():
-        raise InputError(f"{path}: {'is a folder, not a file' if file.is_dir() else 'no such file'}")
+        problem = "is a folder, not a file" if file.is_dir() else "no such file"
+        raise InputError(f"{path}: {problem}")
     if file.suffix != ".py":
         raise InputError(f"{path}: not a Python file (.py)")
     spec = importlib.util.spec_from_file_location(file.stem.replace("-", "_"), file)

@@ -84,7 +84,11 @@ def _quote(node) -> str:
 # ---------------------------------------------------------------- loops and indices
 
 def _check_loops(leir: Leir, out: list[Problem]) -> None:
-    def visit(nest: LoopNest, enclosing: tuple[str, ...]):
+    # nests with the index names bound around them, in textual order (no recursion: nests can
+    # be nested deeply)
+    stack: list[tuple[LoopNest, tuple[str, ...]]] = [(n, ()) for n in reversed(leir.nests)]
+    while stack:
+        nest, enclosing = stack.pop()
         names = list(enclosing)
         for loop in nest.loops:
             bound_name = loop.index[0] in "tb"
@@ -99,12 +103,8 @@ def _check_loops(leir: Leir, out: list[Problem]) -> None:
                 out.append(_at(loop, f"index '{loop.index}' is already bound by an enclosing "
                                      "loop of this nest"))
             names.append(loop.index)
-        for item in nest.body:
-            if isinstance(item, LoopNest):
-                visit(item, tuple(names))
-
-    for nest in leir.nests:
-        visit(nest, ())
+        stack.extend((item, tuple(names)) for item in reversed(nest.body)
+                     if isinstance(item, LoopNest))
 
 
 def _check_bound_indices(sites: list[EquationSite], out: list[Problem]) -> None:

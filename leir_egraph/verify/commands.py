@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
-from ..cli import EXIT_NOT_EQUIVALENT, positive_float, positive_int, natural
+from ..cli import (EXIT_NOT_EQUIVALENT, TimeLimit, natural, positive_float, positive_int,
+                   time_limit)
 from ..leir.commands import load_program
 from ..leir.files import read_text
 
@@ -45,13 +47,27 @@ def register(sub) -> None:
 
 
 def run_verify(args) -> int:
+    """The whole command runs within ``--timeout``: reading and validating BEFORE here (under
+    an alarm), the rest in the verifier's worker with what is left of it."""
+    from .result import VerificationResult
     from .verifier import verify
-    before = load_program(args.before, args.sig)
-    after_text = read_text(args.after)
-    result = verify(before, after_text, target=args.target, trials=args.trials,
-                    timeout=args.timeout, seed=args.seed, timing=not args.no_timing)
+
+    started = time.monotonic()
+    try:
+        with time_limit(args.timeout):
+            before = load_program(args.before, args.sig)
+            after_text = read_text(args.after)
+    except TimeLimit:
+        result = VerificationResult.at(
+            "none", f"diff: timed out after {args.timeout:g} s while reading and validating the "
+                    "programs", cause="timeout", target=args.target)
+    else:
+        result = verify(before, after_text, target=args.target, trials=args.trials,
+                        timeout=args.timeout, seed=args.seed, timing=not args.no_timing,
+                        started=started)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:
         print(result.summary())
     return 0 if result.equal else EXIT_NOT_EQUIVALENT
+

@@ -23,6 +23,7 @@ from ..leir.validate import LeirValidationError, check
 from ..lower.build import build, run, time_program
 from ..lower.targets import CPU_TARGET, target_kind
 from .compare import compare
+from .gathers import gather_problem
 from .independence import check_independent
 from .inputs import integer_ranges, random_inputs
 
@@ -200,6 +201,11 @@ class _Evaluation:
             return known["outputs"][t]
 
         if before_problem is None:
+            self.stage("checking the gathers of before")
+            oob = _gather_problem(before, inputs)
+            if oob is not None:
+                before_problem = f"before reads out of bounds: {oob}"
+        if before_problem is None:
             self.stage("running before")
             try:
                 before_out = [run_before(0)]
@@ -207,6 +213,10 @@ class _Evaluation:
                 before_problem = f"before fails to run: {describe_error(err)}"
         if before_problem is not None:
             self.note(before_problem=before_problem)
+        self.stage("checking the gathers of after")
+        oob = _gather_problem(after, inputs)
+        if oob is not None:
+            return self.result(f"exec: after reads out of bounds: {oob}", "exec")
         self.stage("running after")
         try:
             after_out = [run(after, inputs[0], EQUAL_TARGET)]
@@ -272,6 +282,15 @@ class _Evaluation:
             self.note(time_after_ms=t_after,
                       speedup=(t_before / t_after) if t_after > 0 else None)
         return self.result(reason, None if reason is None else "independence")
+
+
+def _gather_problem(program: Program, inputs: list[dict[str, np.ndarray]]) -> str | None:
+    """The first out-of-bounds gather of ``program`` over the input sets of every trial."""
+    for t, trial in enumerate(inputs):
+        found = gather_problem(program, trial)
+        if found is not None:
+            return found + (f" (trial {t + 1})" if t else "")
+    return None
 
 
 def _independence_problem(program: Program, inputs) -> str | None:

@@ -46,19 +46,22 @@ class Verifier:
 
     def verify(self, before: Program, after: Program | str, target: TargetLike = "llvm",
                trials: int = 3, timeout: float = 60.0, seed: int = 0,
-               timing: bool = True) -> VerificationResult:
-        """See :func:`verify`. Never raises: every failure is a result with a reason."""
+               timing: bool = True, *, started: float | None = None) -> VerificationResult:
+        """See :func:`verify`. Never raises: every failure is a result with a reason.
+        ``started``: the ``time.monotonic()`` at which the caller's ``timeout`` began (default:
+        now), when the caller did part of the work already."""
         start = time.perf_counter()
+        deadline = (time.monotonic() if started is None else started) + timeout
         try:
-            result = self._verify(before, after, target, trials, timeout, seed, timing)
+            result = self._verify(before, after, target, trials, timeout, seed, timing, deadline)
         except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
             from .session import describe_error
             result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
                                            cause="internal")
         return _with(result, elapsed_s=time.perf_counter() - start)
 
-    def _verify(self, before, after, target, trials, timeout, seed, timing) -> VerificationResult:
-        deadline = time.monotonic() + timeout
+    def _verify(self, before, after, target, trials, timeout, seed, timing,
+                deadline: float) -> VerificationResult:
         kind = target_kind(target)
         if not isinstance(before, Program):
             return VerificationResult.at("none", "before must be a Program (LEIR + signature)",
@@ -163,16 +166,17 @@ def _shared_verifier() -> Verifier:
 
 def verify(before: Program, after: Program | str, target: TargetLike = "llvm", trials: int = 3,
            timeout: float = 60.0, seed: int = 0, timing: bool = True, *,
-           isolate: bool = True) -> VerificationResult:
+           isolate: bool = True, started: float | None = None) -> VerificationResult:
     """Check how far ``after`` is equivalent to ``before`` (docs/LEIR.md §4, docs/VERIFY.md).
 
     ``after`` may be LEIR text (it takes ``before``'s signature and values). ``timeout`` bounds
-    the whole call, the start of a worker process included. Never raises: build errors,
-    runtime errors, crashes and timeouts come back as a result naming the level reached, why
-    (``reason``) and the kind of failure (``cause``).
+    the whole call, the start of a worker process included (from ``started``, a
+    ``time.monotonic()`` value, when the caller's own work counts too). Never raises: build
+    errors, runtime errors, crashes and timeouts come back as a result naming the level
+    reached, why (``reason``) and the kind of failure (``cause``).
     """
     verifier = _shared_verifier() if isolate else Verifier(isolate=False)
-    return verifier.verify(before, after, target, trials, timeout, seed, timing)
+    return verifier.verify(before, after, target, trials, timeout, seed, timing, started=started)
 
 
 def verify_many(pairs: Iterable[tuple[Program, Program | str]], target: TargetLike = "llvm",
