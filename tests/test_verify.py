@@ -181,3 +181,16 @@ def test_a_crashing_original_is_blamed_not_its_rewrite():
     assert r.reason == "exec: worker killed by SIGFPE while running after"
     # a sound rewrite of an original that cannot run is never counted as verified
     assert not r.equal
+
+
+def test_an_out_of_bounds_gather_is_named():
+    """Issue 9 item 8: one stored index is out of range; both programs read past A. That is
+    named as an out-of-bounds read of the original, not as outputs that differ."""
+    sig = Signature.of([("A", "f32", (4,)), ("I", "i32", (4,))], [("C", "f32", (4,))])
+    before = Program.parse("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{I^{i32,g}_{tx}};];", sig,
+                           values={"I": np.array([0, 1, 2, 4], np.int32)})
+    r = verify(before, "P^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{I^{i32,g}_{a}};];", timing=False)
+    assert r.before_problem == ("before reads out of bounds: A^{f32,g}_{I^{i32,g}_{tx}} reads A "
+                                "at 4 in dimension 0 (size 4) at tx=3")
+    assert r.level == "build" and r.cause == "exec"
+    assert r.reason.startswith("exec: after reads out of bounds: A^{f32,g}_{I^{i32,g}_{a}}")
