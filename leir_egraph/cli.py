@@ -28,6 +28,10 @@ file, rule-file, selection errors ...); ``run_command`` prints those as one line
 turns anything else into an internal error, and handles Ctrl-C and SIGTERM, so that worker
 processes are shut down on the way out. Option values are checked while parsing with the
 types below (``positive_float``, ``natural`` ...), so a bad value is refused before any work.
+A new exception class of the library that means bad input goes into ``INPUT_ERRORS``. Python
+work that must stop after a while runs under ``time_limit(seconds)``. A command outside
+``leir`` gets the same policy from ``run_command(parser, argv)`` with a parser built from
+:class:`ArgumentParser` whose defaults hold ``handler`` (``python -m leir_egraph.sample``).
 """
 
 from __future__ import annotations

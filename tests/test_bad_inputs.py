@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import marked_processes
 from leir_egraph import cli, sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +136,7 @@ def get_inputs():
     "inside_out/programs/copy4.sig.json": json.dumps(SIG4),
     "plain_file": "not a folder",
 }
-BINARY = {"nonutf.leir": b"\xff\xfe B^{4}"}
+BINARY = {"nonutf.leir": b"\xff\xfe B^{4}", "nonutf.jsonl": b'{"leir": "\xff"}\n'}
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +227,10 @@ CASES = [
     ("lower-invalid-cuda-kernel", LEIR, "lower {d}/wide.leir --sig {d}/wide.sig.json "
                                         "--target cuda", 2,
      "{d}/wide.leir: error: CudaInvalid"),
+    ("lower-missing", LEIR, "lower {d}/missing.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/missing.leir: no such file"),
+    ("lower-not-utf8", LEIR, "lower {d}/nonutf.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/nonutf.leir:1:1: not UTF-8 text (byte 0xff)"),
     ("lower-bad-target", LEIR, "lower {d}/copy4.leir --sig {d}/sig4.sig.json --target metal", 2,
      "argument --target: invalid choice"),
     # ---- leir verify: bad files and options (refused before any worker starts)
@@ -263,6 +268,14 @@ CASES = [
     ("steps-rules-missing-folder", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
                                          "{d}/no_rules", 2, "{d}/no_rules:1: rules directory "
                                                             "does not exist"),
+    ("steps-folder", LEIR, "steps {d}/folder.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/folder.leir: is a folder, not a file"),
+    ("steps-negative-extent", LEIR, "steps {d}/neg_extent.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/neg_extent.leir:1:4: loop extent must be at least 1, got -4"),
+    ("steps-max-nodes-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --max-nodes 0",
+     2, "argument --max-nodes: expected an integer >= 1, got 0"),
+    ("steps-timeout-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --timeout 0", 2,
+     "argument --timeout: expected a number of seconds > 0"),
     ("steps-unknown-strategy", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --strategy "
                                      "loop_warp", 2, "--strategy: unknown strategy loop_warp"),
     ("steps-limit-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit 0", 2,
@@ -319,6 +332,8 @@ CASES = [
      "{d}/nosig/prog.leir: the signature file prog.sig.json is missing next to it"),
     ("sample-corpus-bad-line", SAMPLE, "--programs {d}/corpus_bad.jsonl --out {d}/o4", 2,
      "{d}/corpus_bad.jsonl:2: not JSON"),
+    ("sample-corpus-not-utf8", SAMPLE, "--programs {d}/nonutf.jsonl --out {d}/o8", 2,
+     "{d}/nonutf.jsonl:1:11: not UTF-8 text (byte 0xff)"),
     ("sample-unknown-strategy", SAMPLE, "--programs ReLU --strategies loop_warp --out {d}/o5", 2,
      "unknown strategy or category 'loop_warp'"),
     ("sample-bad-rules", SAMPLE, "--programs ReLU --rules {d}/rules_toml --out {d}/o6", 2,
@@ -363,29 +378,13 @@ def _children() -> set[int]:
     return found
 
 
-def _marked(marker: str) -> list[int]:
-    """Live processes whose environment carries ``marker`` (a subprocess and its children)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if marker.encode() in f.read():
-                        with open(f"/proc/{entry}/stat") as s:
-                            if s.read().rsplit(")", 1)[1].split()[0] != "Z":
-                                found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 def run_case(kind: str, argv: list[str], capsys) -> tuple[int, str, str]:
     if kind == PROCESS:
         marker = f"LEIR_BAD_INPUT_CASE={uuid.uuid4()}"
         env = {**os.environ, "PYTHONPATH": str(ROOT), marker.split("=")[0]: marker.split("=")[1]}
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=300)
-        assert not _marked(marker), "a process of the command outlived it"
+        assert not marked_processes(marker), "a process of the command outlived it"
         return done.returncode, done.stdout, done.stderr
     before = _children()
     code = (cli.main if kind == LEIR else sample.main)(argv)
@@ -410,5 +409,5 @@ def test_bad_input(case, d, capsys):
 
 def test_catalogue_size():
     """The number of bad-input cases the closing note of issue 9 reports."""
-    assert len(CASES) == 87
+    assert len(CASES) == 94
     assert len({c[0] for c in CASES}) == len(CASES)

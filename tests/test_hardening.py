@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import marked_processes
 from leir_egraph import cli, sample
 from leir_egraph.dataset.shards import OutputFolder, OutputFolderError
 from leir_egraph.leir import Program, Signature, check, parse, to_text
@@ -118,6 +119,29 @@ def test_the_sampler_records_a_crashing_original_as_the_programs_problem(tmp_pat
                                  "killed by SIGFPE while running before")
 
 
+# ---------------------------------------------------------------- item 3: the error policy
+
+def test_ctrl_c_and_internal_errors_are_one_line(monkeypatch, capsys):
+    """Ctrl-C: status 130; a bug (any other exception): status 3; one line, no traceback."""
+    import leir_egraph.leir.commands as commands
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def buggy(args):
+        raise ZeroDivisionError("a bug\nwith a second line")
+
+    example = str(ROOT / "leir_egraph" / "examples" / "softmax.leir")
+    monkeypatch.setattr(commands, "run_fmt", interrupted)
+    assert cli.main(["fmt", example]) == 130
+    assert capsys.readouterr().err == "leir fmt: interrupted\n"
+    monkeypatch.setattr(commands, "run_fmt", buggy)
+    assert cli.main(["fmt", example]) == 3
+    assert capsys.readouterr().err == ("leir fmt: internal error: ZeroDivisionError: a bug | "
+                                       "with a second line (a bug in leir-egraph; LEIR_DEBUG=1 "
+                                       "shows the traceback)\n")
+
+
 # ---------------------------------------------------------------- item 4: depth
 
 def _sum(terms: int) -> str:
@@ -181,6 +205,16 @@ def test_steps_stops_at_its_timeout_with_one_line(tmp_path, capsys):
     assert elapsed < 60  # the alarm fires when control is back in Python, not at once
 
 
+def test_steps_shows_progress_on_a_terminal(tmp_path, capsys, monkeypatch):
+    example = ROOT / "leir_egraph" / "examples"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert cli.main(["steps", str(example / "softmax.leir"), "--sig",
+                     str(example / "softmax.sig.json"), "--strategy", "loop_reorder"]) == 0
+    err = capsys.readouterr().err
+    assert "leir steps: " in err and "matching 1 strategies on a program of 46 AST nodes" in err
+    assert "1/1 loop_reorder: placing" in err and err.endswith("\r\033[K")
+
+
 def test_verify_timeout_bounds_the_whole_command(tmp_path, capsys):
     """A large program: reading and validating it, starting a worker and the TVM work all
     count; the result comes back as a timeout (exit status 1), not after minutes."""
@@ -200,28 +234,10 @@ def test_verify_timeout_bounds_the_whole_command(tmp_path, capsys):
 
 # ---------------------------------------------------------------- item 6: no orphans
 
-def _marked(marker: str) -> list[int]:
-    """Live processes (not zombies) whose environment carries ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker.encode() not in f.read():
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def _verify_workers(marker: str) -> list[int]:
     """The marked processes that are verification workers."""
     out = []
-    for pid in _marked(marker):
+    for pid in marked_processes(marker):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if b"leir_egraph.verify.worker" in f.read():
@@ -266,7 +282,7 @@ def test_sigterm_to_leir_verify_stops_its_worker(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 143 and err == "leir verify: terminated\n"
-    assert _wait_for(lambda: not _marked(marker), 10), "the verification worker outlived it"
+    assert _wait_for(lambda: not marked_processes(marker), 10), "the verification worker outlived it"
 
 
 def test_sigkill_of_the_sampler_leaves_no_worker_behind(tmp_path):
@@ -281,13 +297,13 @@ def test_sigkill_of_the_sampler_leaves_no_worker_behind(tmp_path):
     try:
         # the sampler, its pool worker, and the verification worker running the endless loop
         assert _wait_for(lambda: _verify_workers(marker), 300), "the workers never started"
-        assert len(_marked(marker)) >= 3
+        assert len(marked_processes(marker)) >= 3
         time.sleep(2)
         proc.kill()
         proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert _wait_for(lambda: not _marked(marker), 10), "a worker outlived the sampler"
+    assert _wait_for(lambda: not marked_processes(marker), 10), "a worker outlived the sampler"
 
 
 # ---------------------------------------------------------------- item 7: IEEE division
