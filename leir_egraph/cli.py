@@ -1,22 +1,53 @@
 """The ``leir`` command. Each subcommand lives next to the layer it exposes and provides
-``register(subparsers)``; this file only assembles them.
+``register(subparsers)``; this file assembles them and runs every one of them the same way.
 
     leir fmt FILE                          parse, validate, print canonical LEIR
     leir lower FILE --sig SIG              TIR (or CUDA source) of a program
     leir verify BEFORE AFTER --sig SIG     equivalence levels, errors, times
-    leir from-torch FILE.py:Class          PyTorch module -> LEIR + signature
+    leir from-torch FILE.py[:Class]        PyTorch module -> LEIR + signature
     leir steps FILE --sig SIG              single-step rewrites with their chain of thought
     leir search FILE --sig SIG             multi-step optimization search (verified, timed)
     leir eval CASES --answers FILE         single-step evaluation of a model's answers
+    leir strategies                        the strategies (rule files), or their Markdown doc
+
+Exit status, for every subcommand (README.md, "The leir command")::
+
+    0    success
+    1    leir verify only: AFTER is not equivalent to BEFORE (the result is still printed)
+    2    bad input: a file that is missing, unreadable, not UTF-8, does not parse or does not
+         validate; a bad option value; a rule file egglog rejects; a program past a limit
+    3    internal error: a bug in leir-egraph (LEIR_DEBUG=1 shows the traceback)
+    130  interrupted (Ctrl-C);  143  terminated (SIGTERM)
+
+Every error is one line on standard error that names the file (``FILE:line:col: message``
+where a position applies) or the option; never a traceback.
+
+Adding a subcommand: write ``register(sub)`` in the layer's ``commands.py`` that adds a parser
+with ``set_defaults(handler=fn)``, and list the module in ``SUBCOMMANDS``. ``fn(args)`` returns
+the exit status. For bad input it raises :class:`InputError` with the one-line message, or
+lets one of the library's own input errors propagate (``INPUT_ERRORS``: syntax, validation,
+file, rule-file, selection errors ...); ``run_command`` prints those as one line with status 2,
+turns anything else into an internal error, and handles Ctrl-C and SIGTERM, so that worker
+processes are shut down on the way out. Option values are checked while parsing with the
+types below (``positive_float``, ``natural`` ...), so a bad value is refused before any work.
+A new exception class of the library that means bad input goes into ``INPUT_ERRORS``. Python
+work that must stop after a while runs under ``time_limit(seconds)``. A command outside
+``leir`` gets the same policy from ``run_command(parser, argv)`` with a parser built from
+:class:`ArgumentParser` whose defaults hold ``handler`` (``python -m leir_egraph.sample``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
-# (module, description) of every subcommand provider, in --help order.
+# Subcommand providers, in --help order.
 SUBCOMMANDS = (
     "leir_egraph.leir.commands",
     "leir_egraph.lower.commands",
@@ -27,31 +58,230 @@ SUBCOMMANDS = (
     "leir_egraph.evaluate.commands",
 )
 
+EXIT_OK, EXIT_NOT_EQUIVALENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+# The library's exceptions that mean "the input is bad" (module, class). They are looked up
+# in sys.modules only: an exception class that was never imported cannot have been raised, and
+# importing it here would cost every command the import (egglog, torch).
+INPUT_ERRORS = (
+    ("leir_egraph.leir.files", "LeirFileError"),
+    ("leir_egraph.leir.parser", "LeirSyntaxError"),
+    ("leir_egraph.leir.validate", "LeirValidationError"),
+    ("leir_egraph.egraph.strategy", "RuleFileError"),
+    ("leir_egraph.leir.limits", "ProgramTooLarge"),
+    ("leir_egraph.dataset.sources", "SourceError"),
+    ("leir_egraph.dataset.shards", "ResumeError"),
+    ("leir_egraph.dataset.shards", "OutputFolderError"),
+    ("leir_egraph.dataset.pipeline", "StrategySelectionError"),
+    ("leir_egraph.frontend.errors", "UnsupportedOp"),
+    ("leir_egraph.frontend.errors", "TranslationError"),
+    ("leir_egraph.frontend.translate", "TraceFailure"),
+)
+
+
+class InputError(Exception):
+    """Bad input, reported as one line (the message names the file or option) with status 2."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that ``finally`` blocks stop worker processes."""
+
+
+class TimeLimit(BaseException):
+    """Raised by :func:`time_limit` (a BaseException: no ``except Exception`` swallows it)."""
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """Raise :class:`TimeLimit` in the block once ``seconds`` have passed (SIGALRM: POSIX,
+    main thread; elsewhere the block runs unbounded). For the commands' own Python work; work
+    in worker processes is bounded by the workers' own timeouts."""
+    if not hasattr(signal, "setitimer") or not _main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors (status 2), for the command and its subcommands."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------- option value types
+
+def _number(text: str, kind, what: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def natural(text: str) -> int:
+    """An integer >= 0 (seeds, caps)."""
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (counts, workers, trials)."""
+    value = _number(text, int, "an integer >= 1")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def at_least(minimum: int):
+    """An integer >= ``minimum``."""
+    def parse(text: str) -> int:
+        value = _number(text, int, f"an integer >= {minimum}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def natural_float(text: str) -> float:
+    """A finite number >= 0 (temperatures)."""
+    value = _number(text, float, "a finite number >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (timeouts in seconds)."""
+    value = _number(text, float, "a finite number of seconds > 0")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return value
+
+
+# ---------------------------------------------------------------- running a command
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="leir", description="LEIR tensor programs: format, lower, verify, translate, rewrite.",
+        epilog="exit status: 0 ok, 1 not equivalent (verify), 2 bad input, 3 internal error",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
-        try:
-            provider = importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if module == err.name or module.startswith(f"{err.name}."):  # layer not built yet
-                continue
-            raise
-        provider.register(sub)
+        importlib.import_module(module).register(sub)
     return parser
 
 
+def one_line(text: str, limit: int = 600) -> str:
+    """``text`` on one line: its non-empty lines joined by ' | ', clipped to ``limit``."""
+    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _input_error_types() -> tuple[type, ...]:
+    found: list[type] = [InputError]
+    for module, name in INPUT_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated()
+
+
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen handler with the error policy of the module docstring.
+    Returns the exit status (never raises, except with LEIR_DEBUG=1 for internal errors)."""
+    from .leir.limits import allow_deep_programs
+
+    recursion_limit = sys.getrecursionlimit()
+    allow_deep_programs()
+    previous = None
+    if hasattr(signal, "SIGTERM") and _main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    name = parser.prog
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, or a one-line usage error
+            return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            print(f"{parser.prog}: error: a command is required (see {parser.prog} --help)",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        name = f"{parser.prog} {args.command}" if getattr(args, "command", None) else name
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"{name}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    except BrokenPipeError:  # `leir steps ... | head`: the reader is gone, nothing to report
+        _silence_stdout()
+        return EXIT_OK
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else EXIT_BAD_INPUT
+    except Exception as err:  # noqa: BLE001 -- the policy: one line, never a traceback
+        if isinstance(err, _input_error_types()):
+            print(one_line(err), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if isinstance(err, RecursionError):
+            print(f"{name}: the program is nested too deeply to process (docs/LEIR.md, "
+                  "section Limits)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if isinstance(err, MemoryError):
+            print(f"{name}: out of memory", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if os.environ.get("LEIR_DEBUG"):
+            raise
+        print(one_line(f"{name}: internal error: {type(err).__name__}: {err} (a bug in "
+                       "leir-egraph; LEIR_DEBUG=1 shows the traceback)"), file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        sys.setrecursionlimit(recursion_limit)  # the caller's (when run in-process)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
-    return int(args.handler(args) or 0)
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m leir_egraph.cli`` runs this file as __main__; the subcommands import
+    # leir_egraph.cli, a second copy whose InputError is the one they raise: run that copy.
+    from leir_egraph.cli import main as _main
+    sys.exit(_main())

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cli import (ArgumentParser, InputError, at_least, natural, positive_float, positive_int,
+                  run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import markdown_table
 
@@ -28,11 +30,16 @@ examples:
   python -m leir_egraph.sample --programs 'level2:*' --size paper --executor ray \\
       --ray-address auto --out out/l2 --resume
       on a Ray cluster; --resume continues a killed run
+
+The output folder must be new, empty, or one this tool wrote (it keeps a manifest there and
+removes only the files listed in it); --overwrite writes into another non-empty folder without
+removing anything. Exit status: 0 done (failed programs are recorded, not fatal), 2 bad input
+(selectors, options, rule files, output folder), 3 internal error, 130/143 interrupted.
 """
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m leir_egraph.sample",
         description="Enumerate every single-step rewrite of tensor programs, verify each on TVM, "
                     "and write the Step-TP dictionary dataset, the balanced chat-template "
@@ -45,7 +52,7 @@ def parser() -> argparse.ArgumentParser:
                         "get_init_inputs(), or model + example_inputs), .leir files (with "
                         "NAME.sig.json beside), .jsonl corpora (leir, signature, name), or "
                         f"folders of those (default: the demo, {' '.join(DEMO_PROGRAMS)})")
-    g.add_argument("--count", type=int, default=1,
+    g.add_argument("--count", type=positive_int, default=1,
                    help="instances per zoo kind, instancing seeds SEED..SEED+COUNT-1 (default 1)")
     g.add_argument("--size", choices=("small", "paper"), default="small",
                    help="zoo shape ranges (default small)")
@@ -57,14 +64,15 @@ def parser() -> argparse.ArgumentParser:
                         "math); default: every strategy")
     g.add_argument("--rules", metavar="DIR", action="append", default=[],
                    help="extra rule directory (repeatable); its files add strategies")
-    g.add_argument("--per-strategy-cap", type=int, metavar="N",
+    g.add_argument("--per-strategy-cap", type=positive_int, metavar="N",
                    help="keep at most N transitions per program and strategy, a seeded choice "
                         f"(default: all; the demo uses {DEMO_CAP})")
     g = p.add_argument_group("verification")
     g.add_argument("--target", choices=("llvm", "cuda"), default="llvm",
                    help="lowering/verification target (CUDA source is emitted either way)")
-    g.add_argument("--trials", type=int, default=3, help="random input sets per check (default 3)")
-    g.add_argument("--verify-timeout", type=float, default=60.0, metavar="S",
+    g.add_argument("--trials", type=positive_int, default=3,
+                   help="random input sets per check (default 3)")
+    g.add_argument("--verify-timeout", type=positive_float, default=60.0, metavar="S",
                    help="seconds of TVM work per verification (default 60)")
     g.add_argument("--timing", action="store_true",
                    help="measure run times and speedups (measurements differ between runs, so "
@@ -72,16 +80,21 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-cuda-source", action="store_true",
                    help="skip emitting CUDA C for every before/after program")
     g = p.add_argument_group("balancing")
-    g.add_argument("--medium-cap", type=int, default=2000,
+    g.add_argument("--medium-cap", type=natural, default=2000,
                    help="occurrences per medium strategy in the multi-answer set (default 2000)")
-    g.add_argument("--multi-max-answers", type=int, default=8,
+    g.add_argument("--multi-max-answers", type=at_least(2), default=8,
                    help="answers per multi-answer example, at most (default 8)")
-    g.add_argument("--multi-max-entries", type=int, default=3,
+    g.add_argument("--multi-max-entries", type=positive_int, default=3,
                    help="multi-answer examples drawn per original program, at most (default 3)")
     g = p.add_argument_group("run")
-    g.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0)")
+    g.add_argument("--seed", type=natural, default=0,
+                   help="seed of every random choice, >= 0 (default 0)")
     g.add_argument("--out", default="leir-out", help="output folder (default ./leir-out)")
-    g.add_argument("--workers", type=int, default=2, help="parallel workers (default 2)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out folder this tool did not create (files "
+                        "of its names are replaced; nothing is removed)")
+    g.add_argument("--workers", type=positive_int, default=2,
+                   help="parallel workers (default 2)")
     g.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local process pool, or Ray (default local)")
     g.add_argument("--ray-address", metavar="ADDR",
@@ -89,9 +102,9 @@ def parser() -> argparse.ArgumentParser:
                         "--workers CPUs")
     g.add_argument("--resume", action="store_true",
                    help="continue an interrupted run in --out (same settings required)")
-    g.add_argument("--shard-size", type=int, default=8,
+    g.add_argument("--shard-size", type=positive_int, default=8,
                    help="programs per output shard (default 8)")
-    g.add_argument("--program-timeout", type=float, default=3600.0, metavar="S",
+    g.add_argument("--program-timeout", type=positive_float, default=3600.0, metavar="S",
                    help="a program still running after S seconds is recorded as failed")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -112,16 +125,24 @@ def config_from(args: argparse.Namespace) -> DatasetConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Run the sampler with the command-line policy of ``leir`` (one-line errors, exit
+    status 2 for bad input; see leir_egraph/cli.py)."""
+    p = parser()
+    p.set_defaults(handler=run)
+    return run_command(p, argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    execution = Execution(out=args.out, workers=args.workers, executor=args.executor,
+                          ray_address=args.ray_address, resume=args.resume,
+                          overwrite=args.overwrite, quiet=args.quiet,
+                          program_timeout=args.program_timeout)
     try:
-        config = config_from(args)
-        execution = Execution(out=args.out, workers=args.workers, executor=args.executor,
-                              ray_address=args.ray_address, resume=args.resume, quiet=args.quiet,
-                              program_timeout=args.program_timeout)
         result = build_dataset(config, execution)
-    except (ValueError, OSError) as err:  # bad selectors, settings, rule files, resume mismatch
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except OSError as err:  # a full disk, a read-only --out, an unreadable input
+        where = err.filename if err.filename is not None else args.out
+        raise InputError(f"{where}: {err.strerror or err}") from None
     s, rates = result.summary, result.rates()
     rows = [
         {"": "programs", "count": f"{s['programs']} ({s['programs_failed']} failed)"},

@@ -84,3 +84,26 @@ def assert_verified(verifier, before, after, what: str) -> None:
     assert r.equal, f"{what}: {before.text} -> {after.text}: {r.level}: {r.reason}"
     if r.before_independent is not False:
         assert r.independent, f"{what}: P/V/B claim broken: {after.text}: {r.reason}"
+
+
+# ---------------------------------------------------------------- processes left behind
+
+def marked_processes(marker: str) -> list[int]:
+    """Live processes (zombies excluded) whose environment carries ``marker``: a subprocess
+    started with it in its environment, and every process that subprocess started. Used to
+    check that a command leaves no process behind, even one re-parented after its parent
+    died."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from leir_egraph.cli import main
 
@@ -38,6 +37,5 @@ def test_invalid_kernel_is_one_error_line(tmp_path, capsys):
 
 
 def test_help_shows_an_example(capsys):
-    with pytest.raises(SystemExit):
-        main(["lower", "--help"])
+    assert main(["lower", "--help"]) == 0
     assert "examples/softmax.leir --sig" in capsys.readouterr().out

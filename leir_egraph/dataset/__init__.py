@@ -12,11 +12,11 @@ from .build import BuildResult, build_dataset, finalize
 from .config import DEMO_PROGRAMS, DatasetConfig, Execution
 from .pipeline import StrategySelectionError, process_program, select_strategies
 from .records import COLUMNS, SCHEMA
-from .shards import ResumeError
+from .shards import OutputFolderError, ResumeError
 from .sources import ProgramSource, SourceError, select_programs
 
 __all__ = ["build_dataset", "finalize", "BuildResult", "DatasetConfig", "Execution",
            "DEMO_PROGRAMS", "BalancePolicy", "MultiEntry", "balance_single", "balance_multi",
            "balance_table", "process_program", "select_strategies", "StrategySelectionError",
-           "COLUMNS", "SCHEMA", "ResumeError", "ProgramSource", "SourceError",
+           "COLUMNS", "SCHEMA", "ResumeError", "OutputFolderError", "ProgramSource", "SourceError",
            "select_programs"]

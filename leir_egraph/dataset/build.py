@@ -26,7 +26,7 @@ from .executors import executor
 from .pipeline import select_strategies
 from .records import jsonl_bytes
 from .report import plots, summarize, write_report
-from .shards import OutputFolder, atomic_write
+from .shards import OutputFolder
 from .sources import SourceError, select_programs
 
 RUN_FORMAT = 1
@@ -64,10 +64,20 @@ def run_identity(config: DatasetConfig, sources) -> dict[str, Any]:
                            for s in strategies}}
 
 
+def input_files(sources, rules: tuple[str, ...]) -> list[Path]:
+    """Every file the run reads: program files and rule files (the output folder must not
+    hold any of them where it writes or removes)."""
+    files = [f for s in sources for f in s.files()]
+    for folder in rules:
+        files.extend(p for p in sorted(Path(folder).rglob("*")) if p.is_file())
+    return files
+
+
 def build_dataset(config: DatasetConfig, execution: Execution | None = None,
                   on_program: Callable[[dict[str, Any]], None] | None = None) -> BuildResult:
     """Run the pipeline; see the module docstring. Raises SourceError, ResumeError,
-    StrategySelectionError or RuleFileError before any work when the inputs are unusable.
+    OutputFolderError, StrategySelectionError or RuleFileError before any work when the inputs
+    are unusable.
     ``on_program`` is called in this process with each program's result as it arrives."""
     execution = execution or Execution()
     start = time.perf_counter()
@@ -76,7 +86,8 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
     if not sources:
         raise SourceError("no programs selected")
     folder = OutputFolder(execution.out)
-    done = folder.start(run_identity(config, sources), execution.resume)
+    done = folder.start(run_identity(config, sources), execution.resume, execution.overwrite,
+                        input_files(sources, config.rules))
     size = config.shard_size
     shard_of = {i: i // size for i in range(len(sources))}
     members: dict[int, list[int]] = {}
@@ -126,7 +137,6 @@ def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any
                            config.medium_cap, config.multi_max_answers, config.multi_max_entries)
     single = balance_single(verified, policy)
     multi = balance_multi(verified, policy)
-    root = folder.root
     written = {
         "chat/single.jsonl": jsonl_bytes(single_example(r) for r in single),
         "chat/single.meta.jsonl": jsonl_bytes(single_meta(r) for r in single),
@@ -146,8 +156,7 @@ def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any
                                         speedups).encode()
     for name, data in plots(table).items():
         written[f"plots/{name}"] = data
-    for name, data in written.items():
-        atomic_write(root / name, data)
+    folder.write_many(written)
     files = ["dictionary/part-*.parquet", "dictionary/part-*.jsonl", *written]
     return summary, files
 

@@ -80,6 +80,7 @@ class Execution:
     executor: str = "local"              # local (process pool) or ray
     ray_address: str | None = None
     resume: bool = False
+    overwrite: bool = False              # write into a non-empty folder this tool did not create
     quiet: bool = False
     program_timeout: float = 3600.0      # a program still running after this is a failure
 

@@ -9,6 +9,7 @@ fresh worker takes its place.
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 from multiprocessing.connection import wait
 from typing import Any, Iterator
@@ -50,18 +51,30 @@ def run_task(source: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- local process pool
 
 def _serve(conn, config: dict[str, Any]) -> None:
-    """Worker process: answer (index, source) requests until told to stop (None)."""
+    """Worker process: answer (index, source) requests until told to stop (None) or until the
+    parent is gone -- it dies with its parent (and its verification worker with it), so a
+    killed run leaves no process behind."""
+    from ..leir.limits import allow_deep_programs
+    from ..verify.worker import die_with_parent
     from .pipeline import close_contexts
+    die_with_parent()
+    allow_deep_programs()
+    # Ctrl-C reaches the whole process group: the parent handles it and stops this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         while True:
             try:
                 task = conn.recv()
-            except EOFError:
+            except (EOFError, OSError):
                 return
             if task is None:
                 return
             index, source = task
-            conn.send((index, run_task(source, config)))
+            result = run_task(source, config)
+            try:
+                conn.send((index, result))
+            except (BrokenPipeError, OSError):  # the parent is gone: nobody to report to
+                return
     finally:
         close_contexts()
 

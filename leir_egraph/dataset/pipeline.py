@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..egraph.strategy import CATEGORIES, Strategy, load_strategies
+from ..leir.limits import ProgramTooLarge, check_steps_budget
 from ..leir.program import Program
 from .config import DatasetConfig
 from .records import failure
@@ -157,6 +158,10 @@ class _ProgramRun:
             check(program)
         except LeirValidationError as err:
             return self.fail_program("validate", str(err))
+        try:
+            check_steps_budget(program.leir, "enumeration")
+        except ProgramTooLarge as err:
+            return self.fail_program("budget", str(err))
         chosen = self.transitions(program)
         if not chosen:
             return self.result()
@@ -240,7 +245,9 @@ class _ProgramRun:
                                           timeout=cfg.verify_timeout, seed=cfg.seed,
                                           timing=cfg.timing)
         if result.before_problem and not result.equal:
-            return result.before_problem
+            # the original itself does not validate, build or run (verification establishes it
+            # first): a problem of the program, not of this strategy
+            return f"the original cannot be verified against: {result.before_problem}"
         verified = bool(result.equal and (result.independent or
                                           result.before_independent is False))
         self.records.append({
@@ -265,7 +272,7 @@ class _ProgramRun:
         })
         if not verified:
             reason = f"reached {result.level}: {result.reason or 'not verified'}"
-            if (result.reason or "").startswith("build: invalid LEIR"):
+            if result.cause == "invalid":
                 stage = "validate"  # the rule wrote something that is not a LEIR program
             elif tir_error:
                 stage, reason = "lower", tir_error

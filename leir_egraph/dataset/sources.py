@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..leir.files import LeirFileError, read_program, read_signature, read_text
 from ..leir.program import Program
 
 
@@ -53,6 +54,14 @@ class ProgramSource:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "ProgramSource":
         return ProgramSource(**d)
+
+    def files(self) -> tuple[Path, ...]:
+        """The user files this source reads (none for zoo programs)."""
+        if self.kind == "leir":
+            return (Path(self.ref), _signature_file(Path(self.ref)))
+        if self.kind in ("py", "jsonl"):
+            return (Path(self.ref),)
+        return ()
 
 
 def select_programs(selectors: list[str], *, count: int = 1, size: str = "small",
@@ -122,7 +131,7 @@ def _files(path: Path, seed: int) -> list[ProgramSource]:
     if path.suffix == ".py":
         return [ProgramSource(path.stem, path.stem, "py", str(path), seed)]
     out = []
-    for i, line in enumerate(path.read_text().splitlines()):
+    for i, line in enumerate(read_text(path).splitlines()):
         if not line.strip():
             continue
         try:
@@ -156,14 +165,13 @@ def load_program(src: ProgramSource) -> Program:
     ``frontend``) with a one-line reason."""
     if src.kind == "leir":
         path = Path(src.ref)
-        try:
-            return Program.parse(path.read_text().strip(),
-                                 json.loads(_signature_file(path).read_text()), src.name)
-        except Exception as err:  # noqa: BLE001 -- any parse/signature error is this program's
-            raise FrontendFailure("parse", _one_line(err)) from None
+        try:  # the readers of `leir fmt`: UTF-8 (a BOM dropped), errors name the file
+            return read_program(path, read_signature(_signature_file(path)), src.name)
+        except LeirFileError as err:
+            raise FrontendFailure("parse", str(err)) from None
     if src.kind == "jsonl":
         try:
-            line = Path(src.ref).read_text().splitlines()[src.line]
+            line = read_text(src.ref).splitlines()[src.line]
             row = json.loads(line)
             return Program.parse(row["leir"], row["signature"], src.name)
         except Exception as err:  # noqa: BLE001

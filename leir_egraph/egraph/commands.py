@@ -1,4 +1,5 @@
-"""``leir steps``: every single-step rewrite of a program, with its chain of thought."""
+"""``leir steps`` and ``leir strategies``: single-step rewrites of a program with their chain
+of thought, and the strategies (rule files) they come from."""
 
 from __future__ import annotations
 
@@ -6,13 +7,22 @@ import argparse
 import json
 import sys
 
+from ..cli import InputError, TimeLimit, positive_float, positive_int, time_limit
 from ..leir.commands import load_program
-from .strategy import RuleFileError, load_strategies
+from ..leir.limits import STEPS_NODE_BUDGET, check_steps_budget, node_count
+
+STEPS_TIMEOUT = 600.0
 
 STEPS_EXAMPLE = """examples:
-  leir steps examples/softmax.leir --sig examples/softmax.sig.json --strategy loop_reorder
-  leir steps examples/softmax.leir --sig examples/softmax.sig.json --json --limit 3
-  leir steps prog.leir --sig prog.sig.json --rules my_rules/    (add a directory of rule files)"""
+  leir steps leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json \\
+      --strategy loop_reorder
+  leir steps leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json \\
+      --json --limit 3
+  leir steps prog.leir --sig prog.sig.json --rules my_rules/    (add a directory of rule files)
+
+A program of more than --max-nodes AST nodes is refused up front, and an enumeration still
+running after --timeout seconds stops (what was printed stays); both exit with status 2 and one
+line on stderr. See docs/LEIR.md, section Limits."""
 
 
 STRATEGIES_EXAMPLE = """examples:
@@ -34,23 +44,25 @@ def register(sub) -> None:
                        description="Enumerate every distinct one-site application of the "
                                    "strategies (rule files) on a LEIR program.",
                        epilog=STEPS_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", help="LEIR text file")
+    p.add_argument("file", help="LEIR text file ('-' for standard input)")
     p.add_argument("--sig", required=True, help="signature JSON file")
     p.add_argument("--strategy", action="append", help="strategy id (repeatable; default all)")
     p.add_argument("--rules", action="append", default=[], help="extra rule directory (repeatable)")
-    p.add_argument("--limit", type=int, help="at most this many transitions per strategy")
+    p.add_argument("--limit", type=positive_int,
+                   help="at most this many transitions per strategy")
+    p.add_argument("--max-nodes", type=positive_int, default=STEPS_NODE_BUDGET,
+                   help=f"refuse programs of more AST nodes (default {STEPS_NODE_BUDGET:,})")
+    p.add_argument("--timeout", type=positive_float, default=STEPS_TIMEOUT, metavar="S",
+                   help=f"stop the enumeration after S seconds (default {STEPS_TIMEOUT:g})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=run_steps)
 
 
 def run_strategies(args) -> int:
     from .catalog import strategies_markdown
+    from .strategy import load_strategies
 
-    try:
-        strategies = load_strategies(*args.rules)
-    except RuleFileError as err:
-        print(err, file=sys.stderr)
-        return 2
+    strategies = load_strategies(*args.rules)
     if args.markdown:
         print(strategies_markdown(strategies), end="")
         return 0
@@ -60,35 +72,78 @@ def run_strategies(args) -> int:
 
 
 def run_steps(args) -> int:
-    from .steps import all_steps
+    """The rewrites of every strategy, strategy by strategy in id order (the order of
+    ``all_steps``), printed as each strategy's are ready; on a terminal, progress on stderr.
+    Everything runs within ``--timeout``."""
+    progress = _Progress(args.file)
+    try:
+        with time_limit(args.timeout):
+            return _steps(args, progress)
+    except TimeLimit:
+        progress.done()
+        sys.stdout.flush()
+        raise InputError(f"{args.file}: enumeration stopped after {args.timeout:g} s (--timeout); "
+                         "the rewrites printed so far are complete, the others were not "
+                         "enumerated") from None
+
+
+def _steps(args, progress: "_Progress") -> int:
+    from .engine import engine_for
+    from .steps import transitions_from
+    from .strategy import load_strategies
 
     program = load_program(args.file, args.sig)
-    try:
-        strategies = load_strategies(*args.rules)
-    except RuleFileError as err:
-        print(err, file=sys.stderr)
-        return 2
+    check_steps_budget(program.leir, args.file, args.max_nodes)
+    strategies = load_strategies(*args.rules)
     if args.strategy:
         by_id = {s.id: s for s in strategies}
         unknown = [s for s in args.strategy if s not in by_id]
         if unknown:
-            print(f"unknown strategy {', '.join(unknown)}; known: {', '.join(sorted(by_id))}",
-                  file=sys.stderr)
-            return 2
+            raise InputError(f"--strategy: unknown strategy {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(by_id))}")
         strategies = [by_id[s] for s in args.strategy]
+    progress.say(f"matching {len(strategies)} strategies on a program of "
+                 f"{node_count(program.leir):,} AST nodes")
+    matches = engine_for(tuple(strategies)).matches(program, list(strategies))
+    by_strategy: dict[str, list] = {}
+    for m in matches:
+        by_strategy.setdefault(m.strategy, []).append(m)
     shown: dict[str, int] = {}
-    for t in all_steps(program, strategies):
-        if args.limit is not None and shown.get(t.strategy, 0) >= args.limit:
-            continue
-        shown[t.strategy] = shown.get(t.strategy, 0) + 1
-        if args.json:
-            print(json.dumps(t.to_dict()))
-        else:
-            print(f"== {t.strategy} ({t.difficulty_class}, {t.difficulty}) rule {t.rule} "
-                  f"at {t.site.path}")
-            print(f"   after: {t.after.text}")
-            print(f"   CoT:   {t.cot}\n")
+    ordered = sorted(strategies, key=lambda s: s.id)
+    for k, strategy in enumerate(ordered, start=1):
+        progress.say(f"{k}/{len(ordered)} {strategy.id}: placing "
+                     f"{len(by_strategy.get(strategy.id, []))} match(es)")
+        found = transitions_from(program, by_strategy.get(strategy.id, []),
+                                 {strategy.id: strategy})
+        for t in found[:args.limit]:
+            shown[t.strategy] = shown.get(t.strategy, 0) + 1
+            if args.json:
+                print(json.dumps(t.to_dict()))
+            else:
+                print(f"== {t.strategy} ({t.difficulty_class}, {t.difficulty}) rule {t.rule} "
+                      f"at {t.site.path}")
+                print(f"   after: {t.after.text}")
+                print(f"   CoT:   {t.cot}\n")
+        sys.stdout.flush()
+    progress.done()
     if not args.json:
         total = sum(shown.values())
         print(f"{total} transition(s): " + ", ".join(f"{k} {v}" for k, v in sorted(shown.items())))
     return 0
+
+
+class _Progress:
+    """One overwritten status line on stderr, only when stderr is a terminal."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.live = sys.stderr.isatty()
+
+    def say(self, text: str) -> None:
+        if self.live:
+            print(f"\rleir steps: {self.name}: {text}\033[K", end="", file=sys.stderr,
+                  flush=True)
+
+    def done(self) -> None:
+        if self.live:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)

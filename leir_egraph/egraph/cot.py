@@ -77,7 +77,8 @@ def locate(program_term, path: tuple[int, ...], sort: str, text: str, decoder=de
 
 
 def _changed_span(before: Leir, after: Leir) -> tuple[int, int, int, int]:
-    """(first, last_before, last_after) of the nests that differ, by trimming equal ends."""
+    """``(start_before, end_before, start_after, end_after)``: the half-open ranges of top-level
+    nests that differ between ``before`` and ``after``, found by trimming equal ends."""
     a, b = before.nests, after.nests
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]:

@@ -13,6 +13,7 @@ EXAMPLE = """examples:
 
 
 def register(sub) -> None:
+    from ..cli import natural, natural_float, positive_float, positive_int
     p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
                        description="Score a model's single-step answers: Different / Build / "
                                    "Execute / Equal pass rates over random input sets, pass@k, "
@@ -23,12 +24,12 @@ def register(sub) -> None:
     p.add_argument("--answers", help="recorded answers, one JSONL line per case")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://host/v1")
     p.add_argument("--model", help="model name at --base-url")
-    p.add_argument("-k", type=int, default=1, help="answers per case from the model")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--llm-timeout", type=float, default=120.0)
-    p.add_argument("--limit", type=int, help="only the first N cases")
-    p.add_argument("--trials", type=int, default=3, help="random input sets per verification")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-k", type=positive_int, default=1, help="answers per case from the model")
+    p.add_argument("--temperature", type=natural_float, default=0.0)
+    p.add_argument("--llm-timeout", type=positive_float, default=120.0)
+    p.add_argument("--limit", type=positive_int, help="only the first N cases")
+    p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
+    p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--no-attribution", action="store_true", help="skip strategy attribution")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_eval)

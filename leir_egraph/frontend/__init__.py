@@ -7,9 +7,23 @@
 
 ``from_torch(module, example_inputs)`` traces with torch.fx, propagates shapes and emits one
 loop nest per elementary step; ``UnsupportedOp`` names what cannot be translated.
+
+torch is imported on first use of ``from_torch`` or ``TraceFailure``, not with this package:
+``leir --help`` and ``leir fmt`` must not pay for it.
 """
 
 from .errors import TranslationError, UnsupportedOp
-from .translate import TraceFailure, from_torch
+
+_LAZY = {"from_torch": "translate", "TraceFailure": "translate"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["from_torch", "UnsupportedOp", "TranslationError", "TraceFailure"]

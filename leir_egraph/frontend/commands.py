@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..cli import InputError
+
 FROM_TORCH_EXAMPLE = """examples:
   leir from-torch model.py:Net --init-args '[64, 32]' --input-shapes '[[16, 64]]' --sig-out net.sig.json
   leir from-torch 23_Softmax.py          (a KernelBench file: class Model, get_inputs(),
@@ -43,21 +45,24 @@ def register(sub) -> None:
     p.set_defaults(handler=run_from_torch)
 
 
-class CommandError(Exception):
-    """A problem to report as one line."""
-
-
 def _load_module_file(path: str):
     file = Path(path)
     if not file.is_file():
-        raise CommandError(f"{path}: no such file")
+        problem = "is a folder, not a file" if file.is_dir() else "no such file"
+        raise InputError(f"{path}: {problem}")
+    if file.suffix != ".py":
+        raise InputError(f"{path}: not a Python file (.py)")
     spec = importlib.util.spec_from_file_location(file.stem.replace("-", "_"), file)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(file.parent.resolve()))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as stop:  # the file is a script: it must not end this command
+        raise InputError(f"{path}: importing it called sys.exit({stop.code!r}); a model file "
+                         "must only define the module (guard scripts with "
+                         "if __name__ == '__main__')") from None
     except Exception as err:  # noqa: BLE001 -- the user's file: report, do not crash
-        raise CommandError(f"{path}: importing it failed: {type(err).__name__}: {err}") from None
+        raise InputError(f"{path}: importing it failed: {type(err).__name__}: {err}") from None
     finally:
         sys.path.pop(0)
     return module
@@ -67,7 +72,7 @@ def _json(text: str, what: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise CommandError(f"--{what}: not valid JSON ({err.msg} at column {err.colno})") from None
+        raise InputError(f"--{what}: not valid JSON ({err.msg} at column {err.colno})") from None
 
 
 def build_model(args):
@@ -80,7 +85,10 @@ def build_model(args):
     cls_name = cls_name or "Model"
     cls = getattr(source, cls_name, None)
     if cls is None:
-        raise CommandError(f"{path} defines no class '{cls_name}'")
+        raise InputError(f"{path}: defines no class '{cls_name}'")
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise InputError(f"{path}: '{cls_name}' is not a torch.nn.Module subclass "
+                         f"({type(cls).__name__} {cls!r:.60})")
     if args.init_args is not None:
         init = _json(args.init_args, "init-args")
     elif hasattr(source, "get_init_inputs"):
@@ -89,23 +97,34 @@ def build_model(args):
         init = []
     try:
         module = cls(**init) if isinstance(init, dict) else cls(*init)
+    except SystemExit as stop:
+        raise InputError(f"{path}: constructing {cls_name} called sys.exit({stop.code!r})") \
+            from None
     except Exception as err:  # noqa: BLE001
-        raise CommandError(f"constructing {cls_name}({init!r}) failed: {type(err).__name__}: "
-                           f"{err}") from None
+        raise InputError(f"{path}: constructing {cls_name}({init!r}) failed: "
+                         f"{type(err).__name__}: {err}") from None
     dtype = DTYPES[args.dtype]
     # Translation needs only shapes and dtypes: inputs live on the meta device, so a KernelBench
     # file asking for a 4096 x 393216 input costs no memory.
     with torch.device("meta"):
         if args.input_shapes is not None:
             shapes = _json(args.input_shapes, "input-shapes")
-            if not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
-                raise CommandError("--input-shapes: expected a list of shapes, e.g. [[16, 256]]")
+            if not isinstance(shapes, list) or not all(
+                    isinstance(s, list) and all(type(d) is int and d >= 1 for d in s)
+                    for s in shapes):
+                raise InputError("--input-shapes: expected a list of shapes of sizes >= 1, "
+                                 "e.g. [[16, 256]]")
             inputs = [torch.empty(s, dtype=dtype) for s in shapes]
         elif hasattr(source, "get_inputs"):
+            try:
+                given = source.get_inputs()
+            except (Exception, SystemExit) as err:  # noqa: BLE001 -- the user's code
+                raise InputError(f"{path}: get_inputs() failed: {type(err).__name__}: {err}") \
+                    from None
             inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                      else x for x in source.get_inputs()]
+                      else x for x in given]
         else:
-            raise CommandError(f"{path} has no get_inputs(); pass --input-shapes")
+            raise InputError(f"{path}: has no get_inputs(); pass --input-shapes")
     module = module.to(dtype)
     module.train(args.train)
     return module, inputs, cls_name
@@ -114,19 +133,22 @@ def build_model(args):
 def run_from_torch(args) -> int:
     from .errors import TranslationError, UnsupportedOp
     from .translate import TraceFailure, from_torch
+    path = args.target.partition(":")[0]
+    if args.init_args is not None:
+        init = _json(args.init_args, "init-args")
+        if not isinstance(init, (list, dict)):
+            raise InputError("--init-args: expected a JSON list or object")
+    module, inputs, name = build_model(args)
     try:
-        module, inputs, name = build_model(args)
         program = from_torch(module, inputs, name=name)
-    except (CommandError, UnsupportedOp, TraceFailure) as err:
-        print(f"leir from-torch: {err}", file=sys.stderr)
-        return 2
+    except (UnsupportedOp, TraceFailure) as err:
+        raise InputError(f"{path}: {err}") from None
     except TranslationError as err:
-        first = str(err).splitlines()[0]
-        print(f"leir from-torch: internal translation error: {first}", file=sys.stderr)
-        return 2
-    except Exception as err:  # noqa: BLE001 -- one line, never a traceback
-        print(f"leir from-torch: {type(err).__name__}: {err}".splitlines()[0], file=sys.stderr)
-        return 2
+        raise InputError(f"{path}: translation error: {err}") from None
+    except (RecursionError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 -- the user's module failed while being traced
+        raise InputError(f"{path}: tracing {name} failed: {type(err).__name__}: {err}") from None
     print(program.text)
     signature = json.dumps(program.signature.to_dict())
     if args.sig_out:

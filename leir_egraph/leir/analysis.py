@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-import networkx as nx
-
 from .ast import (Bin, Call, Compare, Equation, Expr, IBin, IConst, Idx, IExpr, IfThenElse, IName,
                   Leir, Logic, Loop, LoopNest, Neg, Num, Var)
 from .traverse import walk
@@ -37,17 +35,16 @@ class EquationSite:
 def equation_sites(leir: Leir) -> list[EquationSite]:
     """Every equation in execution (textual) order with its enclosing loops, outermost first."""
     out: list[EquationSite] = []
-
-    def visit(nest: LoopNest, top: int, path: tuple[int, ...], loops: tuple[Loop, ...]):
-        loops = loops + nest.loops
-        for i, item in enumerate(nest.body):
-            if isinstance(item, Equation):
-                out.append(EquationSite(top, path + (i,), loops, item))
-            else:
-                visit(item, top, path + (i,), loops)
-
-    for n, nest in enumerate(leir.nests):
-        visit(nest, n, (), ())
+    # (item, top-level nest number, path, enclosing loops), popped in textual order
+    stack: list = [(nest, n, (), ()) for n, nest in reversed(list(enumerate(leir.nests)))]
+    while stack:
+        item, top, path, loops = stack.pop()
+        if isinstance(item, Equation):
+            out.append(EquationSite(top, path, loops, item))
+            continue
+        inner = loops + item.loops
+        stack.extend((child, top, path + (i,), inner)
+                     for i, child in reversed(list(enumerate(item.body))))
     return out
 
 
@@ -144,25 +141,50 @@ def accumulation_op(eq: Equation) -> str | None:
 def affine(expr) -> tuple[dict[str, int], int] | None:
     """``(coefficients, constant)`` if an index or value expression is affine in index names
     with integer constants, else ``None``.  ``c*3+f-2`` -> ``({'c': 3, 'f': 1}, -2)``."""
-    if isinstance(expr, IConst):
-        return {}, expr.value
-    if isinstance(expr, Num):
-        return ({}, int(expr.text)) if expr.is_integer_literal else None
-    if isinstance(expr, (IName, Idx)):
-        return {expr.name: 1}, 0
-    if isinstance(expr, Neg):
-        inner = affine(expr.operand)
+    # Post-order over an explicit stack (no recursion: subscripts can be deep); ``done`` holds
+    # the forms of finished sub-expressions by id.
+    done: dict[int, tuple[dict[str, int], int] | None] = {}
+    stack = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        parts = _affine_parts(node)
+        if parts and not expanded:
+            stack.append((node, True))
+            stack.extend((part, False) for part in parts)
+            continue
+        done[id(node)] = _affine_form(node, [done[id(part)] for part in parts])
+    return done[id(expr)]
+
+
+def _affine_parts(node) -> tuple:
+    if isinstance(node, Neg):
+        return (node.operand,)
+    if isinstance(node, (IBin, Bin)) and node.op in ("+", "-", "*"):
+        return (node.lhs, node.rhs)
+    return ()
+
+
+def _affine_form(node, parts: list) -> tuple[dict[str, int], int] | None:
+    """The affine form of ``node`` from the forms of its ``_affine_parts``."""
+    if isinstance(node, IConst):
+        return {}, node.value
+    if isinstance(node, Num):
+        return ({}, int(node.text)) if node.is_integer_literal else None
+    if isinstance(node, (IName, Idx)):
+        return {node.name: 1}, 0
+    if isinstance(node, Neg):
+        inner = parts[0]
         return None if inner is None else ({k: -v for k, v in inner[0].items()}, -inner[1])
-    if isinstance(expr, (IBin, Bin)) and expr.op in ("+", "-", "*"):
-        a, b = affine(expr.lhs), affine(expr.rhs)
+    if parts:
+        a, b = parts
         if a is None or b is None:
             return None
-        if expr.op == "*":
+        if node.op == "*":
             if a[0] and b[0]:
                 return None
             (coef, const), k = (a, b[1]) if not b[0] else (b, a[1])
             return {n: c * k for n, c in coef.items() if c * k}, const * k
-        sign = 1 if expr.op == "+" else -1
+        sign = 1 if node.op == "+" else -1
         coef = dict(a[0])
         for n, c in b[0].items():
             coef[n] = coef.get(n, 0) + sign * c
@@ -322,30 +344,32 @@ def guarded_accesses(site: EquationSite) -> list[GuardedAccess]:
     Accesses in branches that can never run are omitted."""
     out: list[GuardedAccess] = []
     env0 = site.loop_ranges
-
-    def var_access(var: Var, env, is_write: bool):
-        out.append(GuardedAccess(var, env, is_write))
-        for sub in var.subscripts:
-            for inner in _top_level_vars(sub):
-                var_access(inner, env, False)
-
-    def visit(expr, env):
+    # Pre-order over an explicit stack (expressions can be deep): ("var", var, env, is_write)
+    # records an access and then its gathers; ("expr", expr, env) visits a value expression.
+    stack: list[tuple] = [("expr", site.equation.value, env0),
+                          ("var", site.equation.target, env0, True)]
+    while stack:
+        task = stack.pop()
+        if task[0] == "var":
+            _, var, env, is_write = task
+            out.append(GuardedAccess(var, env, is_write))
+            gathers = [inner for sub in var.subscripts for inner in _top_level_vars(sub)]
+            stack.extend(("var", inner, env, False) for inner in reversed(gathers))
+            continue
+        _, expr, env = task
         if isinstance(expr, Var):
-            var_access(expr, env, False)
+            stack.append(("var", expr, env, False))
         elif isinstance(expr, IfThenElse):
-            visit(expr.cond, env)
+            branches = [("expr", expr.cond, env)]
             then_env = refine(env, expr.cond, True)
             if then_env is not None:
-                visit(expr.then, then_env)
+                branches.append(("expr", expr.then, then_env))
             else_env = refine(env, expr.cond, False)
             if else_env is not None:
-                visit(expr.otherwise, else_env)
+                branches.append(("expr", expr.otherwise, else_env))
+            stack.extend(reversed(branches))
         else:
-            for child in _expr_children(expr):
-                visit(child, env)
-
-    var_access(site.equation.target, env0, True)
-    visit(site.equation.value, env0)
+            stack.extend(("expr", child, env) for child in reversed(_expr_children(expr)))
     return out
 
 
@@ -363,11 +387,13 @@ def _expr_children(expr) -> tuple:
 
 def _top_level_vars(sub: IExpr) -> Iterator[Var]:
     """Gathers directly inside an index expression (not inside their own subscripts)."""
-    if isinstance(sub, Var):
-        yield sub
-    elif isinstance(sub, IBin):
-        yield from _top_level_vars(sub.lhs)
-        yield from _top_level_vars(sub.rhs)
+    stack = [sub]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Var):
+            yield node
+        elif isinstance(node, IBin):
+            stack.extend((node.rhs, node.lhs))
 
 
 # ---------------------------------------------------------------- intermediates and shapes
@@ -412,13 +438,19 @@ def subscript_extent(var: Var, env: Mapping) -> tuple[int, ...] | None:
 
 
 def intermediate_shapes(leir: Leir, known) -> dict[str, tuple[int, ...]]:
-    """Shape of every intermediate: the per-dimension maximum written subscript plus one."""
-    out = {}
-    for name in intermediates(leir, frozenset(known)):
-        extent = written_extent(leir, name)
-        if extent is not None:
-            out[name] = extent
-    return out
+    """Shape of every intermediate: the per-dimension maximum written subscript plus one
+    (``written_extent`` of each, in one pass over the equations)."""
+    names = intermediates(leir, frozenset(known))
+    extents: dict[str, list[int] | None] = {}
+    for site in equation_sites(leir):
+        target = site.equation.target
+        if target.name not in names or (target.name in extents and extents[target.name] is None):
+            continue
+        dims = subscript_extent(target, site.loop_ranges)
+        old = extents.get(target.name)
+        extents[target.name] = None if dims is None else (
+            list(dims) if old is None else [max(a, b) for a, b in zip(old, dims)])
+    return {n: tuple(extents[n]) for n in names if extents.get(n) is not None}
 
 
 def first_writes(leir: Leir) -> dict[str, Var]:
@@ -431,9 +463,11 @@ def first_writes(leir: Leir) -> dict[str, Var]:
 
 # ---------------------------------------------------------------- dependencies between nests
 
-def dependency_graph(leir: Leir) -> nx.DiGraph:
+def dependency_graph(leir: Leir) -> "nx.DiGraph":
     """Nodes are top-level nest numbers; an edge i -> j (i < j) carries ``kinds`` (a subset of
     RAW, WAR, WAW) and ``tensors`` (the names causing them)."""
+    import networkx as nx  # here, not at the top: importing leir_egraph must stay light
+
     g = nx.DiGraph()
     rw = [(reads(n), writes(n)) for n in leir.nests]
     g.add_nodes_from(range(len(rw)))

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from .files import in_file, read_program, read_signature, read_text
 from .parser import LeirSyntaxError, parse
 from .printer import to_text
 from .program import Program
-from .signature import Signature
 from .validate import LeirValidationError, check
 
 FMT_EXAMPLE = """example:
-  leir fmt examples/softmax.leir --sig examples/softmax.sig.json
-  (prints the canonical text; errors go to stderr as FILE:line:col: message, exit status 2)"""
+  leir fmt leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json
+  (prints the canonical text; an error is one line on stderr, FILE:line:col: message, exit
+  status 2)"""
 
 
 def register(sub) -> None:
@@ -27,32 +27,18 @@ def register(sub) -> None:
     p.set_defaults(handler=run_fmt)
 
 
-def read_source(path: str) -> str:
-    return sys.stdin.read() if path == "-" else Path(path).read_text()
-
-
-def load_signature(path: str) -> Signature:
-    """Read a signature JSON file, or exit with a one-line error naming the file."""
-    try:
-        return Signature.from_dict(json.loads(Path(path).read_text()))
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"{path}: bad signature: {err}") from None
-
-
 def load_program(path: str, sig_path: str) -> Program:
-    """Parse and validate ``path`` with the signature at ``sig_path``; on a problem print
-    ``FILE:line:col: message`` lines to stderr and exit with status 2."""
-    text = read_source(path)
+    """Read, parse and validate ``path`` with the signature at ``sig_path``; warnings go to
+    stderr as ``FILE:line:col: warning: ...``. Raises LeirFileError (one line naming the file)
+    for any problem."""
+    program = read_program(path, read_signature(sig_path), name=Path(path).stem)
     try:
-        program = Program(parse(text), load_signature(sig_path), name=Path(path).stem)
-        for warning in check(program):
-            print(warning.render(path), file=sys.stderr)
-        return program
-    except LeirSyntaxError as err:
-        print(err.render(path), file=sys.stderr)
+        warnings = check(program)
     except LeirValidationError as err:
-        print(err.render(path), file=sys.stderr)
-    raise SystemExit(2)
+        raise in_file(path, err) from None
+    for warning in warnings:
+        print(warning.render(path), file=sys.stderr)
+    return program
 
 
 def run_fmt(args) -> int:
@@ -60,8 +46,7 @@ def run_fmt(args) -> int:
         print(load_program(args.file, args.sig).text)
         return 0
     try:
-        print(to_text(parse(read_source(args.file))))
+        print(to_text(parse(read_text(args.file))))
     except LeirSyntaxError as err:
-        print(err.render(args.file), file=sys.stderr)
-        return 2
+        raise in_file(args.file, err) from None
     return 0

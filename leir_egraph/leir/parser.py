@@ -10,6 +10,7 @@ expected there.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import lark
 from .ast import (DTYPE_CODES, FUNCTIONS_1, KEYWORDS, RESERVED_TENSOR_LETTERS, SCOPES, Bin, Call,
                   Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir, Logic, Loop,
                   LoopNest, Neg, Num, Var)
+from .limits import depth_problem
 
 GRAMMAR_FILE = Path(__file__).with_name("leir.lark")
 
@@ -77,12 +79,13 @@ class _Builder(lark.Transformer):
 
     def loop(self, items):
         kind, extent, index, start = items
-        if int(start) != 0:
-            self._fail(f"loop start must be 0 (LEIR loops run from 0 to extent-1), got '{start}'", start)
-        if int(extent) < 1:
-            self._fail(f"loop extent must be at least 1, got {extent}", extent)
+        if _integer(start) != 0:
+            self._fail(f"loop start must be 0 (LEIR loops run from 0 to extent-1), got "
+                       f"'{_integer(start)}'", start)
+        if _integer(extent) < 1:
+            self._fail(f"loop extent must be at least 1, got {_integer(extent)}", extent)
         self._check_index_name(index)
-        return Loop(str(kind), int(extent), str(index), pos=(kind.line, kind.column))
+        return Loop(str(kind), _integer(extent), str(index), pos=(kind.line, kind.column))
 
     def equation(self, items):
         target, value = items
@@ -175,6 +178,18 @@ class _Builder(lark.Transformer):
                        "t b v x y z e (use a, c, d, f, ...)", token)
 
 
+def _integer(token) -> int:
+    return int("".join(str(token).split()))  # "- 4" -> -4
+
+
+def _describe_character(char: str) -> str:
+    """``'x'`` for visible ASCII; the code point and Unicode name for anything else, which may
+    be invisible (a byte-order mark, a zero-width or non-breaking space)."""
+    if char.isascii() and char.isprintable() and not char.isspace():
+        return f"'{char}'"
+    return f"character U+{ord(char):04X} ({unicodedata.name(char, 'unnamed').lower()})"
+
+
 _BUILDER = _Builder("")
 _LOCK = threading.Lock()
 
@@ -192,10 +207,15 @@ def parse(text: str) -> Leir:
     try:
         with _LOCK:
             _BUILDER._text = text
-            return parser.parse(text)
+            leir = parser.parse(text)
     except lark.exceptions.UnexpectedCharacters as err:
-        bad = text[err.pos_in_stream:err.pos_in_stream + 12].split("\n")[0]
-        raise LeirSyntaxError(f"unexpected text '{bad}'; expected "
+        char = text[err.pos_in_stream]
+        if char.isascii() and char.isprintable():
+            bad = text[err.pos_in_stream:err.pos_in_stream + 12].split("\n")[0]
+            what = f"text '{bad}'"
+        else:
+            what = _describe_character(char)
+        raise LeirSyntaxError(f"unexpected {what}; expected "
                               f"{_describe_expected(err.allowed or [])}",
                               err.line, err.column, text) from None
     except lark.exceptions.UnexpectedToken as err:
@@ -211,4 +231,10 @@ def parse(text: str) -> Leir:
         lines = text.splitlines() or [""]
         raise LeirSyntaxError(f"unexpected end of input; expected {_describe_expected(err.expected)}",
                               len(lines), len(lines[-1]) + 1, text) from None
+    too_deep = depth_problem(leir)
+    if too_deep is not None:
+        message, pos = too_deep
+        line, column = pos or (1, 1)
+        raise LeirSyntaxError(message, line, column, text)
+    return leir
 

@@ -10,8 +10,6 @@ byte-identical (they use the same minimal parenthesisation).
 
 from __future__ import annotations
 
-from functools import singledispatch
-
 from .ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir, Logic,
                   Loop, LoopNest, Neg, Num, Var)
 
@@ -21,8 +19,22 @@ _BIN_PREC = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL, "//": _MUL, "%": _MUL, 
 
 
 def to_text(node) -> str:
-    """Print any AST node (program, nest, loop, equation, expression, subscript) canonically."""
-    return _text(node)
+    """Print any AST node (program, nest, loop, equation, expression, subscript) canonically.
+
+    Iterative (an explicit stack of pieces still to print), so the depth of the tree is not
+    limited by Python's recursion limit, and linear in the size of the output."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        parts = _PARTS.get(type(item))
+        if parts is None:
+            raise TypeError(f"not a LEIR node: {item!r}")
+        stack.extend(reversed(parts(item)))
+    return "".join(out)
 
 
 def _prec(node) -> int:
@@ -37,111 +49,82 @@ def _prec(node) -> int:
     return _ATOM
 
 
-def _wrap(node, needed: int, strict: bool) -> str:
-    """Parenthesise ``node`` when it binds looser than ``needed`` (or equally, if ``strict``)."""
+def _wrap(node, needed: int, strict: bool) -> list:
+    """``node``, parenthesised when it binds looser than ``needed`` (or equally, if
+    ``strict``)."""
     p = _prec(node)
-    text = _text(node)
-    return f"({text})" if p < needed or (strict and p == needed) else text
+    return ["(", node, ")"] if p < needed or (strict and p == needed) else [node]
 
 
-@singledispatch
-def _text(node) -> str:
-    raise TypeError(f"not a LEIR node: {node!r}")
+def _separated(items, separator: str) -> list:
+    out: list = []
+    for i, item in enumerate(items):
+        if i:
+            out.append(separator)
+        out.append(item)
+    return out
 
 
-@_text.register
-def _(node: Leir) -> str:
-    return "".join(_text(n) for n in node.nests)
+# Each node's pieces in print order: strings, and child nodes printed in their place.
+
+def _nest(node: LoopNest) -> list:
+    body = [part for i in node.body for part in ((i, ";") if isinstance(i, Equation) else (i,))]
+    return [*node.loops, "[", *body, "];"]
 
 
-@_text.register
-def _(node: LoopNest) -> str:
-    loops = "".join(_text(loop) for loop in node.loops)
-    body = "".join(_text(i) + (";" if isinstance(i, Equation) else "") for i in node.body)
-    return f"{loops}[{body}];"
-
-
-@_text.register
-def _(node: Loop) -> str:
-    return f"{node.kind}^{{{node.extent}}}_{{{node.index}=0}}"
-
-
-@_text.register
-def _(node: Equation) -> str:
-    return f"{_text(node.target)}={_text(node.value)}"
-
-
-@_text.register
-def _(node: Var) -> str:
+def _var(node: Var) -> list:
     head = f"{node.name}^{{{node.dtype},{node.scope}}}"
     if not node.subscripts:
-        return head + ("_{}" if node.empty_subscript else "")
-    return head + "_{" + ",".join(_text(s) for s in node.subscripts) + "}"
+        return [head + ("_{}" if node.empty_subscript else "")]
+    return [head, "_{", *_separated(node.subscripts, ","), "}"]
 
 
-@_text.register
-def _(node: IConst) -> str:
-    return str(node.value)
-
-
-@_text.register
-def _(node: IName) -> str:
-    return node.name
-
-
-@_text.register
-def _(node: IBin) -> str:
+def _infix(node) -> list:
     p = _BIN_PREC[node.op]
-    return f"{_wrap(node.lhs, p, False)}{node.op}{_wrap(node.rhs, p, True)}"
+    return [*_wrap(node.lhs, p, False), node.op, *_wrap(node.rhs, p, True)]
 
 
-@_text.register
-def _(node: Num) -> str:
-    return node.text
-
-
-@_text.register
-def _(node: Idx) -> str:
-    return node.name
-
-
-@_text.register
-def _(node: Neg) -> str:
+def _neg(node: Neg) -> list:
     # "-x**2" parses as -(x**2), so a power operand needs no parentheses; "--x" would too,
     # but reads badly, so nested negation is parenthesised.
-    operand = node.operand
-    if isinstance(operand, Neg):
-        return f"-({_text(operand)})"
-    return "-" + _wrap(operand, _NEG, False)
+    if isinstance(node.operand, Neg):
+        return ["-(", node.operand, ")"]
+    return ["-", *_wrap(node.operand, _NEG, False)]
 
 
-@_text.register
-def _(node: Bin) -> str:
+def _bin(node: Bin) -> list:
     if node.op == "**":  # right-associative: a**b**c == a**(b**c)
-        return f"{_wrap(node.lhs, _POW, True)}**{_wrap(node.rhs, _NEG, False)}"
-    p = _BIN_PREC[node.op]
-    return f"{_wrap(node.lhs, p, False)}{node.op}{_wrap(node.rhs, p, True)}"
+        return [*_wrap(node.lhs, _POW, True), "**", *_wrap(node.rhs, _NEG, False)]
+    return _infix(node)
 
 
-@_text.register
-def _(node: Call) -> str:
-    return f"{node.fn}({','.join(_text(a) for a in node.args)})"
-
-
-@_text.register
-def _(node: IfThenElse) -> str:
-    return f"if_then_else({_text(node.cond)},{_text(node.then)},{_text(node.otherwise)})"
-
-
-@_text.register
-def _(node: Compare) -> str:
-    parts = [_wrap(node.operands[0], _CMP, True)]
+def _compare(node: Compare) -> list:
+    parts = _wrap(node.operands[0], _CMP, True)
     for op, operand in zip(node.ops, node.operands[1:]):
-        parts.append(op + _wrap(operand, _CMP, True))
-    return "".join(parts)
+        parts += [op, *_wrap(operand, _CMP, True)]
+    return parts
 
 
-@_text.register
-def _(node: Logic) -> str:
+def _logic(node: Logic) -> list:
     p = _AND if node.op == "&" else _OR
-    return f"{_wrap(node.lhs, p, False)}{node.op}{_wrap(node.rhs, p, True)}"
+    return [*_wrap(node.lhs, p, False), node.op, *_wrap(node.rhs, p, True)]
+
+
+_PARTS = {
+    Leir: lambda n: list(n.nests),
+    LoopNest: _nest,
+    Loop: lambda n: [f"{n.kind}^{{{n.extent}}}_{{{n.index}=0}}"],
+    Equation: lambda n: [n.target, "=", n.value],
+    Var: _var,
+    IConst: lambda n: [str(n.value)],
+    IName: lambda n: [n.name],
+    IBin: _infix,
+    Num: lambda n: [n.text],
+    Idx: lambda n: [n.name],
+    Neg: _neg,
+    Bin: _bin,
+    Call: lambda n: [n.fn, "(", *_separated(n.args, ","), ")"],
+    IfThenElse: lambda n: ["if_then_else(", n.cond, ",", n.then, ",", n.otherwise, ")"],
+    Compare: _compare,
+    Logic: _logic,
+}

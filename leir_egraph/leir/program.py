@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .ast import Leir
 from .parser import parse
 from .printer import to_text
 from .signature import Signature
+
+if TYPE_CHECKING:  # numpy only names the values' type: importing LEIR does not load it
+    import numpy as np
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ JSON form (docs/LEIR.md section 2)::
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -41,6 +42,20 @@ def is_float(code: str) -> bool:
     return code in ("f16", "f32", "f64", "bf16")
 
 
+def _shape(name: str, shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints, each at least 1 (a LEIR loop runs at least once, so a
+    zero-size dimension can be neither written nor read; a fractional size is a mistake)."""
+    dims = tuple(shape)
+    for i, d in enumerate(dims):
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
+            raise ValueError(f"tensor '{name}': shape {list(dims)}: size {d!r} of dimension {i} "
+                             "is not an integer")
+        if d < 1:
+            raise ValueError(f"tensor '{name}': shape {list(dims)}: size {d} of dimension {i} "
+                             "must be at least 1")
+    return tuple(int(d) for d in dims)
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """One known tensor: name, NumPy dtype name, shape (``()`` for a 0-d scalar)."""
@@ -49,8 +64,11 @@ class TensorSpec:
     shape: tuple[int, ...]
 
     def __post_init__(self):
-        dtype_code(self.dtype)  # validates
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        try:
+            dtype_code(self.dtype)
+        except ValueError as err:
+            raise ValueError(f"tensor '{self.name}': {err}") from None
+        object.__setattr__(self, "shape", _shape(self.name, self.shape))
 
     @property
     def code(self) -> str:
@@ -61,10 +79,18 @@ class TensorSpec:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "TensorSpec":
+        if not isinstance(d, dict):
+            raise ValueError(f"a tensor entry is an object with name, dtype and shape, not {d!r}")
         try:
-            return TensorSpec(str(d["name"]), str(d["dtype"]), tuple(d["shape"]))
+            name, dtype, shape = d["name"], d["dtype"], d["shape"]
         except KeyError as missing:
             raise ValueError(f"tensor entry {d!r} lacks the key {missing}") from None
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Z][a-z]*", name):
+            raise ValueError(f"tensor name {name!r} is not a LEIR tensor name (a capital "
+                             "letter and lowercase letters, e.g. A or Wq)")
+        if not isinstance(shape, (list, tuple)):
+            raise ValueError(f"tensor '{name}': shape must be a list of sizes, not {shape!r}")
+        return TensorSpec(name, str(dtype), tuple(shape))
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,8 @@ class Signature:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Signature":
-        if not isinstance(d, dict) or "inputs" not in d or "outputs" not in d:
+        if (not isinstance(d, dict) or not isinstance(d.get("inputs"), (list, tuple))
+                or not isinstance(d.get("outputs"), (list, tuple))):
             raise ValueError("a signature is an object with 'inputs' and 'outputs' lists")
         return Signature(tuple(TensorSpec.from_dict(t) for t in d["inputs"]),
                          tuple(TensorSpec.from_dict(t) for t in d["outputs"]))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .analysis import (EquationSite, accesses, accumulation_op, equation_reads, equation_sites, guarded_accesses,
-                       index_range, intermediate_shapes)
+from .analysis import (EquationSite, accesses, accumulation_op, equation_reads, equation_sites,
+                       guarded_accesses, index_range, intermediate_shapes, written_extent)
 from .ast import Compare, IfThenElse, Leir, Logic, LoopNest, Var
 from .printer import to_text
 from .program import Program
@@ -27,9 +27,10 @@ class Problem:
     severity: str = "error"  # "error" makes the program invalid; "warning" does not
 
     def render(self, filename: str = "<leir>") -> str:
-        where = f"{self.line}:{self.column}" if self.line is not None else "-"
+        """``FILE:line:col: message`` (``FILE: message`` for a program-wide finding)."""
+        where = f"{filename}:{self.line}:{self.column}" if self.line is not None else filename
         prefix = "warning: " if self.severity == "warning" else ""
-        return f"{filename}:{where}: {prefix}{self.message}"
+        return f"{where}: {prefix}{self.message}"
 
 
 class LeirValidationError(ValueError):
@@ -40,7 +41,8 @@ class LeirValidationError(ValueError):
         first = problems[0]
         self.line, self.column, self.message = first.line, first.column, first.message
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(first.render().removeprefix("<leir>:") + more)
+        where = f"{first.line}:{first.column}: " if first.line is not None else ""
+        super().__init__(f"{where}{first.message}{more}")
 
     def render(self, filename: str = "<leir>") -> str:
         return "\n".join(p.render(filename) for p in self.problems)
@@ -65,6 +67,7 @@ def problems(program: Program) -> list[Problem]:
     _check_dataflow(program, sites, out)
     if not any(p.severity == "error" for p in out):  # ranges need a structurally sound program
         _check_ranges(program, sites, out)
+        _check_outputs_covered(program, sites, out)
     return out
 
 
@@ -81,7 +84,11 @@ def _quote(node) -> str:
 # ---------------------------------------------------------------- loops and indices
 
 def _check_loops(leir: Leir, out: list[Problem]) -> None:
-    def visit(nest: LoopNest, enclosing: tuple[str, ...]):
+    # nests with the index names bound around them, in textual order (no recursion: nests can
+    # be nested deeply)
+    stack: list[tuple[LoopNest, tuple[str, ...]]] = [(n, ()) for n in reversed(leir.nests)]
+    while stack:
+        nest, enclosing = stack.pop()
         names = list(enclosing)
         for loop in nest.loops:
             bound_name = loop.index[0] in "tb"
@@ -96,12 +103,8 @@ def _check_loops(leir: Leir, out: list[Problem]) -> None:
                 out.append(_at(loop, f"index '{loop.index}' is already bound by an enclosing "
                                      "loop of this nest"))
             names.append(loop.index)
-        for item in nest.body:
-            if isinstance(item, LoopNest):
-                visit(item, tuple(names))
-
-    for nest in leir.nests:
-        visit(nest, ())
+        stack.extend((item, tuple(names)) for item in reversed(nest.body)
+                     if isinstance(item, LoopNest))
 
 
 def _check_bound_indices(sites: list[EquationSite], out: list[Problem]) -> None:
@@ -242,3 +245,23 @@ def _check_ranges(program: Program, sites: list[EquationSite], out: list[Problem
                     out.append(_at(var, f"{_quote(var)} {verb} index {r[0]}..{r[1]} in dimension "
                                         f"{dim} of '{var.name}', whose size is {size} "
                                         f"(valid: 0..{size - 1})"))
+
+
+def _check_outputs_covered(program: Program, sites: list[EquationSite],
+                           out: list[Problem]) -> None:
+    """An output whose signature shape is larger than anything the program writes would come
+    back with elements no equation ever sets. Only the largest written position per dimension
+    is compared (a hole inside the written range is not detected)."""
+    for spec in program.signature.outputs:
+        extent = written_extent(program.leir, spec.name)
+        if extent is None or len(extent) != len(spec.shape):
+            continue  # never written (reported above), or a gather in a write
+        for dim, (wrote, size) in enumerate(zip(extent, spec.shape)):
+            if wrote < size:
+                target = next(s.equation.target for s in sites
+                              if s.equation.target.name == spec.name)
+                out.append(_at(target, f"output '{spec.name}' has shape {list(spec.shape)} but "
+                                       f"the program writes only positions 0..{wrote - 1} of "
+                                       f"dimension {dim}; positions {wrote}..{size - 1} would "
+                                       "never be written"))
+                break

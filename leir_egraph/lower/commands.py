@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from ..cli import InputError
 from ..leir.commands import load_program
 
 LOWER_EXAMPLE = """example:
@@ -39,8 +39,9 @@ def run_lower(args) -> int:
             print(build(program, "cuda", **options).source())
         else:
             print(lower(program, "llvm", **options).script())
-    except Exception as err:  # noqa: BLE001 -- one line for the user, never a traceback
+    except (RecursionError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 -- a valid program TVM refuses: the user's input
         from ..verify.session import describe_error
-        print(f"{args.file}: error: {describe_error(err)}", file=sys.stderr)
-        return 2
+        raise InputError(f"{args.file}: error: {describe_error(err)}") from None
     return 0

@@ -9,6 +9,8 @@
   evaluated, so a guarded out-of-range read never executes.
 * ``max``/``min`` on floats propagate NaN (like PyTorch's ``maximum``/``relu``); TVM's own
   ``max(NaN, 0)`` returns 0.
+* float division follows IEEE like PyTorch: ``A/0.0`` is inf, -inf or NaN (a divisor TVM would
+  constant-fold to zero is hidden from its folder, see ``ExprLowering._divisor``).
 
 TVM is imported by the caller (``tir.py``) before any function here runs.
 """
@@ -215,8 +217,32 @@ class ExprLowering:
         if e.op == "*":
             return a * b
         if e.op == "/":
-            return tirx.div(a, b) if is_float(dtype) else tirx.truncdiv(a, b)
+            return tirx.div(a, self._divisor(e.rhs, b, dtype)) if is_float(dtype) \
+                else tirx.truncdiv(a, b)
         raise LoweringError(f"unknown operator '{e.op}'")
+
+    def _divisor(self, rhs, b, dtype: str):
+        """A float divisor, hidden from TVM's constant folder when it may fold to zero.
+
+        TVM refuses to fold ``x / 0.0`` ("Divide by zero") where IEEE arithmetic -- and PyTorch
+        -- give inf or NaN; its simplifier also turns ``A-A``, ``0*2`` or ``a-a`` into that
+        zero. A bit-for-bit round trip through the same-width integer
+        (``reinterpret(reinterpret(b))``) is opaque to the folder and free in LLVM and CUDA.
+        It is used only where needed -- a divisor that simplifies to zero, or one that uses a
+        loop index as a value (unrolling or a unit loop can turn it into a constant) -- so
+        that ordinary TIR stays readable.
+
+        ``A/0.0`` -> ``A / reinterpret(float32, reinterpret(int32, 0f))`` -> inf, -inf, NaN
+        """
+        from tvm.sym import Analyzer
+        simplified = Analyzer().simplify(b)
+        zero = isinstance(simplified, (self.tirx.FloatImm, self.tirx.IntImm)) and \
+            simplified.value == 0
+        if not zero and not any(isinstance(n, Idx) for n in _walk_values(rhs)):
+            return b
+        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
+                "float64": "int64"}[dtype]
+        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
 
     def _power(self, e: Bin, dtype: str):
         tirx = self.tirx
@@ -298,6 +324,15 @@ class ExprLowering:
         if floats_literal:
             return "float64"
         return "int64" if big else "int32"
+
+
+def _walk_values(e):
+    """``e`` and its value sub-expressions (not the subscripts of tensor reads)."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(_value_children(node))
 
 
 def _value_children(e) -> tuple:

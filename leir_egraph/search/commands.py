@@ -7,7 +7,7 @@ import json
 import sys
 
 EXAMPLE = """examples:
-  leir search examples/softmax.leir --sig examples/softmax.sig.json --algorithm greedy
+  leir search leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json --algorithm greedy
   leir search --kind softmax --algorithm beam --max-samples 16 --json
   leir search --workload 2 --algorithm mcts            (the paper's test workload 2, CPU size)
   leir search --workload 2 --proposer llm --base-url http://127.0.0.1:8000/v1 --model stepTP
@@ -15,6 +15,7 @@ EXAMPLE = """examples:
 
 
 def register(sub) -> None:
+    from ..cli import natural, natural_float, positive_float, positive_int
     from .algorithms import ALGORITHMS
     p = sub.add_parser("search", help="multi-step optimization search over verified steps",
                        description="Search for a faster equivalent program step by step: every "
@@ -23,25 +24,25 @@ def register(sub) -> None:
     p.add_argument("file", nargs="?", help="LEIR text file (with --sig)")
     p.add_argument("--sig", help="signature JSON file")
     p.add_argument("--kind", help="a zoo kind instead of a file (small size)")
-    p.add_argument("--workload", type=int, help="the paper's test workload index (1-100)")
+    p.add_argument("--workload", type=positive_int, help="the paper's test workload index (1-100)")
     p.add_argument("--size", default="cpu", choices=["cpu", "paper"],
                    help="size of --workload programs")
     p.add_argument("--algorithm", default="greedy", choices=sorted(ALGORITHMS))
     p.add_argument("--proposer", default="rules", choices=["rules", "random", "llm", "replay"])
-    p.add_argument("--iterations", type=int, help="iterations (default: the paper's budget)")
-    p.add_argument("--candidates", type=int, help="candidates per query")
-    p.add_argument("--topk", type=int, help="beam width")
-    p.add_argument("--max-depth", type=int, help="BFS/DFS depth limit")
-    p.add_argument("--max-samples", type=int, help="cap on candidates judged")
+    p.add_argument("--iterations", type=positive_int, help="iterations (default: the paper's budget)")
+    p.add_argument("--candidates", type=positive_int, help="candidates per query")
+    p.add_argument("--topk", type=positive_int, help="beam width")
+    p.add_argument("--max-depth", type=positive_int, help="BFS/DFS depth limit")
+    p.add_argument("--max-samples", type=positive_int, help="cap on candidates judged")
     p.add_argument("--base-url", help="llm: OpenAI-compatible endpoint, e.g. http://host/v1")
     p.add_argument("--model", help="llm: model name")
-    p.add_argument("--temperature", type=float, default=0.3)
-    p.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--temperature", type=natural_float, default=0.3)
+    p.add_argument("--llm-timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--record", help="llm: append every answer to this JSONL (replayable)")
     p.add_argument("--answers", help="replay: JSONL of answers")
-    p.add_argument("--trials", type=int, default=3, help="random input sets per verification")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per verification")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
+    p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per verification")
+    p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--confirm", action="store_true", help="re-time the best against the root")
     p.add_argument("--json", action="store_true", help="the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

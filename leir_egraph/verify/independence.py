@@ -28,6 +28,7 @@ from ..leir.analysis import affine
 from ..leir.ast import Equation, IBin, IConst, IName, Loop, LoopNest, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
+from .gathers import evaluate_index, has_gather
 
 ENUMERATION_LIMIT = 1 << 20
 
@@ -196,7 +197,7 @@ def _difference_range(a, b, index: str, s: _Write, t: _Write, outer_env):
 def _enumerate(loop: Loop, writes: list[_Write]) -> str | None:
     """Decide by evaluating every write subscript over the whole iteration space."""
     for w in writes:
-        if any(_has_gather(sub) for sub in w.target.subscripts):
+        if any(has_gather(sub) for sub in w.target.subscripts):
             return (f"cannot prove that iterations of {_describe(loop)} write distinct elements "
                     f"of {to_text(w.target)}: its subscript reads a tensor (gather)")
     points = sum(math.prod(l.extent for l in w.outer + (loop,) + w.inner) for w in writes)
@@ -211,7 +212,8 @@ def _enumerate(loop: Loop, writes: list[_Write]) -> str | None:
         env = {l.index: g.ravel() for l, g in zip(loops, grids)}
         size = env[loop.index].shape
         columns = [env[l.index] for l in w.outer]
-        columns += [np.broadcast_to(_evaluate(sub, env), size) for sub in w.target.subscripts]
+        columns += [np.broadcast_to(evaluate_index(sub, env), size)
+                    for sub in w.target.subscripts]
         rows.append(np.stack(columns, axis=1) if columns else np.zeros(size + (0,), np.int64))
         owners.append(env[loop.index])
     keys, owner = np.concatenate(rows), np.concatenate(owners)
@@ -228,29 +230,3 @@ def _enumerate(loop: Loop, writes: list[_Write]) -> str | None:
     element = ",".join(str(int(v)) for v in keys[first][len(writes[0].outer):])
     return (f"iterations {loop.index}={int(low[clash[0]])} and {loop.index}={int(high[clash[0]])} "
             f"of {_describe(loop)} both write {writes[0].target.name}[{element}]")
-
-
-def _has_gather(sub) -> bool:
-    if isinstance(sub, Var):
-        return True
-    if isinstance(sub, IBin):
-        return _has_gather(sub.lhs) or _has_gather(sub.rhs)
-    return False
-
-
-def _evaluate(sub, env):
-    if isinstance(sub, IConst):
-        return np.int64(sub.value)
-    if isinstance(sub, IName):
-        return env[sub.name].astype(np.int64)
-    a, b = _evaluate(sub.lhs, env), _evaluate(sub.rhs, env)
-    if sub.op == "+":
-        return a + b
-    if sub.op == "-":
-        return a - b
-    if sub.op == "*":
-        return a * b
-    if sub.op == "//":
-        return np.floor_divide(a, b)
-    return np.mod(a, b)
-

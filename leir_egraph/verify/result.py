@@ -7,12 +7,21 @@ from typing import Any
 
 # docs/LEIR.md §4, weakest first; "none" means not even Diff.
 LEVELS = ("none", "diff", "build", "exec", "equal", "independent")
+# Why the next level was not reached, as data (``reason`` says it in words), docs/VERIFY.md.
+CAUSES = ("parse", "unchanged", "signature", "invalid", "build", "exec", "crash", "timeout",
+          "before", "mismatch", "uninformative", "independence", "internal")
 
 
 @dataclass(frozen=True)
 class VerificationResult:
     """The level ``after`` reached against ``before`` (none < diff < build < exec < equal <
     independent), one boolean per level, and why the next level was not reached.
+
+    ``cause`` is why the next level was not reached, as one of ``CAUSES`` (``None`` when
+    ``after`` reached Independent): ``invalid`` (after is not valid LEIR), ``build``, ``exec``,
+    ``crash`` and ``timeout`` (of after), ``before`` (the original's own problem stops the
+    comparison; ``before_problem`` says which), ``mismatch``, ``uninformative``,
+    ``independence`` ...
 
     ``before_problem`` names a defect of ``before`` itself (it does not build or run, or its own
     P/V/B claims are false), for which ``after`` cannot be blamed. ``speedup`` is
@@ -25,6 +34,7 @@ class VerificationResult:
     equal: bool = False
     independent: bool = False
     reason: str | None = None
+    cause: str | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     time_before_ms: float | None = None

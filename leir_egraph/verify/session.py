@@ -1,4 +1,5 @@
-"""The TVM half of a verification: build, run, compare, check independence, time.
+"""The worker half of a verification: parse and validate, build, run, compare, check
+independence, time.
 
 ``evaluate(job, report)`` runs in the worker process (or in-process for debugging). It reports
 progress through ``report`` as it goes -- the stage it is entering, each level passed and each
@@ -16,10 +17,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..leir.parser import LeirSyntaxError
 from ..leir.program import Program
+from ..leir.validate import LeirValidationError, check
 from ..lower.build import build, run, time_program
 from ..lower.targets import CPU_TARGET, target_kind
 from .compare import compare
+from .gathers import gather_problem
 from .independence import check_independent
 from .inputs import integer_ranges, random_inputs
 
@@ -104,7 +108,10 @@ _BEFORE = _BeforeCache()
 
 
 def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any]:
-    """Verify ``job['after']`` against ``job['before']``; returns VerificationResult fields."""
+    """Verify ``job['after']`` (LEIR text, optionally its own signature) against
+    ``job['before']``; returns VerificationResult fields. The original is always built and run
+    before ``after``, so a defect of the original (``before_problem``) is never taken for
+    ``after``'s."""
     return _Evaluation(job, report or (lambda **_: None)).run()
 
 
@@ -112,7 +119,7 @@ class _Evaluation:
     def __init__(self, job: dict[str, Any], report: Report):
         self.job, self.report = job, report
         self.fields: dict[str, Any] = {}
-        self.level = "diff"
+        self.level = "none"
 
     def note(self, **fields):
         self.fields.update(fields)
@@ -125,8 +132,8 @@ class _Evaluation:
         self.level = level
         self.report(passed=level)
 
-    def result(self, reason: str | None) -> dict[str, Any]:
-        return {"level": self.level, "reason": reason, **self.fields}
+    def result(self, reason: str | None, cause: str | None = None) -> dict[str, Any]:
+        return {"level": self.level, "reason": reason, "cause": cause, **self.fields}
 
     def run(self) -> dict[str, Any]:
         job = self.job
@@ -134,10 +141,43 @@ class _Evaluation:
         trials, seed = int(job.get("trials", 3)), int(job.get("seed", 0))
         self.note(trials=trials, target=target_kind(target))
         values = job.get("values") or {}
-        before, after = program_of(job["before"], values), program_of(job["after"], values)
+        before = program_of(job["before"], values)
         before_problem = job.get("before_problem")
 
-        # ---- build
+        # ---- diff and the static checks (here, so that the call's timeout bounds them too)
+        self.stage("parsing after")
+        spec = job["after"]
+        try:
+            after = Program.parse(spec["text"], spec.get("signature") or job["before"]["signature"],
+                                  spec.get("name") or before.name, values)
+        except LeirSyntaxError as err:
+            return self.result(f"after does not parse: {err}", "parse")
+        if after.text == before.text:
+            return self.result("no change: after prints the same as before", "unchanged")
+        self.passed("diff")
+        if after.signature != before.signature:
+            return self.result("build: after's signature differs from before's "
+                               f"({after.signature.to_json()} vs {before.signature.to_json()})",
+                               "signature")
+        self.stage("validating after")
+        try:
+            check(after)
+        except LeirValidationError as err:
+            return self.result(f"build: invalid LEIR: {err}", "invalid")
+        if before_problem is None:
+            self.stage("validating before")
+            try:
+                check(before)
+            except LeirValidationError as err:
+                before_problem = f"before is invalid LEIR: {err}"
+
+        # ---- build: the original first, so that a crash while building it is its own
+        if before_problem is None:
+            self.stage("building before")
+            try:
+                self.note(build_s_before=build(before, EQUAL_TARGET).seconds)
+            except Exception as err:  # noqa: BLE001
+                before_problem = f"before does not build: {describe_error(err)}"
         self.stage("building after")
         try:
             seconds = build(after, target if target_kind(target) != "llvm" else EQUAL_TARGET).seconds
@@ -145,16 +185,12 @@ class _Evaluation:
                 seconds += build(after, EQUAL_TARGET).seconds  # execution happens on the CPU
             self.note(build_s_after=seconds)
         except Exception as err:  # noqa: BLE001 -- every failure is a verdict, not a crash
-            return self.result(f"build: {describe_error(err)}")
+            if before_problem is not None:
+                self.note(before_problem=before_problem)
+            return self.result(f"build: {describe_error(err)}", "build")
         self.passed("build")
-        if before_problem is None:
-            self.stage("building before")
-            try:
-                self.note(build_s_before=build(before, EQUAL_TARGET).seconds)
-            except Exception as err:  # noqa: BLE001
-                before_problem = f"before does not build: {describe_error(err)}"
 
-        # ---- exec
+        # ---- exec: again the original first (a trap or a crash in it is not after's)
         known = _BEFORE.entry(before, seed)
         ranges = integer_ranges(before)
         inputs = [random_inputs(before, seed, t, ranges) for t in range(max(trials, 1))]
@@ -164,12 +200,11 @@ class _Evaluation:
                 known["outputs"][t] = run(before, inputs[t], EQUAL_TARGET)
             return known["outputs"][t]
 
-        self.stage("running after")
-        try:
-            after_out = [run(after, inputs[0], EQUAL_TARGET)]
-        except Exception as err:  # noqa: BLE001
-            return self.result(f"exec: {describe_error(err)}")
-        self.passed("exec")
+        if before_problem is None:
+            self.stage("checking the gathers of before")
+            oob = _gather_problem(before, inputs)
+            if oob is not None:
+                before_problem = f"before reads out of bounds: {oob}"
         if before_problem is None:
             self.stage("running before")
             try:
@@ -178,7 +213,18 @@ class _Evaluation:
                 before_problem = f"before fails to run: {describe_error(err)}"
         if before_problem is not None:
             self.note(before_problem=before_problem)
-            return self.result(f"equal: cannot compare, {before_problem}")
+        self.stage("checking the gathers of after")
+        oob = _gather_problem(after, inputs)
+        if oob is not None:
+            return self.result(f"exec: after reads out of bounds: {oob}", "exec")
+        self.stage("running after")
+        try:
+            after_out = [run(after, inputs[0], EQUAL_TARGET)]
+        except Exception as err:  # noqa: BLE001
+            return self.result(f"exec: {describe_error(err)}", "exec")
+        self.passed("exec")
+        if before_problem is not None:
+            return self.result(f"equal: cannot compare, {before_problem}", "before")
 
         # ---- equal
         max_abs = max_rel = 0.0
@@ -189,19 +235,20 @@ class _Evaluation:
                 try:
                     after_out.append(run(after, inputs[t], EQUAL_TARGET))
                 except Exception as err:  # noqa: BLE001
-                    return self.result(f"equal: trial {t + 1}: after fails: {describe_error(err)}")
+                    return self.result(f"equal: trial {t + 1}: after fails: "
+                                       f"{describe_error(err)}", "exec")
                 before_out.append(run_before(t))
             for name in before_out[t]:
                 c = compare(before_out[t][name], after_out[t][name], name)
                 max_abs, max_rel = max(max_abs, c.max_abs_err), max(max_rel, c.max_rel_err)
                 self.note(max_abs_err=max_abs, max_rel_err=max_rel)
                 if not c.equal:
-                    return self.result(f"equal: trial {t + 1}: {c.problem}")
+                    return self.result(f"equal: trial {t + 1}: {c.problem}", "mismatch")
                 informative[name] = informative[name] or c.informative
         blank = [name for name, seen in informative.items() if not seen]
         if blank:
             return self.result(f"equal: not established: {', '.join(blank)} is all zero or "
-                               f"non-finite in every trial")
+                               f"non-finite in every trial", "uninformative")
         self.passed("equal")
 
         # ---- independent
@@ -234,7 +281,16 @@ class _Evaluation:
             t_after = time_program(after, inputs[0])
             self.note(time_after_ms=t_after,
                       speedup=(t_before / t_after) if t_after > 0 else None)
-        return self.result(reason)
+        return self.result(reason, None if reason is None else "independence")
+
+
+def _gather_problem(program: Program, inputs: list[dict[str, np.ndarray]]) -> str | None:
+    """The first out-of-bounds gather of ``program`` over the input sets of every trial."""
+    for t, trial in enumerate(inputs):
+        found = gather_problem(program, trial)
+        if found is not None:
+            return found + (f" (trial {t + 1})" if t else "")
+    return None
 
 
 def _independence_problem(program: Program, inputs) -> str | None:

@@ -1,9 +1,10 @@
 """``verify(before, after)``: how far a transformed program is equivalent to its original.
 
-The cheap checks (Diff, signature, validation) run here; everything that needs TVM runs in a
-persistent worker process (``worker.py``) so that a crash, a hang or a runaway kernel becomes
-a result instead of taking the caller down. ``isolate=False`` runs the same code in-process
-(for debugging: no timeout, and a segfault kills the caller).
+Everything but the argument checks runs in a persistent worker process (``worker.py``) --
+parsing and validating ``after``, building, running, comparing -- so that a crash, a hang or a
+runaway kernel becomes a result instead of taking the caller down, and ``timeout`` bounds the
+whole call. ``isolate=False`` runs the same code in-process (for debugging: no timeout, and a
+segfault kills the caller).
 
     >>> r = verify(softmax, softmax_with_parallel_rows)            # doctest: +SKIP
     >>> r.level, r.speedup                                         # doctest: +SKIP
@@ -16,9 +17,7 @@ import atexit
 import time
 from typing import Any, Iterable, Mapping
 
-from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..leir.validate import LeirValidationError, check
 from ..lower.targets import TargetLike, target_kind
 from .result import LEVELS, VerificationResult
 from .worker import Worker
@@ -47,58 +46,54 @@ class Verifier:
 
     def verify(self, before: Program, after: Program | str, target: TargetLike = "llvm",
                trials: int = 3, timeout: float = 60.0, seed: int = 0,
-               timing: bool = True) -> VerificationResult:
-        """See :func:`verify`. Never raises: every failure is a result with a reason."""
+               timing: bool = True, *, started: float | None = None) -> VerificationResult:
+        """See :func:`verify`. Never raises: every failure is a result with a reason.
+        ``started``: the ``time.monotonic()`` at which the caller's ``timeout`` began (default:
+        now), when the caller did part of the work already."""
         start = time.perf_counter()
+        deadline = (time.monotonic() if started is None else started) + timeout
         try:
-            result = self._verify(before, after, target, trials, timeout, seed, timing)
+            result = self._verify(before, after, target, trials, timeout, seed, timing, deadline)
         except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
             from .session import describe_error
-            result = VerificationResult.at("none", f"internal error: {describe_error(err)}")
+            result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
+                                           cause="internal")
         return _with(result, elapsed_s=time.perf_counter() - start)
 
-    def _verify(self, before, after, target, trials, timeout, seed, timing) -> VerificationResult:
+    def _verify(self, before, after, target, trials, timeout, seed, timing,
+                deadline: float) -> VerificationResult:
         kind = target_kind(target)
         if not isinstance(before, Program):
             return VerificationResult.at("none", "before must be a Program (LEIR + signature)",
-                                         target=kind)
-        if isinstance(after, str):
-            try:
-                after = Program(parse(after), before.signature, before.name, before.values)
-            except LeirSyntaxError as err:
-                return VerificationResult.at("none", f"after does not parse: {err}", target=kind)
-        if after.text == before.text:
-            return VerificationResult.at("none", "no change: after prints the same as before",
-                                         target=kind)
-        if after.signature != before.signature:
-            return VerificationResult.at(
-                "diff", "build: after's signature differs from before's "
-                        f"({after.signature.to_json()} vs {before.signature.to_json()})",
-                target=kind)
-        try:
-            check(after)
-        except LeirValidationError as err:
-            return VerificationResult.at("diff", f"build: invalid LEIR: {err}", target=kind)
-        before_problem = None
-        try:
-            check(before)
-        except LeirValidationError as err:
-            before_problem = f"before is invalid LEIR: {err}"
+                                         target=kind, cause="internal")
         values = dict(before.values)
-        values.update(after.values)
+        if isinstance(after, Program):
+            values.update(after.values)
+            after_spec = _spec(after)
+        else:
+            after_spec = {"text": after}
         job = {
-            "before": _spec(before), "after": _spec(after),
+            "before": _spec(before), "after": after_spec,
             "values": {k: v for k, v in values.items() if k in before.signature.input_names},
             "target": dict(target) if isinstance(target, Mapping) else target,
-            "trials": trials, "seed": seed, "timing": timing, "before_problem": before_problem,
+            "trials": trials, "seed": seed, "timing": timing, "before_problem": None,
         }
         if self._worker is None:
             from .session import evaluate
             return _finish(evaluate(job), kind)
-        outcome = self._worker.request(job, timeout)
+        outcome = self._worker.request(job, deadline)
         if outcome.status == "done":
             return _finish(outcome.result, kind)
-        return _interrupted(outcome, timeout, kind)
+        first = _interrupted(outcome, timeout, kind)
+        if first.cause == "before" and time.monotonic() < deadline:
+            # The original crashed or hung the worker: its problem is known, and after is
+            # still judged (build, exec) in a fresh worker, without the original.
+            job["before_problem"] = first.before_problem
+            retry = self._worker.request(job, deadline)
+            if retry.status == "done":
+                return _finish(retry.result, kind)
+            return _interrupted(retry, timeout, kind, first.before_problem)
+        return first
 
     def verify_many(self, pairs: Iterable[tuple[Program, Program | str]], **options
                     ) -> list[VerificationResult]:
@@ -122,10 +117,12 @@ def _finish(fields: dict[str, Any], kind: str) -> VerificationResult:
                                                    if k in VerificationResult.__dataclass_fields__})
 
 
-def _interrupted(outcome, timeout: float, kind: str) -> VerificationResult:
-    """A result for a job the worker did not finish: the level it had passed, and why."""
+def _interrupted(outcome, timeout: float, kind: str,
+                 before_problem: str | None = None) -> VerificationResult:
+    """A result for a job the worker did not finish: the level it had passed, and why.
+    ``before_problem``: the original's, found by an earlier attempt of the same call."""
     progress = outcome.progress
-    level = progress.get("passed", "diff")
+    level = progress.get("passed", "none")
     stage = progress.get("stage", "starting")
     if outcome.status == "timeout":
         what = f"timed out after {timeout:g} s while {stage}"
@@ -135,20 +132,25 @@ def _interrupted(outcome, timeout: float, kind: str) -> VerificationResult:
             what += f" (worker output: {outcome.output})"
     else:
         what = f"worker error while {stage}: {outcome.detail}"
+    cause = "timeout" if outcome.status == "timeout" else "crash"
     fields = {k: v for k, v in progress.get("fields", {}).items()
               if k in VerificationResult.__dataclass_fields__}
     fields["target"] = kind
+    if before_problem is not None:
+        fields["before_problem"] = before_problem
     verdict = progress.get("reason")  # after's own verdict, when already known
     if stage.startswith("timing"):
         return VerificationResult.at(level, "; ".join(filter(None, [verdict, f"timing {what}"])),
-                                     **fields)
-    if "before" in stage:
+                                     cause=None if verdict is None else "independence", **fields)
+    attempted = LEVELS[min(LEVELS.index(level) + 1, len(LEVELS) - 1)]
+    if stage.endswith("before"):  # building, running, validating or checking the original
         fields["before_problem"] = f"before {what}"
         if LEVELS.index(level) < LEVELS.index("equal"):
-            return VerificationResult.at(level, f"equal: cannot compare, before {what}", **fields)
-        return VerificationResult.at(level, verdict, **fields)
-    attempted = LEVELS[min(LEVELS.index(level) + 1, len(LEVELS) - 1)]
-    return VerificationResult.at(level, f"{attempted}: {what}", **fields)
+            return VerificationResult.at(level, f"{attempted}: cannot tell, before {what}",
+                                         cause="before", **fields)
+        return VerificationResult.at(level, verdict, cause=None if verdict is None else
+                                     "independence", **fields)
+    return VerificationResult.at(level, f"{attempted}: {what}", cause=cause, **fields)
 
 
 _default: Verifier | None = None
@@ -164,15 +166,17 @@ def _shared_verifier() -> Verifier:
 
 def verify(before: Program, after: Program | str, target: TargetLike = "llvm", trials: int = 3,
            timeout: float = 60.0, seed: int = 0, timing: bool = True, *,
-           isolate: bool = True) -> VerificationResult:
+           isolate: bool = True, started: float | None = None) -> VerificationResult:
     """Check how far ``after`` is equivalent to ``before`` (docs/LEIR.md §4, docs/VERIFY.md).
 
     ``after`` may be LEIR text (it takes ``before``'s signature and values). ``timeout`` bounds
-    the TVM work of this call (worker start-up excluded). Never raises: build errors, runtime
-    errors, crashes and timeouts come back as a result naming the level reached and why.
+    the whole call, the start of a worker process included (from ``started``, a
+    ``time.monotonic()`` value, when the caller's own work counts too). Never raises: build
+    errors, runtime errors, crashes and timeouts come back as a result naming the level
+    reached, why (``reason``) and the kind of failure (``cause``).
     """
     verifier = _shared_verifier() if isolate else Verifier(isolate=False)
-    return verifier.verify(before, after, target, trials, timeout, seed, timing)
+    return verifier.verify(before, after, target, trials, timeout, seed, timing, started=started)
 
 
 def verify_many(pairs: Iterable[tuple[Program, Program | str]], target: TargetLike = "llvm",

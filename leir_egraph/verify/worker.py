@@ -5,6 +5,10 @@ many rewrites of one program compiles the original once. A segfault or a runaway
 only the worker: the parent reports how far the verification got and starts a fresh worker
 for the next request.
 
+The worker dies with its parent: on Linux the kernel sends it SIGKILL when the parent exits
+(``PR_SET_PDEATHSIG``), and a watchdog thread ends it when its parent process changes, so a
+killed ``leir verify`` or sampler never leaves a worker running.
+
 Protocol (pickled messages over two pipes): the parent sends a job dict; the worker answers
 with any number of ``("progress", {...})`` messages and one ``("done", result fields)`` or
 ``("error", text)``. Jobs carry LEIR text and numpy arrays only: pickling TVM IR segfaults.
@@ -12,11 +16,13 @@ with any number of ``("progress", {...})`` messages and one ``("done", result fi
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -24,6 +30,32 @@ from typing import Any
 
 STARTUP_TIMEOUT = 180.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """End this process when its parent process ends (call it first thing in a worker).
+
+    Linux: the kernel sends SIGKILL on the parent's exit (prctl PR_SET_PDEATHSIG). Everywhere:
+    a daemon thread checks every 0.5 s that the parent is still ``parent`` and exits
+    otherwise (an orphan is re-parented); it also covers a parent that died before the prctl."""
+    parent = os.getppid() if parent is None else parent
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
 class WorkerOutcome:
@@ -49,7 +81,9 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> None:
+    def start(self, deadline: float | None = None) -> None:
+        """Start the worker process; raises TimeoutError when it is not ready by ``deadline``
+        (a ``time.monotonic()`` value; default: STARTUP_TIMEOUT from now)."""
         self.close()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
@@ -57,16 +91,22 @@ class Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "leir_egraph.verify.worker", str(to_child_r), str(to_parent_w)],
+            [sys.executable, "-m", "leir_egraph.verify.worker", str(to_child_r), str(to_parent_w),
+             str(os.getpid())],
             pass_fds=(to_child_r, to_parent_w), stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=self._log, env=env, start_new_session=True)
         os.close(to_child_r)
         os.close(to_parent_w)
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
-        if not self._recv.poll(STARTUP_TIMEOUT):
+        limit = STARTUP_TIMEOUT
+        if deadline is not None:
+            limit = min(limit, max(0.0, deadline - time.monotonic()))
+        if not self._recv.poll(limit):
             detail = self.log_tail()
             self.close()
+            if limit < STARTUP_TIMEOUT:
+                raise TimeoutError("the verification worker was not ready in time")
             raise RuntimeError(f"verification worker did not start in {STARTUP_TIMEOUT:.0f} s"
                                + (f": {detail}" if detail else ""))
         try:
@@ -112,26 +152,30 @@ class Worker:
 
     # ------------------------------------------------------------ one job
 
-    def request(self, job: dict[str, Any], timeout: float) -> WorkerOutcome:
-        """Send ``job`` and wait up to ``timeout`` seconds (worker start-up not counted)."""
+    def request(self, job: dict[str, Any], deadline: float) -> WorkerOutcome:
+        """Send ``job`` and wait for its result until ``deadline`` (a ``time.monotonic()``
+        value), starting the worker first if needed (its start-up counts)."""
         try:
-            return self._request(job, timeout)
+            return self._request(job, deadline)
         except BaseException:
             # an interrupted exchange leaves the worker mid-job: its next messages would be
             # taken for the next job's, so it goes
             self.close()
             raise
 
-    def _request(self, job: dict[str, Any], timeout: float) -> WorkerOutcome:
-        if not self.alive():
-            self.start()
+    def _request(self, job: dict[str, Any], deadline: float) -> WorkerOutcome:
+        progress: dict[str, Any] = {"fields": {}, "stage": "starting the verification worker"}
         try:
-            self._send.send(job)
-        except (BrokenPipeError, OSError):  # died since the last job: one fresh start
-            self.start()
-            self._send.send(job)
-        progress: dict[str, Any] = {"fields": {}}
-        deadline = time.monotonic() + timeout
+            if not self.alive():
+                self.start(deadline)
+            try:
+                self._send.send(job)
+            except (BrokenPipeError, OSError):  # died since the last job: one fresh start
+                self.start(deadline)
+                self._send.send(job)
+        except TimeoutError:
+            return WorkerOutcome("timeout", None, progress)
+        progress["stage"] = "starting the job"
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._recv.poll(max(remaining, 0)):
@@ -178,11 +222,14 @@ def _exit_description(code: int | None) -> str:
 
 # ---------------------------------------------------------------- the worker process itself
 
-def serve(read_fd: int, write_fd: int) -> None:
+def serve(read_fd: int, write_fd: int, parent: int | None = None) -> None:
     """Worker main loop: import TVM, say ready, then evaluate jobs until the pipe closes."""
+    die_with_parent(parent)
+    from ..leir.limits import allow_deep_programs
+    allow_deep_programs()
     recv = Connection(read_fd, writable=False)
     send = Connection(write_fd, readable=False)
-    import tvm  # noqa: F401  (pay the import once, before the first job's clock starts)
+    import tvm  # noqa: F401  (pay the import once, before the first job)
     from .session import evaluate
     send.send(("ready",))
     while True:
@@ -204,4 +251,4 @@ def serve(read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None)

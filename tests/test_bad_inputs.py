@@ -1,0 +1,413 @@
+"""A catalogue of bad inputs for every command-line entry point (issue 9).
+
+Each case runs one command on one bad input -- a file, an option value, a folder -- and must
+give the documented exit status (README.md, "The leir command": 2 for bad input, 1 for a
+`leir verify` that is not equivalent), exactly one line on stderr that names the file (with
+line:col where a position applies) or the option, no traceback, and leave no process behind.
+
+Most cases run the command in-process (``leir_egraph.cli.main`` / ``leir_egraph.sample.main``
+return the exit status), so the suite needs neither TVM nor a worker; the few ``PROCESS``
+cases run a real ``python -m ...`` process, where the entry point itself is the point. No case
+here starts a worker process: bad input is refused before any work.
+
+``test_catalogue_size`` pins the number of cases (the closing note of issue 9 reports it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import marked_processes
+from leir_egraph import cli, sample
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "leir_egraph" / "examples"
+SOFTMAX = (EXAMPLES / "softmax.leir").read_text()
+SOFTMAX_SIG = json.loads((EXAMPLES / "softmax.sig.json").read_text())
+
+SIG4 = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
+        "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]}
+COPY4 = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];"
+
+
+def _nested_nests(n: int) -> str:
+    names = [f"{a}{b}{c}" for a in "acdfg" for b in "hijkm" for c in "nopqrsuw"]
+    names = [w for w in names if w not in ("inf", "min")]
+    loops = "".join(f"L^{{1}}_{{{names[i % len(names)]}{'a' * (i // len(names))}=0}}["
+                    for i in range(n))
+    return f"B^{{4}}_{{tx=0}}[{loops}C^{{f32,g}}_{{tx}}=A^{{f32,g}}_{{tx}};{'];' * n}];"
+
+
+# (name, contents): the files of the catalogue, written once into a temporary folder.
+TEXTS = {
+    "good.leir": SOFTMAX,
+    "good.sig.json": json.dumps(SOFTMAX_SIG),
+    "bom.leir": "\ufeff" + SOFTMAX,
+    "empty.leir": "",
+    "garbage.leir": "hello world",
+    "unclosed.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};",
+    "neg_extent.leir": "B^{-4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];",
+    "zero_extent.leir": "B^{0}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];",
+    "start.leir": "B^{4}_{tx=1}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];",
+    "reserved.leir": "B^{4}_{tx=0}[Load^{f32,g}_{tx}=A^{f32,g}_{tx};];",
+    "dtype.leir": "B^{4}_{tx=0}[C^{f33,g}_{tx}=A^{f32,g}_{tx};];",
+    "nbsp.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=\u00a0A^{f32,g}_{tx};];",
+    "unbound.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{a};];",
+    "undefined.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=Q^{f32,g}_{tx};];",
+    "oob.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx+1};];",
+    "rank.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx,0}=A^{f32,g}_{tx};];",
+    "partial.leir": "B^{2}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];",
+    "copy4.leir": COPY4,
+    "sig4.sig.json": json.dumps(SIG4),
+    "wide.leir": "B^{2048}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];",
+    "wide.sig.json": json.dumps({"inputs": [{"name": "A", "dtype": "float32", "shape": [2048]}],
+                                 "outputs": [{"name": "C", "dtype": "float32",
+                                              "shape": [2048]}]}),
+    # issue 9 item 4 at ten times the sizes that crashed: 3,500 terms, 30,000 exp(, 20,000 nests
+    "sum3500.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=" + "+".join(["A^{f32,g}_{tx}"] * 3500) + ";];",
+    "exp30000.leir": "B^{4}_{tx=0}[C^{f32,g}_{tx}=" + "exp(" * 30000 + "A^{f32,g}_{tx}"
+                     + ")" * 30000 + ";];",
+    "nests20000.leir": _nested_nests(20000),
+    "nests10000.leir": "".join(f"B^{{4}}_{{tx=0}}[C^{{f32,g}}_{{tx}}=A^{{f32,g}}_{{tx}}+{i};];"
+                               for i in range(10000)),
+    # signatures
+    "notjson.sig.json": "{inputs: [}",
+    "list.sig.json": "[1, 2]",
+    "negshape.sig.json": json.dumps({**SIG4, "inputs": [{"name": "A", "dtype": "float32",
+                                                         "shape": [4, -2]}]}),
+    "zeroshape.sig.json": json.dumps({**SIG4, "inputs": [{"name": "A", "dtype": "float32",
+                                                          "shape": [0]}]}),
+    "fracshape.sig.json": json.dumps({**SIG4, "inputs": [{"name": "A", "dtype": "float32",
+                                                          "shape": [4.5]}]}),
+    "bigout.sig.json": json.dumps({**SIG4, "outputs": [{"name": "C", "dtype": "float32",
+                                                        "shape": [8]}]}),
+    "nokey.sig.json": json.dumps({**SIG4, "inputs": [{"name": "A", "dtype": "float32"}]}),
+    "baddtype.sig.json": json.dumps({**SIG4, "inputs": [{"name": "A", "dtype": "float31",
+                                                         "shape": [4]}]}),
+    "dup.sig.json": json.dumps({"inputs": SIG4["inputs"], "outputs": SIG4["inputs"]}),
+    "noout.sig.json": json.dumps({"inputs": SIG4["inputs"], "outputs": []}),
+    "badname.sig.json": json.dumps({**SIG4, "inputs": [{"name": "a", "dtype": "float32",
+                                                        "shape": [4]}]}),
+    # rule files
+    "rules_bad/math/unknown_constructor.toml": '''
+id = "unknown_constructor"
+category = "math"
+description = "A rule that names an egglog constructor the schema does not have."
+guards = []
+P = 1
+S = 1
+cot = "'{lhs}' becomes '{rhs}'."
+
+[[rules]]
+name = "exp-to-nothing"
+egglog = """
+(rewrite (Exp e) (NoSuchConstructor e))
+"""
+''',
+    "rules_toml/math/broken.toml": 'id = "broken"\ncategory = [\n',
+    # PyTorch files
+    "script.py": "import sys\nsys.exit(3)\n",
+    "notmodule.py": "class Model:\n    pass\n\ndef get_inputs():\n    return []\n",
+    "raises.py": "raise RuntimeError('no GPU here')\n",
+    "syntax.py": "def (:\n",
+    "fft.py": '''
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x).real
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+''',
+    "model.txt": "not python",
+    # sampler inputs
+    "corpus_bad.jsonl": '{"leir": "x", "signature": {}}\n{not json\n',
+    "nosig/prog.leir": COPY4,
+    "foreign_out/notes.txt": "a user's own file",
+    "inside_out/programs/copy4.leir": COPY4,
+    "inside_out/programs/copy4.sig.json": json.dumps(SIG4),
+    "plain_file": "not a folder",
+}
+BINARY = {"nonutf.leir": b"\xff\xfe B^{4}", "nonutf.jsonl": b'{"leir": "\xff"}\n'}
+
+
+@pytest.fixture(scope="module")
+def d(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bad-inputs")
+    for name, text in TEXTS.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for name, data in BINARY.items():
+        (root / name).write_bytes(data)
+    (root / "folder.leir").mkdir()
+    return root
+
+
+LEIR, SAMPLE, PROCESS = "leir", "sample", "process"
+CASES = [
+    # (id, entry point, argv ({d} is the folder of the files above), exit status, stderr text)
+    # ---- leir fmt: files that cannot be read
+    ("fmt-missing", LEIR, "fmt {d}/missing.leir", 2, "{d}/missing.leir: no such file"),
+    ("fmt-folder", LEIR, "fmt {d}/folder.leir", 2, "{d}/folder.leir: is a folder"),
+    ("fmt-not-utf8", LEIR, "fmt {d}/nonutf.leir", 2, "{d}/nonutf.leir:1:1: not UTF-8 text"),
+    ("fmt-bom-is-accepted", LEIR, "fmt {d}/bom.leir --sig {d}/good.sig.json", 0, None),
+    # ---- leir fmt: text that does not parse (line:col)
+    ("fmt-empty", LEIR, "fmt {d}/empty.leir", 2, "{d}/empty.leir:1:1: unexpected end of input"),
+    ("fmt-garbage", LEIR, "fmt {d}/garbage.leir", 2, "{d}/garbage.leir:1:1: unexpected"),
+    ("fmt-unclosed", LEIR, "fmt {d}/unclosed.leir", 2,
+     "{d}/unclosed.leir:1:44: unexpected end of input"),
+    ("fmt-negative-extent", LEIR, "fmt {d}/neg_extent.leir", 2,
+     "{d}/neg_extent.leir:1:4: loop extent must be at least 1, got -4"),
+    ("fmt-zero-extent", LEIR, "fmt {d}/zero_extent.leir", 2,
+     "{d}/zero_extent.leir:1:4: loop extent must be at least 1, got 0"),
+    ("fmt-loop-start", LEIR, "fmt {d}/start.leir", 2, "{d}/start.leir:1:11: loop start must be 0"),
+    ("fmt-reserved-letter", LEIR, "fmt {d}/reserved.leir", 2,
+     "{d}/reserved.leir:1:14: tensor name 'Load' starts with reserved letter 'L'"),
+    ("fmt-unknown-dtype", LEIR, "fmt {d}/dtype.leir", 2, "{d}/dtype.leir:1:17: unknown dtype 'f33'"),
+    ("fmt-invisible-character", LEIR, "fmt {d}/nbsp.leir", 2,
+     "{d}/nbsp.leir:1:29: unexpected character U+00A0 (no-break space)"),
+    # ---- leir fmt: programs past the depth limits (docs/LEIR.md, Limits), 10x the crash sizes
+    ("fmt-sum-of-3500-terms", LEIR, "fmt {d}/sum3500.leir", 2,
+     "{d}/sum3500.leir:1:14: expression nested more than 1000 levels deep"),
+    ("fmt-30000-nested-exp", LEIR, "fmt {d}/exp30000.leir", 2,
+     "{d}/exp30000.leir:1:14: expression nested more than 1000 levels deep"),
+    ("fmt-20000-nested-nests", LEIR, "fmt {d}/nests20000.leir", 2,
+     "{d}/nests20000.leir:1:1400: loop nests nested more than 100 deep"),
+    # ---- leir fmt --sig: programs that do not validate, signatures that are wrong
+    ("fmt-unbound-index", LEIR, "fmt {d}/unbound.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/unbound.leir:1:40: index 'a' is not bound"),
+    ("fmt-undefined-tensor", LEIR, "fmt {d}/undefined.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/undefined.leir:1:29: tensor 'Q' is neither in the signature nor written"),
+    ("fmt-static-out-of-bounds", LEIR, "fmt {d}/oob.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/oob.leir:1:29: 'A^{{f32,g}}_{{tx+1}}' reads index 1..4"),
+    ("fmt-rank-mismatch", LEIR, "fmt {d}/rank.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/rank.leir:1:14: 'C^{{f32,g}}_{{tx,0}}' uses 2 subscript(s)"),
+    ("fmt-output-partly-written", LEIR, "fmt {d}/partial.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/partial.leir:1:14: output 'C' has shape [4] but the program writes only "
+     "positions 0..1"),
+    ("fmt-output-larger-than-written", LEIR, "fmt {d}/copy4.leir --sig {d}/bigout.sig.json", 2,
+     "output 'C' has shape [8] but the program writes only positions 0..3"),
+    ("fmt-sig-missing", LEIR, "fmt {d}/copy4.leir --sig {d}/missing.sig.json", 2,
+     "{d}/missing.sig.json: no such file"),
+    ("fmt-sig-not-json", LEIR, "fmt {d}/copy4.leir --sig {d}/notjson.sig.json", 2,
+     "{d}/notjson.sig.json:1:2: not JSON"),
+    ("fmt-sig-not-an-object", LEIR, "fmt {d}/copy4.leir --sig {d}/list.sig.json", 2,
+     "{d}/list.sig.json: bad signature: a signature is an object"),
+    ("fmt-sig-negative-shape", LEIR, "fmt {d}/copy4.leir --sig {d}/negshape.sig.json", 2,
+     "{d}/negshape.sig.json: bad signature: tensor 'A': shape [4, -2]: size -2 of dimension 1 "
+     "must be at least 1"),
+    ("fmt-sig-zero-shape", LEIR, "fmt {d}/copy4.leir --sig {d}/zeroshape.sig.json", 2,
+     "tensor 'A': shape [0]: size 0 of dimension 0 must be at least 1"),
+    ("fmt-sig-fractional-shape", LEIR, "fmt {d}/copy4.leir --sig {d}/fracshape.sig.json", 2,
+     "tensor 'A': shape [4.5]: size 4.5 of dimension 0 is not an integer"),
+    ("fmt-sig-missing-key", LEIR, "fmt {d}/copy4.leir --sig {d}/nokey.sig.json", 2,
+     "lacks the key 'shape'"),
+    ("fmt-sig-unknown-dtype", LEIR, "fmt {d}/copy4.leir --sig {d}/baddtype.sig.json", 2,
+     "tensor 'A': unsupported dtype 'float31'"),
+    ("fmt-sig-duplicate", LEIR, "fmt {d}/copy4.leir --sig {d}/dup.sig.json", 2,
+     "signature lists A more than once"),
+    ("fmt-sig-no-outputs", LEIR, "fmt {d}/copy4.leir --sig {d}/noout.sig.json", 2,
+     "signature has no outputs"),
+    ("fmt-sig-bad-name", LEIR, "fmt {d}/copy4.leir --sig {d}/badname.sig.json", 2,
+     "tensor name 'a' is not a LEIR tensor name"),
+    # ---- leir (no or unknown command)
+    ("leir-no-command", LEIR, "", 2, "leir: error: a command is required"),
+    ("leir-unknown-command", LEIR, "frobnicate", 2, "leir: error: argument COMMAND: invalid"),
+    # ---- leir lower
+    ("lower-no-sig-option", LEIR, "lower {d}/copy4.leir", 2,
+     "leir lower: error: the following arguments are required: --sig"),
+    ("lower-invalid-cuda-kernel", LEIR, "lower {d}/wide.leir --sig {d}/wide.sig.json "
+                                        "--target cuda", 2,
+     "{d}/wide.leir: error: CudaInvalid"),
+    ("lower-missing", LEIR, "lower {d}/missing.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/missing.leir: no such file"),
+    ("lower-not-utf8", LEIR, "lower {d}/nonutf.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/nonutf.leir:1:1: not UTF-8 text (byte 0xff)"),
+    ("lower-bad-target", LEIR, "lower {d}/copy4.leir --sig {d}/sig4.sig.json --target metal", 2,
+     "argument --target: invalid choice"),
+    # ---- leir verify: bad files and options (refused before any worker starts)
+    ("verify-before-missing", LEIR, "verify {d}/missing.leir {d}/copy4.leir --sig "
+                                    "{d}/sig4.sig.json", 2, "{d}/missing.leir: no such file"),
+    ("verify-after-missing", LEIR, "verify {d}/copy4.leir {d}/missing.leir --sig "
+                                   "{d}/sig4.sig.json", 2, "{d}/missing.leir: no such file"),
+    ("verify-after-not-utf8", LEIR, "verify {d}/copy4.leir {d}/nonutf.leir --sig "
+                                    "{d}/sig4.sig.json", 2, "{d}/nonutf.leir:1:1: not UTF-8"),
+    ("verify-bad-signature", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig "
+                                   "{d}/negshape.sig.json", 2, "{d}/negshape.sig.json: bad "
+                                                               "signature"),
+    ("verify-timeout-negative", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig "
+                                      "{d}/sig4.sig.json --timeout -1", 2,
+     "argument --timeout: expected a number of seconds > 0, got -1"),
+    ("verify-timeout-nan", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig {d}/sig4.sig.json "
+                                 "--timeout nan", 2,
+     "argument --timeout: expected a finite number of seconds > 0, got 'nan'"),
+    ("verify-timeout-zero", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig "
+                                  "{d}/sig4.sig.json --timeout 0", 2,
+     "argument --timeout: expected a number of seconds > 0"),
+    ("verify-seed-negative", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig "
+                                   "{d}/sig4.sig.json --seed -1", 2,
+     "argument --seed: expected an integer >= 0, got -1"),
+    ("verify-trials-zero", LEIR, "verify {d}/copy4.leir {d}/copy4.leir --sig {d}/sig4.sig.json "
+                                 "--trials 0", 2, "argument --trials: expected an integer >= 1"),
+    # ---- leir steps
+    ("steps-rules-unknown-constructor", LEIR,
+     "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules {d}/rules_bad --strategy "
+     "unknown_constructor", 2,
+     "{d}/rules_bad/math/unknown_constructor.toml:1: egglog rejects the rules of "
+     "'unknown_constructor'"),
+    ("steps-rules-bad-toml", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
+                                   "{d}/rules_toml", 2, "{d}/rules_toml/math/broken.toml:"),
+    ("steps-rules-missing-folder", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
+                                         "{d}/no_rules", 2, "{d}/no_rules:1: rules directory "
+                                                            "does not exist"),
+    ("steps-folder", LEIR, "steps {d}/folder.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/folder.leir: is a folder, not a file"),
+    ("steps-negative-extent", LEIR, "steps {d}/neg_extent.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/neg_extent.leir:1:4: loop extent must be at least 1, got -4"),
+    ("steps-max-nodes-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --max-nodes 0",
+     2, "argument --max-nodes: expected an integer >= 1, got 0"),
+    ("steps-timeout-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --timeout 0", 2,
+     "argument --timeout: expected a number of seconds > 0"),
+    ("steps-unknown-strategy", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --strategy "
+                                     "loop_warp", 2, "--strategy: unknown strategy loop_warp"),
+    ("steps-limit-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit 0", 2,
+     "argument --limit: expected an integer >= 1, got 0"),
+    ("steps-limit-not-a-number", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit x",
+     2, "argument --limit: expected an integer >= 1, got 'x'"),
+    ("steps-program-over-budget", LEIR, "steps {d}/nests10000.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/nests10000.leir: the program has 90,001 AST nodes; enumerating its rewrites is "
+     "limited to 5,000"),
+    ("steps-invalid-program", LEIR, "steps {d}/undefined.leir --sig {d}/sig4.sig.json", 2,
+     "{d}/undefined.leir:1:29: tensor 'Q'"),
+    # ---- leir strategies
+    ("strategies-bad-toml", LEIR, "strategies --rules {d}/rules_toml", 2,
+     "{d}/rules_toml/math/broken.toml:"),
+    ("strategies-missing-folder", LEIR, "strategies --rules {d}/no_rules", 2,
+     "{d}/no_rules:1: rules directory does not exist"),
+    # ---- leir from-torch
+    ("from-torch-missing", LEIR, "from-torch {d}/missing.py", 2, "{d}/missing.py: no such file"),
+    ("from-torch-not-python", LEIR, "from-torch {d}/model.txt", 2,
+     "{d}/model.txt: not a Python file"),
+    ("from-torch-sys-exit", LEIR, "from-torch {d}/script.py", 2,
+     "{d}/script.py: importing it called sys.exit(3)"),
+    ("from-torch-import-raises", LEIR, "from-torch {d}/raises.py", 2,
+     "{d}/raises.py: importing it failed: RuntimeError: no GPU here"),
+    ("from-torch-syntax-error", LEIR, "from-torch {d}/syntax.py", 2,
+     "{d}/syntax.py: importing it failed: SyntaxError"),
+    ("from-torch-not-a-module", LEIR, "from-torch {d}/notmodule.py", 2,
+     "{d}/notmodule.py: 'Model' is not a torch.nn.Module subclass"),
+    ("from-torch-no-class", LEIR, "from-torch {d}/fft.py:Net", 2,
+     "{d}/fft.py: defines no class 'Net'"),
+    ("from-torch-unsupported-op", LEIR, "from-torch {d}/fft.py", 2,
+     "{d}/fft.py: unsupported op torch.fft_fft"),
+    ("from-torch-bad-shapes", LEIR, "from-torch {d}/fft.py --input-shapes '[[4, -8]]'", 2,
+     "--input-shapes: expected a list of shapes of sizes >= 1"),
+    ("from-torch-bad-init-args", LEIR, "from-torch {d}/fft.py --init-args 7", 2,
+     "--init-args: expected a JSON list or object"),
+    # ---- the sampler
+    ("sample-seed-negative", SAMPLE, "--seed -1", 2, "argument --seed: expected an integer >= 0"),
+    ("sample-verify-timeout-zero", SAMPLE, "--verify-timeout 0", 2,
+     "argument --verify-timeout: expected a number of seconds > 0"),
+    ("sample-program-timeout-nan", SAMPLE, "--program-timeout nan", 2,
+     "argument --program-timeout: expected a finite number of seconds > 0, got 'nan'"),
+    ("sample-medium-cap-negative", SAMPLE, "--medium-cap -1", 2,
+     "argument --medium-cap: expected an integer >= 0, got -1"),
+    ("sample-workers-zero", SAMPLE, "--workers 0", 2, "argument --workers: expected an integer >= 1"),
+    ("sample-count-zero", SAMPLE, "--count 0", 2, "argument --count: expected an integer >= 1"),
+    ("sample-multi-answers-one", SAMPLE, "--multi-max-answers 1", 2,
+     "argument --multi-max-answers: expected an integer >= 2, got 1"),
+    ("sample-unknown-selector", SAMPLE, "--programs NoSuchKind --out {d}/o1", 2,
+     "'NoSuchKind' matches no zoo kind"),
+    ("sample-missing-file", SAMPLE, "--programs {d}/missing.leir --out {d}/o2", 2,
+     "{d}/missing.leir: no such file"),
+    ("sample-leir-without-signature", SAMPLE, "--programs {d}/nosig/prog.leir --out {d}/o3", 2,
+     "{d}/nosig/prog.leir: the signature file prog.sig.json is missing next to it"),
+    ("sample-corpus-bad-line", SAMPLE, "--programs {d}/corpus_bad.jsonl --out {d}/o4", 2,
+     "{d}/corpus_bad.jsonl:2: not JSON"),
+    ("sample-corpus-not-utf8", SAMPLE, "--programs {d}/nonutf.jsonl --out {d}/o8", 2,
+     "{d}/nonutf.jsonl:1:11: not UTF-8 text (byte 0xff)"),
+    ("sample-unknown-strategy", SAMPLE, "--programs ReLU --strategies loop_warp --out {d}/o5", 2,
+     "unknown strategy or category 'loop_warp'"),
+    ("sample-bad-rules", SAMPLE, "--programs ReLU --rules {d}/rules_toml --out {d}/o6", 2,
+     "{d}/rules_toml/math/broken.toml:"),
+    ("sample-foreign-out-folder", SAMPLE, "--programs ReLU --out {d}/foreign_out", 2,
+     "--out {d}/foreign_out: the folder is not empty and was not written by this tool"),
+    ("sample-input-inside-out", SAMPLE,
+     "--programs {d}/inside_out/programs --out {d}/inside_out --overwrite", 2,
+     "input {d}/inside_out/programs/copy4.leir lies in --out {d}/inside_out where this run "
+     "writes or removes files"),
+    ("sample-resume-without-run", SAMPLE, "--programs ReLU --out {d}/o7 --resume", 2,
+     "--resume: {d}/o7 holds no run of this tool"),
+    ("sample-out-is-a-file", SAMPLE, "--programs ReLU --out {d}/plain_file", 2,
+     "--out {d}/plain_file: exists and is not a folder"),
+    # ---- real processes: the entry points themselves
+    ("process-leir-cli", PROCESS, "-m leir_egraph.cli fmt {d}/neg_extent.leir", 2,
+     "{d}/neg_extent.leir:1:4: loop extent must be at least 1, got -4"),
+    ("process-leir-package", PROCESS, "-m leir_egraph steps {d}/missing.leir --sig "
+                                      "{d}/sig4.sig.json", 2, "{d}/missing.leir: no such file"),
+    ("process-sample", PROCESS, "-m leir_egraph.sample --programs ReLU --out {d}/foreign_out", 2,
+     "the folder is not empty and was not written by this tool"),
+]
+
+
+def _argv(template: str, d: Path) -> list[str]:
+    import shlex
+    return shlex.split(template.format(d=d))
+
+
+def _children() -> set[int]:
+    """Processes whose parent is this test process."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                found.add(int(entry))
+    return found
+
+
+def run_case(kind: str, argv: list[str], capsys) -> tuple[int, str, str]:
+    if kind == PROCESS:
+        marker = f"LEIR_BAD_INPUT_CASE={uuid.uuid4()}"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), marker.split("=")[0]: marker.split("=")[1]}
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert not marked_processes(marker), "a process of the command outlived it"
+        return done.returncode, done.stdout, done.stderr
+    before = _children()
+    code = (cli.main if kind == LEIR else sample.main)(argv)
+    out, err = capsys.readouterr()
+    assert _children() <= before, "the command left a child process"
+    return code, out, err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(case, d, capsys):
+    _, kind, template, status, expected = case
+    code, out, err = run_case(kind, _argv(template, d), capsys)
+    assert "Traceback" not in err and "Traceback" not in out
+    assert code == status, (code, err)
+    if expected is None:
+        assert err == "" and out
+        return
+    lines = err.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    assert expected.format(d=d) in lines[0], lines[0]
+
+
+def test_catalogue_size():
+    """The number of bad-input cases the closing note of issue 9 reports."""
+    assert len(CASES) == 94
+    assert len({c[0] for c in CASES}) == len(CASES)
