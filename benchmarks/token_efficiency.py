@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from leir_egraph.dataset.report import (REPRESENTATION_NAMES, markdown_table,  # noqa: E402
                                         token_plot, token_tables)
-from leir_egraph.dataset.sources import (FrontendFailure, load_program,  # noqa: E402
-                                         select_programs)
+from leir_egraph.dataset.sources import (FrontendFailure, SourceError,  # noqa: E402
+                                         load_program, select_programs)
 from leir_egraph.dataset.tokens import (ENCODINGS, ProgramTokens,  # noqa: E402
                                         count_program, one_line, program_texts, statistics,
                                         tokenizer_version)
@@ -65,7 +65,7 @@ MAIN = "o200k_base"
 ANCHORS = (
     {"source": "earlier measurement here: the reference's TVMScript, corpus float32 (202), "
                "o200k_base", "LEIR": 567, "TIR": 1467, "CUDA C": None},
-    {"source": "paper (Step-TP, KDD'26), Qwen3 tokenizer, its dataset",
+    {"source": "paper (Step-TP, KDD'26), Qwen3 tokenizer",
      "LEIR": 499, "TIR": 1244, "CUDA C": 2897},
 )
 
@@ -92,9 +92,12 @@ def main(argv=None) -> int:
     tokenizer = tokenizer_version()
     load_before, start = os.getloadavg(), time.perf_counter()
 
-    zoo = select_programs(args.zoo, count=args.count, size=args.size, seed=args.seed) \
-        if args.zoo else []
-    corpus = [] if args.no_corpus else select_programs([args.corpus], seed=args.seed)
+    try:
+        zoo = select_programs(args.zoo, count=args.count, size=args.size, seed=args.seed) \
+            if args.zoo else []
+        corpus = [] if args.no_corpus else select_programs([args.corpus], seed=args.seed)
+    except SourceError as err:  # a selector that names nothing, a missing corpus file
+        raise SystemExit(f"token_efficiency: {err}") from None
     zoo, corpus = zoo[:args.limit], corpus[:args.limit]
     dtypes = _corpus_dtypes(Path(args.corpus)) if corpus else {}
     zoo_rows, zoo_seconds = measure(zoo, args.tir_target)
@@ -234,7 +237,7 @@ def differences(stats: dict, ref_stats: dict | None) -> str:
     lines = ["Why the rows differ:\n"]
     f32 = stats.get("corpus float32")
     if f32:
-        lines.append(f"* Same LEIR, same tokenizer as the earlier measurement: LEIR mean "
+        lines.append(f"* LEIR as in the earlier measurement (same texts, same encoding): mean "
                      f"{_mean(f32, 'leir'):.1f} on the {f32['programs']} float32 corpus "
                      f"programs (567 then).")
     ours = _mean(f32, "tir")
