@@ -212,9 +212,10 @@ def test_chat_sets_load_with_datasets(reference, tmp_path):
 def test_report_and_plots(reference):
     report = (reference / "report.md").read_text()
     for heading in ("Balancing by difficulty class", "Balancing by category",
-                    "Balancing by strategy", "Failures by stage"):
+                    "Balancing by strategy", "Failures by stage",
+                    "Token counts (LEIR vs TIR vs CUDA)"):
         assert f"## {heading}" in report
-    for png in ("strategy_distribution.png", "difficulty_mix.png"):
+    for png in ("strategy_distribution.png", "difficulty_mix.png", "token_counts.png"):
         assert (reference / "plots" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

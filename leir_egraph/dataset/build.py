@@ -28,6 +28,7 @@ from .records import jsonl_bytes
 from .report import plots, summarize, write_report
 from .shards import OutputFolder
 from .sources import SourceError, select_programs
+from .tokens import dataset_tokens
 
 RUN_FORMAT = 1
 # What balancing and the chat sets need of a record (the TIR and CUDA texts stay on disk).
@@ -146,6 +147,7 @@ def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any
     }
     table = balance_table(verified, single, multi)
     summary = summarize(programs, failures, levels, table, len(single), len(multi))
+    summary["tokens"], token_rows = dataset_tokens(paths)
     speedups: dict[str, list[float]] = {}
     if config.timing:
         for r in verified:
@@ -154,7 +156,7 @@ def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any
     written["summary.json"] = (json.dumps(summary, indent=1) + "\n").encode()
     written["report.md"] = write_report(config.to_dict(), summary, failures,
                                         speedups).encode()
-    for name, data in plots(table).items():
+    for name, data in plots(table, token_rows).items():
         written[f"plots/{name}"] = data
     folder.write_many(written)
     files = ["dictionary/part-*.parquet", "dictionary/part-*.jsonl", *written]

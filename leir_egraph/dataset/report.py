@@ -1,4 +1,5 @@
-"""``report.md`` and its plots: what was generated, what failed, what balancing kept.
+"""``report.md`` and its plots: what was generated, what failed, what balancing kept, and how
+many tokens each program takes as LEIR, TIR and CUDA C (``dataset/tokens.py``).
 
 Nothing measured about the run itself (wall time, throughput) goes in here, so the report is
 byte-identical between runs with the same settings; the CLI prints those figures instead.
@@ -96,6 +97,8 @@ def write_report(settings: dict[str, Any], summary: dict[str, Any],
         parts += ["\n## Measured speedups of verified transitions\n\n",
                   markdown_table([{"strategy": s, "n": len(v), "median": _median(v),
                                    "max": max(v)} for s, v in sorted(speedups.items())])]
+    if "tokens" in summary:
+        parts.append(token_section(summary["tokens"], settings["target"]))
     text = "".join(parts)
     return text
 
@@ -120,10 +123,108 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+# ---------------------------------------------------------------- token counts
+
+TOKEN_PLOT = "token_counts.png"
+REPRESENTATION_NAMES = {"leir": "LEIR", "tir": "TIR (TVMScript)", "cuda": "CUDA C"}
+REPRESENTATION_COLOURS = {"leir": "#357", "tir": "#f0b95a", "cuda": "#d9534f"}
+
+
+def token_section(tokens: dict[str, Any], target: str) -> str:
+    """The report's "Token counts" section from ``summary["tokens"]``: the tables, or the
+    sentence saying why counting was skipped."""
+    head = "\n## Token counts (LEIR vs TIR vs CUDA)\n\n"
+    if "skipped" in tokens:
+        return head + f"Token counts were skipped: {tokens['skipped']}.\n"
+    return (head + f"Tokenizer: {tokens['tokenizer']}, encodings "
+            f"{', '.join(tokens['encodings'])} (OpenAI's BPE ranks, bundled with the package; "
+            f"docs/DATASET.md). TIR is the TVMScript of our lowering for the target "
+            f"({target}); CUDA C is TVM's whole generated source, header included. "
+            "`originals`: one row per program in the dictionary; `rewrites`: the transformed "
+            "program of every transition. Ratios are taken over the programs that have both "
+            "representations: the ratio of the means, and the median of the per-program "
+            "ratios.\n\n" + token_tables(tokens["populations"])
+            + f"\n![token counts](plots/{TOKEN_PLOT})\n")
+
+
+def token_tables(populations: dict[str, dict[str, Any]], with_missing: bool = True) -> str:
+    """Markdown: distributions, ratios and (``with_missing``) the representations that could
+    not be produced, with their reasons, of each population (``name -> statistics(...)``)."""
+    dist, ratios, missing = [], [], []
+    for name, stats in populations.items():
+        for enc, e in stats["encodings"].items():
+            for rep, d in e["representations"].items():
+                dist.append({"programs": name, "encoding": enc,
+                             "representation": REPRESENTATION_NAMES[rep], **d})
+            if e["cuda_header"]["n"]:
+                dist.append({"programs": name, "encoding": enc,
+                             "representation": "(CUDA C header, counted above)",
+                             **e["cuda_header"]})
+            for ratio, r in e["ratios"].items():
+                a, b = ratio.split("/")
+                ratios.append({"programs": name, "encoding": enc,
+                               "ratio": f"{REPRESENTATION_NAMES[a]} / {REPRESENTATION_NAMES[b]}",
+                               "n": r["n"],
+                               "ratio of means": r["of_means"], "median ratio": r["median"]})
+        for rep, reasons in stats["missing"].items():
+            missing.extend({"programs": name, "representation": REPRESENTATION_NAMES[rep],
+                            "count": n, "reason": _clip(reason)} for reason, n in reasons.items())
+    text = ("### Tokens per program\n\n" + markdown_table(dist)
+            + "\n### Ratios\n\n" + markdown_table(ratios))
+    if with_missing:
+        text += "\n### Representations that could not be produced\n\n" + markdown_table(missing)
+    return text
+
+
+def token_plot(populations: dict[str, list], encoding: str) -> bytes:
+    """PNG like the paper's Figure 4: for each population (``name -> [ProgramTokens]``) the
+    distribution of tokens per program of LEIR, TIR and CUDA C as boxes on a log scale: the box
+    spans the quartiles, the line is the median, the diamond the mean, the whiskers reach the
+    5th and 95th percentiles and the dots beyond them go up to the max."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [n for n, rows in populations.items() if rows]
+    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(3.2 * max(len(names), 1) + 0.8, 4),
+                             squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], names):
+        reps = [r for r in REPRESENTATION_NAMES
+                if any(r in p.tokens for p in populations[name])]
+        values = [[p.tokens[r][encoding] for p in populations[name] if r in p.tokens]
+                  for r in reps]
+        boxes = ax.boxplot(values, whis=(5, 95), showmeans=True, patch_artist=True, widths=0.6,
+                           meanprops={"marker": "D", "markerfacecolor": "white",
+                                      "markeredgecolor": "black", "markersize": 5},
+                           medianprops={"color": "black"},
+                           flierprops={"marker": ".", "markersize": 3, "alpha": 0.5})
+        for patch, rep in zip(boxes["boxes"], reps):
+            patch.set_facecolor(REPRESENTATION_COLOURS[rep])
+            patch.set_alpha(0.75)
+        for i, vs in enumerate(values, start=1):
+            ax.annotate(f"{np.mean(vs):,.0f}", (i, np.mean(vs)), textcoords="offset points",
+                        xytext=(14, -3), fontsize=7)
+        ax.set_xticks(range(1, len(reps) + 1),
+                      [REPRESENTATION_NAMES[r].replace(" (", "\n(") for r in reps], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(f"{name} ({len(populations[name])})", fontsize=10)
+        ax.grid(axis="y", which="major", alpha=0.3)
+    axes[0, 0].set_ylabel(f"tokens per program ({encoding})")
+    fig.suptitle("Tokens per program: LEIR vs TIR vs CUDA C (diamond and number: mean)",
+                 fontsize=10)
+    fig.tight_layout()
+    data = _png(fig)
+    plt.close(fig)
+    return data
+
+
 # ---------------------------------------------------------------- plots
 
-def plots(table: list[dict[str, Any]]) -> dict[str, bytes]:
-    """PNG bytes by file name: the strategy distribution and the difficulty mix."""
+def plots(table: list[dict[str, Any]], tokens: dict[str, list] | None = None
+          ) -> dict[str, bytes]:
+    """PNG bytes by file name: the strategy distribution, the difficulty mix and, given the
+    token counts (population -> [ProgramTokens]), their distribution (o200k_base)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -161,6 +262,8 @@ def plots(table: list[dict[str, Any]]) -> dict[str, bytes]:
     fig.tight_layout()
     out["difficulty_mix.png"] = _png(fig)
     plt.close(fig)
+    if tokens and any(tokens.values()):
+        out[TOKEN_PLOT] = token_plot(tokens, "o200k_base")
     return out
 
 
