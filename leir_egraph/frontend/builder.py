@@ -26,6 +26,7 @@ import numpy as np
 
 from ..leir.analysis import equation_reads
 from ..leir.ast import Equation, Idx, IName, Leir, Loop, LoopNest, Var
+from ..leir.hardware import AXIS_LIMITS
 from ..leir.program import Program
 from ..leir.signature import DTYPE_NAMES, Signature, TensorSpec
 from ..leir.traverse import rebuild
@@ -34,7 +35,6 @@ from .errors import TranslationError
 from .expr import I, X, lift
 from .naming import index_names, tensor_name
 
-MAX_THREADS = 1024  # a CUDA block holds at most 1024 threads along x: larger extents stay serial
 
 _ids = itertools.count()
 
@@ -152,7 +152,7 @@ class Builder:
         for pos, name in enumerate(placeholders):
             if pos in loops.serial or name not in written:
                 continue
-            if loops.extents[pos] <= MAX_THREADS:
+            if loops.extents[pos] <= AXIS_LIMITS["tx"]:  # larger extents stay serial
                 bound = pos
             break  # only the first spatial loop is a binding candidate
         ordinary = iter(index_names(len(placeholders)))

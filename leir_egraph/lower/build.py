@@ -22,6 +22,7 @@ import numpy as np
 from ..leir.program import Program
 from .expr import LoweringError
 from .targets import TargetLike, target_dict, target_key, target_kind
+from .link import link
 from .tir import LowerOptions, lower
 
 CACHE_SIZE = 256
@@ -55,14 +56,18 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         return hit
     import tvm
     start = time.perf_counter()
-    func = lower(program, target, **options)
     kind = target_kind(target)
-    if kind == "cuda":
-        from .cuda import CudaInvalid, verify_device_kernels
-        verify_device_kernels(func, target_dict(target))
-    executable = tvm.compile(func, target=target_dict(target))
-    if kind == "cuda" and not executable.mod.imports:
-        raise CudaInvalid("TVM produced no device kernel (host-only code)")
+    linked = link(program, target, opts) if kind == "llvm" else None
+    if linked is not None:
+        func, executable = linked.mod, linked.executable
+    else:
+        func = lower(program, target, **options)
+        if kind == "cuda":
+            from .cuda import CudaInvalid, verify_device_kernels
+            verify_device_kernels(func, target_dict(target))
+        executable = tvm.compile(func, target=target_dict(target))
+        if kind == "cuda" and not executable.mod.imports:
+            raise CudaInvalid("TVM produced no device kernel (host-only code)")
     built = Built(program.text, kind, func, executable, time.perf_counter() - start)
     _cache[key] = built
     while len(_cache) > CACHE_SIZE:
