@@ -27,7 +27,9 @@ from .errors import UnsupportedOp
 
 
 def _refuse(m, reason: str):
-    raise UnsupportedOp(f"nn.{type(m).__name__}", reason=reason)
+    """``m`` is the module, or the tracer's view of it (which knows the module's path)."""
+    module = m.__dict__.get("_module", m)
+    raise UnsupportedOp(f"nn.{type(module).__name__}", "", m.__dict__.get("_path", ""), reason)
 
 
 # ---------------------------------------------------------------- attention

@@ -34,6 +34,7 @@ import torch.fx
 from torch.fx.experimental.meta_tracer import MetaProxy, MetaTracer
 
 from .decompositions import DECOMPOSITIONS
+from .errors import UnsupportedOp
 from .modules import has_emitter
 
 
@@ -45,10 +46,17 @@ def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
     """A GraphModule of ``module``: plain symbolic tracing first; then with the non-tensor
     arguments fixed to their values (``concrete_args``); then with shapes made concrete from
     the example inputs, so that Python code like ``if x.size(0) > 1`` or
-    ``math.sqrt(k.size(-1))`` traces."""
+    ``math.sqrt(k.size(-1))`` traces. ``UnsupportedOp`` (a decomposition refusing an option)
+    is raised as is: no other tracer would do better."""
     errors = []
+    if isinstance(module, torch.nn.Module) and type(module) in DECOMPOSITIONS:
+        # its own forward is never traced (nn.MultiheadAttention's has a fused fast path):
+        # a call of it is, and the call goes through its decomposition
+        module = _one_call(module, len(example_inputs))
     try:
         return _symbolic(module)
+    except UnsupportedOp:
+        raise
     except Exception as err:  # noqa: BLE001 -- any tracing failure moves on to the next tracer
         errors.append(err)
     if isinstance(module, torch.nn.Module) and has_emitter(module):
@@ -60,10 +68,14 @@ def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
     if concrete:
         try:
             return _symbolic(module, concrete)
+        except UnsupportedOp:
+            raise
         except Exception as err:  # noqa: BLE001
             errors.append(err)
     try:
         return _meta_trace(module, params, example_inputs, concrete)
+    except UnsupportedOp:
+        raise
     except Exception as err:  # noqa: BLE001
         errors.append(err)
     first, last = (_first_line(e) for e in (errors[0], errors[-1]))

@@ -33,10 +33,12 @@ from ..leir.program import Program
 from .placement import Plan, plan
 
 # Segment boundaries are content-defined (docs/ARCHITECTURE.md, "Lowering at network scale"):
-# a segment ends after a nest whose canonical text hashes to 0 modulo AVERAGE_NESTS, or once
-# it holds MAX_NESTS nests. A rewrite that changes, adds or removes a nest therefore moves
-# only the boundaries next to it, and repeated blocks are cut the same way every time.
-AVERAGE_NESTS = 8
+# a segment ends after a nest whose canonical text hashes to the smallest value among the
+# nests within WINDOW positions on either side (all of them on a tie), or after MAX_NESTS
+# nests without such a cut. The decision looks only at the nests nearby, so a rewrite that
+# changes, adds or removes a nest moves only the boundaries next to it, and repeated blocks
+# are cut the same way every time (about one segment per 2*WINDOW-1 nests on varied code).
+WINDOW = 4
 MAX_NESTS = 24
 
 Spec = tuple[str, tuple[int, ...], str]  # (name, shape, TVM dtype)
@@ -81,15 +83,19 @@ class Partition:
     allocations: tuple[tuple[Spec, ...], ...]
 
 
-def spans(leir: Leir, average: int = AVERAGE_NESTS, most: int = MAX_NESTS) -> list[range]:
+def spans(leir: Leir) -> list[range]:
     """The segments' nest ranges (content-defined, see above)."""
-    out, start = [], 0
-    for n, nest in enumerate(leir.nests):
+    hashes = []
+    for nest in leir.nests:
         text = to_text(canonical_renaming(Leir((nest,)), ())[0])
-        cut = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") % average == 0
-        if cut or n + 1 - start >= most or n + 1 == len(leir.nests):
-            out.append(range(start, n + 1))
-            start = n + 1
+        hashes.append(hashlib.sha256(text.encode()).digest()[:8])
+    n = len(hashes)
+    out, start = [], 0
+    for i in range(n):
+        nearby = hashes[max(0, i - WINDOW + 1):i + WINDOW]
+        if hashes[i] == min(nearby) or i + 1 - start >= MAX_NESTS or i + 1 == n:
+            out.append(range(start, i + 1))
+            start = i + 1
     return out
 
 
