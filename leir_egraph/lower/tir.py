@@ -95,11 +95,15 @@ def lower_segment(segment: Segment, symbol: str, options: LowerOptions = LowerOp
 
 
 def lower_driver(program: Program, partition: Partition, symbols: list[str]):
-    """The ``main`` PrimFunc of a segmented build: it takes the signature's buffers, allocates
+    """The ``main`` PrimFunc of a segmented build: it takes the signature's tensors, allocates
     the intermediates that cross segments and calls the segments' functions in order.
 
         main(A, C): X = alloc((4,)); call_packed(symbol1, A, X); call_packed(symbol2, X, C)
-    """
+
+    The signature's tensors after the first are taken as opaque handles and passed through as
+    they came: each segment checks and binds its own buffers, and binding hundreds of buffer
+    arguments in one function is what grows faster than linearly in TVM (docs/ARCHITECTURE.md).
+    The first is a buffer, which gives the driver its device (for its own allocations)."""
     import tvm  # noqa: F401  (loads the TVM runtime before the builder modules)
     from tvm.script.ir_builder import IRBuilder
     from tvm.tirx.script.builder import ir as T
@@ -108,8 +112,9 @@ def lower_driver(program: Program, partition: Partition, symbols: list[str]):
     with IRBuilder() as ib:
         with T.prim_func():
             T.func_name("main")
-            for spec in sig.inputs + sig.outputs:
-                buffers[spec.name] = T.arg(spec.name, T.buffer(spec.shape, spec.dtype))
+            for k, spec in enumerate(sig.inputs + sig.outputs):
+                kind = T.buffer(spec.shape, spec.dtype) if k == 0 else T.handle()
+                buffers[spec.name] = T.arg(spec.name, kind)
             T.func_attr({"tir.noalias": True})
             for k, symbol in enumerate(symbols):
                 for name, shape, dtype in partition.allocations[k]:
