@@ -148,7 +148,7 @@ class ModelCode(nn.Module):
         cols = F.unfold(x, 3, padding=1, stride=2)
         shuffled = F.channel_shuffle(x, 2) + x.view(N, 2, C // 2, H, W).transpose(1, 2) \
             .reshape(N, C, H, W)
-        up = F.pixel_shuffle(x, 2)
+        up = F.pixel_shuffle(x, 2), F.pixel_unshuffle(x, 2)
         grid = F.adaptive_max_pool2d(x[:, :, :2, :2], (4, 6))
         out = x.new_zeros(N, C, H)
         for h in range(H):

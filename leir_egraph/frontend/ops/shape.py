@@ -515,32 +515,27 @@ def channel_shuffle(ctx: Ctx, x, groups):
     return out
 
 
+def _emit_pixel_shuffle(ctx: Ctx, t: Tensor, r: int, out: Tensor, inverse: bool) -> Tensor:
+    """``(N, C*r*r, H, W) <-> (N, C, H*r, W*r)``: element ``(c*r*r+i*r+j, h, w)`` of the
+    deep side is element ``(c, h*r+i, w*r+j)`` of the wide side."""
+    wide, deep = (t, out) if inverse else (out, t)
+    lead = wide.rank - 3
+    lp = Loops(wide.shape[:lead + 1] + (deep.shape[-2], r, deep.shape[-1], r))
+    *batch, c, h, i, w, j = lp
+    deep_at = deep.at(*batch, c * (r * r) + i * r + j, h, w)
+    wide_at = wide.at(*batch, c, h * r + i, w * r + j)
+    ctx.b.emit(lp, (deep_at, wide_at) if inverse else (wide_at, deep_at))
+    return out
+
+
 @op("pixel_shuffle", F.pixel_shuffle, torch.pixel_shuffle)
 def pixel_shuffle(ctx: Ctx, x, upscale_factor):
-    """``(N, C*r*r, H, W) -> (N, C, H*r, W*r)``: ``C_{n,c,h*r+i,w*r+j}=A_{n,c*r*r+i*r+j,h,w}``."""
-    t = ctx.tensor(x)
-    r = upscale_factor
-    out = ctx.out()
-    lead = t.rank - 3
-    lp = Loops(out.shape[:lead + 1] + (t.shape[-2], r, t.shape[-1], r))
-    *batch, c, h, i, w, j = lp
-    ctx.b.emit(lp, (out.at(*batch, c, h * r + i, w * r + j),
-                    t.at(*batch, c * (r * r) + i * r + j, h, w)))
-    return out
+    return _emit_pixel_shuffle(ctx, ctx.tensor(x), upscale_factor, ctx.out(), inverse=False)
 
 
 @op("pixel_unshuffle", F.pixel_unshuffle, torch.pixel_unshuffle)
 def pixel_unshuffle(ctx: Ctx, x, downscale_factor):
-    """The inverse of :func:`pixel_shuffle`."""
-    t = ctx.tensor(x)
-    r = downscale_factor
-    out = ctx.out()
-    lead = t.rank - 3
-    lp = Loops(t.shape[:lead + 1] + (out.shape[-2], r, out.shape[-1], r))
-    *batch, c, h, i, w, j = lp
-    ctx.b.emit(lp, (out.at(*batch, c * (r * r) + i * r + j, h, w),
-                    t.at(*batch, c, h * r + i, w * r + j)))
-    return out
+    return _emit_pixel_shuffle(ctx, ctx.tensor(x), downscale_factor, ctx.out(), inverse=True)
 
 
 @op("copy", methods=("copy",))
