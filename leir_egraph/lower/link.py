@@ -60,9 +60,9 @@ def symbol(key: str) -> str:
 
 def link(program: Program, target: TargetLike, options: LowerOptions) -> Linked | None:
     """Compile ``program`` for the CPU ``target`` in segments (see the module doc); ``None``
-    for a program with bfloat16 tensors: TVM legalises bfloat16 storage to uint16 inside each
-    function, so a driver's bfloat16 buffer would not match a segment's parameter type (such
-    programs are built whole)."""
+    for a program to build whole: one of at most ``WHOLE_UP_TO`` nests, or one with bfloat16
+    tensors (TVM legalises bfloat16 storage to uint16 inside each function, so a driver's
+    bfloat16 buffer would not match a segment's parameter type)."""
     import tvm
     check(program)
     if len(program.leir.nests) <= WHOLE_UP_TO:
