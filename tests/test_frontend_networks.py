@@ -193,3 +193,15 @@ def test_assignment_at_a_tensor_index_says_why_it_is_unsupported():
 
     with pytest.raises(UnsupportedOp, match="written positions must be static"):
         from_torch(Scatter(), (torch.randn(4), torch.tensor([1, 2])))
+
+
+def test_updating_a_tensor_in_place_after_taking_a_view_of_it_is_refused():
+    class Aliased(nn.Module):
+        def forward(self, x):
+            out = x.new_zeros(4, 3)
+            head = out[:2]
+            out[0] = x[0]
+            return head * 2
+
+    with pytest.raises(UnsupportedOp, match="whose view is used afterwards"):
+        from_torch(Aliased(), (torch.randn(4, 3),))

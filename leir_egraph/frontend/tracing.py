@@ -19,8 +19,9 @@ All three record through :class:`Decomposing`, which adds two things to torch.fx
     >>> {n.target for n in gm.graph.nodes if n.op == "call_function"}    # doctest: +SKIP
     {<built-in function linear>, <built-in method softmax ...>, ...}
 
-A root module that is itself a leaf with an emitter (``nn.LSTM`` given alone) is one
-``call_module`` of it.
+A root module that is itself a leaf with an emitter (``nn.LSTM`` given alone) or has a
+decomposition is traced as one call of it (its own ``forward`` may not trace, or take a fused
+fast path).
 """
 
 from __future__ import annotations

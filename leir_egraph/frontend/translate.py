@@ -167,6 +167,7 @@ class Translator:
         self._param_order = {id(p): i for i, (_, p) in
                              enumerate(gm.named_parameters(remove_duplicate=False))}
         self._keepalive: list = []  # folded tensors must outlive their id() keys
+        self._order = {node: k for k, node in enumerate(gm.graph.nodes)}
 
     # ------------------------------------------------------------ known tensors
 
@@ -322,17 +323,29 @@ class Translator:
 
     def _rebind_inplace(self, mutated: torch.fx.Node, result, env, ctx: Ctx) -> None:
         """After ``x.relu_()`` every later use of ``x`` must see the new value."""
-        if mutated.op in ("call_method", "call_function"):
-            base = mutated.target if isinstance(mutated.target, str) else \
-                getattr(mutated.target, "__name__", "")
-            if base in _VIEW_OPS:
-                raise ctx.unsupported("in-place update of a view changes the viewed tensor too, "
-                                      "which LEIR's value-by-value translation cannot follow")
+        if _is_view(mutated):
+            raise ctx.unsupported("in-place update of a view changes the viewed tensor too, "
+                                  "which LEIR's value-by-value translation cannot follow")
         if mutated.op == "get_attr" and self._is_state(mutated.target):
             raise ctx.unsupported("in-place update of a parameter or buffer")
+        if self._viewed_later(mutated, ctx.node):
+            raise ctx.unsupported("in-place update of a tensor whose view is used afterwards: "
+                                  "the view would change too, which LEIR's value-by-value "
+                                  "translation cannot follow")
         # a tensor the forward created (torch.zeros(...) becomes a tensor constant when
         # traced) is the forward's own value: later uses see the update
         env[mutated] = result
+
+    def _viewed_later(self, base: torch.fx.Node, at: torch.fx.Node) -> bool:
+        """Was a view of ``base`` (``y = x[:, :2]``, a view of a view, ...) taken before node
+        ``at`` and is it used after it?"""
+        order = self._order
+        for user in base.users:
+            if user is at or order[user] > order[at] or not _is_view(user):
+                continue
+            if any(order[u] > order[at] for u in user.users) or self._viewed_later(user, at):
+                return True
+        return False
 
     def _is_state(self, target: str) -> bool:
         """Is the attribute ``target`` a parameter or a registered buffer of the module?"""
@@ -365,6 +378,14 @@ class Translator:
             path = list(stack.keys())[-1]
             return path if isinstance(path, str) else str(path)
         return ""
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Does the node's result share storage with its input (``_VIEW_OPS``)?"""
+    if node.op not in ("call_method", "call_function"):
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    return name in _VIEW_OPS
 
 
 class _OutputCtx(Ctx):
