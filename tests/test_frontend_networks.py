@@ -94,7 +94,8 @@ def _eager_pairs():
     q, kv = randn(2, 5, 8).float(), randn(6, 2, 6).float()
     return [
         (mha, (q, q, q), {"attn_mask": causal, "key_padding_mask": padding}),
-        (mha, (q[0], q[0], q[0]), {"average_attn_weights": False, "attn_mask": randn(5, 5).float()}),
+        (mha, (q[0], q[0], q[0]), {"average_attn_weights": False,
+                                   "attn_mask": randn(5, 5).float()}),
         (cross, (randn(5, 2, 8).float(), kv, randn(6, 2, 5).float()), {}),
         (enc, (q,), {"src_key_padding_mask": padding}),
         (stack, (randn(5, 2, 8).float(),), {"mask": causal}),

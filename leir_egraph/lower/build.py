@@ -2,6 +2,9 @@
 
 ``build`` caches compiled modules keyed by (canonical text, signature, target, lowering
 options), so verifying many rewrites of one program compiles the original once per process.
+On llvm a program of more than ``link.WHOLE_UP_TO`` nests is compiled in segments, each
+compiled once per process and reused by every program containing it (``link.py``,
+docs/ARCHITECTURE.md "Lowering at network scale").
 
     >>> run(program, {"A": a})                       # doctest: +SKIP
     {'C': array([[...]], dtype=float32)}

@@ -8,9 +8,9 @@ loop indices in order of first appearance), so two runs of nests that differ onl
 of their tensors -- the repeated blocks of a network, or a rewritten program that left most of
 its nests alone -- are one segment with one key::
 
-    L^{4}_{a=0}[X^{f32,g}_{a}=A^{f32,g}_{a}*2;];          segment 1: leir  L^{4}_{a=0}[C_{a}=A_{a}*2;]
-    L^{4}_{a=0}[C^{f32,g}_{a}=X^{f32,g}_{a}+1;];          segment 2: leir  L^{4}_{a=0}[C_{a}=A_{a}+1;]
-                                                          driver: alloc X; seg1(A, X); seg2(X, C)
+    L^{4}_{a=0}[X^{f32,g}_{a}=A^{f32,g}_{a}*2;];     segment 1: L^{4}_{a=0}[C_{a}=A_{a}*2;]
+    L^{4}_{a=0}[C^{f32,g}_{a}=X^{f32,g}_{a}+1;];     segment 2: L^{4}_{a=0}[C_{a}=A_{a}+1;]
+                                                     driver: alloc X; seg1(A, X); seg2(X, C)
 
 An intermediate that only one segment uses is allocated inside it; one that crosses segments is
 allocated by the driver (right before the segment that writes it first) and passed in. The

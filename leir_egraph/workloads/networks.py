@@ -438,8 +438,9 @@ class MobileNetV1(nn.Module):
         layers, c = [conv_bn(3, width, 3, 2)], width
         for k in range(blocks):
             stride = 2 if k % 2 else 1
-            layers += [conv_bn(c, c, 3, stride, groups=c), conv_bn(c, c * 2 if stride == 2 else c, 1)]
-            c = c * 2 if stride == 2 else c
+            wider = c * 2 if stride == 2 else c
+            layers += [conv_bn(c, c, 3, stride, groups=c), conv_bn(c, wider, 1)]
+            c = wider
         self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1))
         self.fc = nn.Linear(c, classes)
 
@@ -735,7 +736,8 @@ class SwinBlock(nn.Module):
         if self.shift:
             x = torch.roll(x, shifts=(-self.shift, -self.shift), dims=(1, 2))
         win = self._windows(x)                                      # nW*B, w*w, C
-        qkv = self.qkv(win).reshape(win.shape[0], w * w, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(win).reshape(win.shape[0], w * w, 3, heads, C // heads)
+        qkv = qkv.permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         att = (q * (C // heads) ** -0.5) @ k.transpose(-2, -1)
         bias = self.bias_table[self.bias_index.view(-1)].view(w * w, w * w, heads)
@@ -764,7 +766,8 @@ def _swin(d, dtype):
 
 class NewGELU(nn.Module):
     def forward(self, x):
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
 
 
 class GPTBlock(nn.Module):

@@ -12,7 +12,8 @@ state in a tensor indexed by the step, ``H_{n,a+1,c}`` computed from ``H_{n,a,k}
                    L^{T}_{a}[L^{4H}_{c}L^{H}_{d}[GH_{tx,a,c}=GH_{tx,a,c}+H_{tx,a,d}*Whh_{c,d};];
                              L^{H}_{c}[i, f, o = sigmoid(GI+bih+GH+bhh) of rows c, H+c, 3H+c;
                                        C_{tx,a+1,c}=f*C_{tx,a,c}+i*tanh(g row 2H+c);
-                                       H_{tx,a+1,c}=o*tanh(C_{tx,a+1,c}); Y_{tx,a,c}=H_{tx,a+1,c};];];
+                                       H_{tx,a+1,c}=o*tanh(C_{tx,a+1,c});
+                                       Y_{tx,a,c}=H_{tx,a+1,c};];];
                    L^{H}_{c}[Hn_{0,tx,c}=H_{tx,T,c}; Cn_{0,tx,c}=C_{tx,T,c};];]
 
 The reverse direction runs step ``a`` on time ``T-1-a``. Gate formulas are PyTorch's
