@@ -89,6 +89,8 @@ def _eager_pairs():
                                      activation="gelu")
     stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 2, norm=nn.LayerNorm(8),
                                   enable_nested_tensor=False)
+    decoder = nn.TransformerDecoderLayer(8, 2, 16, norm_first=True)
+    model = nn.Transformer(8, 2, 1, 2, 16, batch_first=True)
     causal = torch.ones(5, 5, dtype=torch.bool).triu(1)
     padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
     q, kv = randn(2, 5, 8).float(), randn(6, 2, 6).float()
@@ -99,6 +101,9 @@ def _eager_pairs():
         (cross, (randn(5, 2, 8).float(), kv, randn(6, 2, 5).float()), {}),
         (enc, (q,), {"src_key_padding_mask": padding}),
         (stack, (randn(5, 2, 8).float(),), {"mask": causal}),
+        (decoder, (randn(5, 2, 8).float(), randn(3, 2, 8).float()), {"tgt_mask": causal}),
+        (model.decoder, (q, randn(2, 3, 8).float()), {"tgt_key_padding_mask": padding}),
+        (model, (randn(2, 3, 8).float(), q), {"tgt_mask": causal}),
         (nn.LSTMCell(3, 4), (randn(2, 3).float(),), {}),
         (nn.GRUCell(3, 4), (randn(2, 3).float(), randn(2, 4).float()), {}),
         (nn.RNNCell(3, 4, nonlinearity="relu"), (randn(3).float(),), {}),

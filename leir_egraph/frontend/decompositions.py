@@ -117,6 +117,61 @@ def transformer_encoder(m, src, mask=None, src_key_padding_mask=None, is_causal=
     return m.norm(x) if m.norm is not None else x
 
 
+def transformer_decoder_layer(m, tgt, memory, tgt_mask=None, memory_mask=None,
+                              tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                              tgt_is_causal=False, memory_is_causal=False):
+    """``nn.TransformerDecoderLayer.forward``: self-attention, attention over ``memory``,
+    feed-forward; post-norm, or pre-norm with ``norm_first``."""
+    def self_attention(x):
+        x = m.self_attn(x, x, x, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                        need_weights=False, is_causal=tgt_is_causal)[0]
+        return m.dropout1(x)
+
+    def cross_attention(x):
+        x = m.multihead_attn(x, memory, memory, attn_mask=memory_mask,
+                             key_padding_mask=memory_key_padding_mask, need_weights=False,
+                             is_causal=memory_is_causal)[0]
+        return m.dropout2(x)
+
+    def feed_forward(x):
+        return m.dropout3(m.linear2(m.dropout(m.activation(m.linear1(x)))))
+
+    x = tgt
+    if m.norm_first:
+        x = x + self_attention(m.norm1(x))
+        x = x + cross_attention(m.norm2(x))
+        return x + feed_forward(m.norm3(x))
+    x = m.norm1(x + self_attention(x))
+    x = m.norm2(x + cross_attention(x))
+    return m.norm3(x + feed_forward(x))
+
+
+def transformer_decoder(m, tgt, memory, tgt_mask=None, memory_mask=None,
+                        tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                        tgt_is_causal=None, memory_is_causal=False):
+    """``nn.TransformerDecoder.forward``: its layers in turn, then the optional norm."""
+    x = tgt
+    for layer in m.layers:
+        x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                  tgt_key_padding_mask=tgt_key_padding_mask,
+                  memory_key_padding_mask=memory_key_padding_mask,
+                  tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+    return m.norm(x) if m.norm is not None else x
+
+
+def transformer(m, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+    """``nn.Transformer.forward``: the encoder over ``src``, the decoder over ``tgt``."""
+    memory = m.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                       is_causal=src_is_causal)
+    return m.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                     tgt_key_padding_mask=tgt_key_padding_mask,
+                     memory_key_padding_mask=memory_key_padding_mask,
+                     tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+
 # ---------------------------------------------------------------- recurrent cells
 
 def _cell_state(m, x, hx):
@@ -157,6 +212,9 @@ DECOMPOSITIONS = {
     nn.MultiheadAttention: multihead_attention,
     nn.TransformerEncoderLayer: transformer_encoder_layer,
     nn.TransformerEncoder: transformer_encoder,
+    nn.TransformerDecoderLayer: transformer_decoder_layer,
+    nn.TransformerDecoder: transformer_decoder,
+    nn.Transformer: transformer,
     nn.LSTMCell: lstm_cell,
     nn.GRUCell: gru_cell,
     nn.RNNCell: rnn_cell,

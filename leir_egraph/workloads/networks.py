@@ -845,6 +845,29 @@ def _encoder(d, dtype):
         [Input(shape + (d["dim"],)), Input(shape, "padding")]
 
 
+class Seq2Seq(nn.Module):
+    """``nn.Transformer`` (encoder-decoder) with a causal target mask, as in the PyTorch
+    translation tutorial."""
+
+    def __init__(self, dim, heads, layers):
+        super().__init__()
+        self.transformer = nn.Transformer(dim, heads, layers, layers, 2 * dim, dropout=0.1,
+                                          batch_first=True)
+
+    def forward(self, src, tgt):
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        return self.transformer(src, tgt, tgt_mask=mask)
+
+
+@network("TransformerSeq2Seq", small={"batch": (1, 2), "src": (3, 5), "tgt": (2, 4), "dim": 8,
+                                      "heads": 2, "layers": 1},
+         paper={"batch": (1, 64), "src": 128, "tgt": 128, "dim": 512, "heads": 8, "layers": 6})
+def _seq2seq(d, dtype):
+    """Vaswani et al. 2017's encoder-decoder."""
+    return Seq2Seq(d["dim"], d["heads"], d["layers"]), \
+        [Input((d["batch"], d["src"], d["dim"])), Input((d["batch"], d["tgt"], d["dim"]))]
+
+
 # ---------------------------------------------------------------- recurrent networks
 
 class RNNClassifier(nn.Module):
