@@ -211,3 +211,14 @@ def test_updating_a_tensor_in_place_after_taking_a_view_of_it_is_refused():
 
     with pytest.raises(UnsupportedOp, match="whose view is used afterwards"):
         from_torch(Aliased(), (torch.randn(4, 3),))
+
+
+def test_reduction_named_tuples_give_values_and_indices():
+    """torch.max/min with a dim return a named tuple; model code reads .values/.indices."""
+    class Reduce(nn.Module):
+        def forward(self, x):
+            top = torch.max(x, dim=1, keepdim=True)
+            low = torch.min(x, dim=-1)
+            return top.values, top.indices, low.values * 2, low.indices
+
+    assert_equal(Reduce(), (randn(3, 5, 4),))
