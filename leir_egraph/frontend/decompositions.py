@@ -89,23 +89,35 @@ def multihead_attention(m, query, key, value, key_padding_mask=None, need_weight
 
 # ---------------------------------------------------------------- transformer layers
 
+def _residual(m, x, blocks):
+    """``(norm, sublayer)`` pairs in turn with residual adds: ``x + f(norm(x))`` with
+    ``m.norm_first`` (pre-norm), else ``norm(x + f(x))`` (post-norm, the default)."""
+    for norm, sublayer in blocks:
+        x = x + sublayer(norm(x)) if m.norm_first else norm(x + sublayer(x))
+    return x
+
+
+def _attention(attn, dropout, memory, mask, padding, causal):
+    """A transformer layer's attention sublayer (self-attention when ``memory`` is None)."""
+    def sublayer(x):
+        kv = x if memory is None else memory
+        out = attn(x, kv, kv, attn_mask=mask, key_padding_mask=padding, need_weights=False,
+                   is_causal=causal)[0]
+        return dropout(out)
+    return sublayer
+
+
+def _feed_forward(m, dropout):
+    return lambda x: dropout(m.linear2(m.dropout(m.activation(m.linear1(x)))))
+
+
 def transformer_encoder_layer(m, src, src_mask=None, src_key_padding_mask=None,
                               is_causal=False):
-    """``nn.TransformerEncoderLayer.forward`` (post-norm, or pre-norm with ``norm_first``)."""
-    def self_attention(x):
-        x = m.self_attn(x, x, x, attn_mask=src_mask, key_padding_mask=src_key_padding_mask,
-                        need_weights=False, is_causal=is_causal)[0]
-        return m.dropout1(x)
-
-    def feed_forward(x):
-        return m.dropout2(m.linear2(m.dropout(m.activation(m.linear1(x)))))
-
-    x = src
-    if m.norm_first:
-        x = x + self_attention(m.norm1(x))
-        return x + feed_forward(m.norm2(x))
-    x = m.norm1(x + self_attention(x))
-    return m.norm2(x + feed_forward(x))
+    """``nn.TransformerEncoderLayer.forward``: self-attention, feed-forward."""
+    return _residual(m, src, [
+        (m.norm1, _attention(m.self_attn, m.dropout1, None, src_mask, src_key_padding_mask,
+                             is_causal)),
+        (m.norm2, _feed_forward(m, m.dropout2))])
 
 
 def transformer_encoder(m, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -121,29 +133,13 @@ def transformer_decoder_layer(m, tgt, memory, tgt_mask=None, memory_mask=None,
                               tgt_key_padding_mask=None, memory_key_padding_mask=None,
                               tgt_is_causal=False, memory_is_causal=False):
     """``nn.TransformerDecoderLayer.forward``: self-attention, attention over ``memory``,
-    feed-forward; post-norm, or pre-norm with ``norm_first``."""
-    def self_attention(x):
-        x = m.self_attn(x, x, x, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                        need_weights=False, is_causal=tgt_is_causal)[0]
-        return m.dropout1(x)
-
-    def cross_attention(x):
-        x = m.multihead_attn(x, memory, memory, attn_mask=memory_mask,
-                             key_padding_mask=memory_key_padding_mask, need_weights=False,
-                             is_causal=memory_is_causal)[0]
-        return m.dropout2(x)
-
-    def feed_forward(x):
-        return m.dropout3(m.linear2(m.dropout(m.activation(m.linear1(x)))))
-
-    x = tgt
-    if m.norm_first:
-        x = x + self_attention(m.norm1(x))
-        x = x + cross_attention(m.norm2(x))
-        return x + feed_forward(m.norm3(x))
-    x = m.norm1(x + self_attention(x))
-    x = m.norm2(x + cross_attention(x))
-    return m.norm3(x + feed_forward(x))
+    feed-forward."""
+    return _residual(m, tgt, [
+        (m.norm1, _attention(m.self_attn, m.dropout1, None, tgt_mask, tgt_key_padding_mask,
+                             tgt_is_causal)),
+        (m.norm2, _attention(m.multihead_attn, m.dropout2, memory, memory_mask,
+                             memory_key_padding_mask, memory_is_causal)),
+        (m.norm3, _feed_forward(m, m.dropout3))])
 
 
 def transformer_decoder(m, tgt, memory, tgt_mask=None, memory_mask=None,
