@@ -36,10 +36,11 @@ def _refuse(m, reason: str):
 
 def _masked(scores, mask):
     """PyTorch's mask convention: a bool mask is True where attention is *not* allowed (the
-    score becomes -inf), a float mask is added."""
+    score becomes -inf), a float mask is added (in the scores' dtype: a float32 mask from
+    ``generate_square_subsequent_mask`` on a float16 model)."""
     if mask.dtype == torch.bool:
         return scores.masked_fill(mask, float("-inf"))
-    return scores + mask
+    return scores + mask.to(scores.dtype)
 
 
 def multihead_attention(m, query, key, value, key_padding_mask=None, need_weights=True,
