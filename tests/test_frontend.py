@@ -303,8 +303,11 @@ def test_unsupported_op_names_op_node_and_module_path():
 
 
 def test_unsupported_modules_and_arguments_say_why():
-    with pytest.raises(UnsupportedOp, match="nn.LSTM"):
-        from_torch(nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4)), (torch.randn(2, 4),))
+    with pytest.raises(UnsupportedOp, match="nn.Fold at fx node .* module '1'"):
+        from_torch(nn.Sequential(nn.Linear(4, 4), nn.Fold((2, 2), 1)), (torch.randn(1, 4, 4),))
+    with pytest.raises(UnsupportedOp, match="nn.LSTM .*module '1': proj_size"):
+        from_torch(nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4, proj_size=2)),
+                   (torch.randn(2, 4),))
     with pytest.raises(UnsupportedOp, match="return_indices"):
         from_torch(one(lambda s, x: F.max_pool2d(x, 2, return_indices=True)[0]),
                    (torch.randn(1, 1, 4, 4),))

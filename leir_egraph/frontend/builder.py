@@ -26,6 +26,7 @@ import numpy as np
 
 from ..leir.analysis import equation_reads
 from ..leir.ast import Equation, Idx, IName, Leir, Loop, LoopNest, Var
+from ..leir.hardware import AXIS_LIMITS
 from ..leir.program import Program
 from ..leir.signature import DTYPE_NAMES, Signature, TensorSpec
 from ..leir.traverse import rebuild
@@ -34,7 +35,6 @@ from .errors import TranslationError
 from .expr import I, X, lift
 from .naming import index_names, tensor_name
 
-MAX_THREADS = 1024  # a CUDA block holds at most 1024 threads along x: larger extents stay serial
 
 _ids = itertools.count()
 
@@ -68,6 +68,33 @@ class Tensor:
             raise TranslationError(f"tensor {self.label or self.key} of shape {list(self.shape)} "
                                    f"indexed with {len(subs)} subscripts")
         return X(Var(self.key, self.dtype, "g", tuple(I.of(s).node for s in subs)))
+
+
+class Nest:
+    """A nest being assembled: ``Loops`` and a body of equations ``(target, value)`` and
+    nested ``Nest``s, for :meth:`Builder.emit`."""
+
+    def __init__(self, loops: "Loops", *items):
+        self.loops = loops
+        self.body: list = []
+        for item in items:
+            if isinstance(item, Nest):
+                self.body.append(item)
+                continue
+            target, value = item
+            if not isinstance(target, X) or not isinstance(target.node, Var):
+                raise TranslationError("the target of an equation must be a tensor element")
+            self.body.append(Equation(target.node, lift(value)))
+
+    def equations(self):
+        for item in self.body:
+            if isinstance(item, Nest):
+                yield from item.equations()
+            else:
+                yield item
+
+    def loop_count(self) -> int:
+        return len(self.loops) + sum(i.loop_count() for i in self.body if isinstance(i, Nest))
 
 
 class Loops:
@@ -130,42 +157,31 @@ class Builder:
 
     # ------------------------------------------------------------ nests
 
-    def emit(self, loops: Loops, *assignments: tuple[X, object]) -> None:
-        """One nest: ``loops`` around the equations ``target = value`` (in order).
+    def emit(self, loops: Loops, *items) -> None:
+        """One nest: ``loops`` around ``items`` in order, each an equation ``(target, value)``
+        or a nested :class:`Nest` (the body of a loop over time, say).
 
-        The first loop that indexes every target (and is not ``serial``) is bound to a GPU
-        thread, ``B^{N}_{tx=0}``, when ``N <= 1024``; every other loop is serial ``L`` and takes
-        the next ordinary index name. A nest without loops (a scalar step) gets ``B^{1}_{tx=0}``.
+        The first top-level loop that indexes every target (and is not ``serial``) is bound to
+        a GPU thread, ``B^{N}_{tx=0}``, when ``N <= 1024``; every other loop, nested ones
+        included, is serial ``L`` and takes the next ordinary index name. A nest without loops
+        (a scalar step) gets ``B^{1}_{tx=0}``.
         """
-        equations = []
-        for target, value in assignments:
-            if not isinstance(target, X) or not isinstance(target.node, Var):
-                raise TranslationError(f"{self.context}: the target of an equation must be a "
-                                       "tensor element")
-            equations.append(Equation(target.node, lift(value)))
-        placeholders = [i.node.name for i in loops.idx]
-        written = set()
+        root = Nest(loops, *items)
+        equations = list(root.equations())
+        written: set[str] = set()
         for k, eq in enumerate(equations):
             names = _index_names_in(eq.target)
             written = names if k == 0 else written & names
+        placeholders = [i.node.name for i in loops.idx]
         bound = None
         for pos, name in enumerate(placeholders):
             if pos in loops.serial or name not in written:
                 continue
-            if loops.extents[pos] <= MAX_THREADS:
+            if loops.extents[pos] <= AXIS_LIMITS["tx"]:  # larger extents stay serial
                 bound = pos
             break  # only the first spatial loop is a binding candidate
-        ordinary = iter(index_names(len(placeholders)))
-        rename, loop_nodes = {}, []
-        for pos, (name, extent) in enumerate(zip(placeholders, loops.extents)):
-            if pos == bound:
-                rename[name] = "tx"
-                loop_nodes.append(Loop("B", extent, "tx"))
-            else:
-                rename[name] = next(ordinary)
-                loop_nodes.append(Loop("L", extent, rename[name]))
-        if not loop_nodes:
-            loop_nodes.append(Loop("B", 1, "tx"))
+        ordinary = iter(index_names(root.loop_count()))
+        rename: dict[str, str] = {}
 
         def fix(n):
             if isinstance(n, IName) and n.name in rename:
@@ -174,8 +190,22 @@ class Builder:
                 return Idx(rename[n.name])
             return None
 
-        body = tuple(rebuild(eq, fix) for eq in equations)
-        self.nests.append(LoopNest(tuple(loop_nodes), body))
+        def build(nest: Nest, top: bool) -> LoopNest:
+            loop_nodes = []
+            for pos, (i, extent) in enumerate(zip(nest.loops.idx, nest.loops.extents)):
+                if top and pos == bound:
+                    rename[i.node.name] = "tx"
+                    loop_nodes.append(Loop("B", extent, "tx"))
+                else:
+                    rename[i.node.name] = next(ordinary)
+                    loop_nodes.append(Loop("L", extent, rename[i.node.name]))
+            if top and not loop_nodes:
+                loop_nodes.append(Loop("B", 1, "tx"))
+            body = tuple(build(item, False) if isinstance(item, Nest) else rebuild(item, fix)
+                         for item in nest.body)
+            return LoopNest(tuple(loop_nodes), body)
+
+        self.nests.append(build(root, True))
 
     # ------------------------------------------------------------ the program
 

@@ -42,6 +42,11 @@ def module_call(translator, module: nn.Module, path: str, node_name: str, args, 
 _MODULES: dict[type, object] = {}
 
 
+def has_emitter(module: nn.Module) -> bool:
+    """Is ``module`` a leaf this table translates (so that it may be traced as one call)?"""
+    return any(cls in _MODULES for cls in type(module).__mro__)
+
+
 def _maps(*classes):
     def register(fn):
         for cls in classes:
@@ -223,3 +228,32 @@ def _bce_logits(m, param, args, kwargs):
 @_maps(nn.Embedding)
 def _embedding(m, param, args, kwargs):
     return "embedding", [args[0], param("weight")], {"max_norm": m.max_norm}
+
+
+@_maps(nn.RNN, nn.LSTM, nn.GRU)
+def _recurrent(m, param, args, kwargs):
+    hx = args[1] if len(args) > 1 else kwargs.get("hx")
+    return "recurrent", [args[0], hx], {
+        "mode": m.mode, "num_layers": m.num_layers, "bidirectional": m.bidirectional,
+        "batch_first": m.batch_first, "hidden_size": m.hidden_size, "has_bias": m.bias,
+        "weights": {name: param(name) for name in m._flat_weights_names},
+        "dropout": m.dropout, "training": m.training, "proj_size": getattr(m, "proj_size", 0)}
+
+
+@_maps(nn.Upsample, nn.UpsamplingNearest2d)
+def _upsample(m, param, args, kwargs):
+    return "interpolate", args, {"size": m.size, "scale_factor": m.scale_factor,
+                                 "mode": m.mode}
+
+
+@_maps(nn.ZeroPad1d, nn.ZeroPad2d, nn.ZeroPad3d, nn.ConstantPad1d, nn.ConstantPad2d,
+       nn.ConstantPad3d)
+def _constant_pad(m, param, args, kwargs):
+    return "pad", [args[0], list(m.padding)], {"value": float(m.value)}
+
+
+_MODULES[nn.PixelShuffle] = _simple("pixel_shuffle", upscale_factor="upscale_factor")
+_MODULES[nn.PixelUnshuffle] = _simple("pixel_unshuffle", downscale_factor="downscale_factor")
+_MODULES[nn.ChannelShuffle] = _simple("channel_shuffle", groups="groups")
+_MODULES[nn.Unfold] = _simple("im2col", kernel_size="kernel_size", dilation="dilation",
+                              padding="padding", stride="stride")

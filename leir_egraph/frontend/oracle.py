@@ -26,13 +26,16 @@ FAST_CPU = {"kind": "llvm", "opt-level": 0, "num-cores": 1}
 @dataclass
 class CheckRecord:
     """One program checked: ``status`` is ``equal``, ``mismatch``, ``uninformative`` (a float
-    output that is all zero or non-finite), ``unsupported`` or ``error``; times in seconds."""
+    output that is all zero or non-finite), ``unsupported`` or ``error``; times in seconds
+    (``compile_s``: lowering and compiling, ``run_s``: the first run, which includes LLVM's
+    code generation)."""
     kind: str
     dtype: str
     family: str = ""
     status: str = "error"
     nests: int = 0
     translate_s: float = 0.0
+    compile_s: float = 0.0
     run_s: float = 0.0
     detail: str = ""
     outputs: list = field(default_factory=list)
@@ -60,7 +63,7 @@ def torch_outputs(module, inputs) -> list[np.ndarray]:
 
 def check_module(module, inputs, record: CheckRecord, target=FAST_CPU) -> CheckRecord:
     """Translate, run through TVM and compare with eager PyTorch; fills ``record``."""
-    from ..lower import run
+    from ..lower import build, run
     from ..verify import compare
     try:
         start = time.perf_counter()
@@ -73,6 +76,9 @@ def check_module(module, inputs, record: CheckRecord, target=FAST_CPU) -> CheckR
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     feeds = {spec.name: x.detach().cpu().numpy()
              for spec, x in zip(program.signature.inputs, tensors)}
+    start = time.perf_counter()
+    build(program, target)
+    record.compile_s = time.perf_counter() - start
     start = time.perf_counter()
     got = run(program, feeds, target=target)
     record.run_s = time.perf_counter() - start

@@ -22,11 +22,10 @@ shapes); ``ShapeProp`` on the example inputs for every node's shape and dtype; t
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import io
 import logging
-import warnings
+import operator
 from typing import Any, Sequence
 
 import torch
@@ -40,16 +39,13 @@ from .context import Ctx, copy_into, leir_dtype
 from .errors import TranslationError, UnsupportedOp
 from .modules import module_call
 from .ops.registry import FUNCTIONS, HANDLERS, METHODS
+from .tracing import TraceFailure, trace
 
 # Ops whose result shares storage with their input: an in-place update of their result would
 # also change the input, which a value-by-value translation cannot follow.
 _VIEW_OPS = {"view", "reshape", "transpose", "permute", "getitem", "select", "narrow",
              "squeeze", "unsqueeze", "expand", "flatten", "unflatten", "t", "getattr",
              "contiguous", "split", "chunk", "unbind", "detach", "alias"}
-
-
-class TraceFailure(ValueError):
-    """torch.fx could not trace the module (data-dependent control flow and the like)."""
 
 
 def from_torch(module, example_inputs: Sequence[Any] | Any, *, name: str | None = None) -> Program:
@@ -72,109 +68,7 @@ def from_torch(module, example_inputs: Sequence[Any] | Any, *, name: str | None 
     return Translator(gm).run(example_inputs, label)
 
 
-# ---------------------------------------------------------------- tracing
-
-def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
-    """A GraphModule of ``module``: plain symbolic tracing first; then with the non-tensor
-    arguments fixed to their values (``concrete_args``); then with shapes made concrete from
-    the example inputs, so that Python code like ``if x.size(0) > 1`` or
-    ``math.sqrt(k.size(-1))`` traces."""
-    errors = []
-    try:
-        return torch.fx.symbolic_trace(module)
-    except Exception as err:  # noqa: BLE001 -- any tracing failure moves on to the next tracer
-        errors.append(err)
-    params = _forward_parameters(module)
-    concrete = {p: v for p, v in zip(params, example_inputs) if not isinstance(v, torch.Tensor)}
-    if concrete:
-        try:
-            return torch.fx.symbolic_trace(module, concrete_args=concrete)
-        except Exception as err:  # noqa: BLE001
-            errors.append(err)
-    try:
-        return _meta_trace(module, params, example_inputs, concrete)
-    except Exception as err:  # noqa: BLE001
-        errors.append(err)
-    first = str(errors[0]).strip().splitlines()[0] if str(errors[0]).strip() else repr(errors[0])
-    raise TraceFailure(f"torch.fx cannot trace {type(module).__name__}: {first}") from errors[0]
-
-
-def _meta_trace(module, params, example_inputs, concrete) -> torch.fx.GraphModule:
-    """torch.fx's MetaTracer: proxies carry example values, so ``x.size()``, ``x.dim()`` and
-    ``x.shape`` are concrete during tracing. Real example inputs are run for real (buffers
-    restored afterwards); meta inputs trace a meta copy of the module, whose graph is then
-    attached to the real module's parameters."""
-    from torch.fx.experimental.meta_tracer import MetaTracer
-    root = module if isinstance(module, torch.nn.Module) else _FunctionModule(module)
-    tensors = {p: v for p, v in zip(params, example_inputs) if isinstance(v, torch.Tensor)}
-    on_meta = any(v.device.type == "meta" for v in tensors.values())
-    traced_root = _meta_copy(root) if on_meta else root
-    saved = {k: b.detach().clone() for k, b in root.named_buffers()}
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # MetaTracer warns for every op it cannot run
-            graph = MetaTracer().trace(traced_root, meta_args=tensors,
-                                       concrete_args=concrete or None)
-    finally:
-        with torch.no_grad():
-            for k, b in root.named_buffers():
-                if k in saved and b.shape == saved[k].shape:
-                    b.copy_(saved[k])
-    if on_meta:  # parameters and buffers from the real module, constants the tracer added
-        owner: dict = {}
-        for node in graph.nodes:
-            if node.op == "call_module":
-                owner[node.target] = root.get_submodule(node.target)
-            elif node.op == "get_attr":
-                owner[node.target] = _attribute(root, node.target, _attribute(
-                    traced_root, node.target, None))
-        gm = torch.fx.GraphModule(owner, graph, type(root).__name__)
-    else:
-        gm = torch.fx.GraphModule(root, graph, type(root).__name__)
-    gm.graph.eliminate_dead_code()  # shape queries answered during tracing leave dead nodes
-    gm.recompile()
-    return gm
-
-
-def _meta_copy(root: torch.nn.Module) -> torch.nn.Module:
-    """A copy whose parameters (and the buffers of torch.nn leaf modules, which run on meta
-    inputs) live on the meta device. Other buffers stay real: torch.fx folds computations on
-    them (``self.mask[:, :, :T, :T] == 0``) into constants whose values must be real."""
-    dup = copy.deepcopy(root)
-    for sub in dup.modules():
-        for name, p in list(sub._parameters.items()):
-            if p is not None:
-                sub._parameters[name] = torch.nn.Parameter(p.to("meta"), p.requires_grad)
-        if type(sub).__module__.startswith("torch.nn"):
-            for name, b in list(sub._buffers.items()):
-                if b is not None:
-                    sub._buffers[name] = b.to("meta")
-    return dup
-
-
-def _attribute(module, dotted: str, default):
-    value = module
-    for part in dotted.split("."):
-        if not hasattr(value, part):
-            return default
-        value = getattr(value, part)
-    return value
-
-
-class _FunctionModule(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
-def _forward_parameters(module) -> list[str]:
-    fn = module.forward if isinstance(module, torch.nn.Module) else module
-    return [p.name for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
+# ---------------------------------------------------------------- shapes
 
 def propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple) -> None:
     """``ShapeProp`` on the example inputs (``node.meta['tensor_meta']``), leaving the module's
@@ -273,6 +167,7 @@ class Translator:
         self._param_order = {id(p): i for i, (_, p) in
                              enumerate(gm.named_parameters(remove_duplicate=False))}
         self._keepalive: list = []  # folded tensors must outlive their id() keys
+        self._order = {node: k for k, node in enumerate(gm.graph.nodes)}
 
     # ------------------------------------------------------------ known tensors
 
@@ -398,6 +293,8 @@ class Translator:
                 name = METHODS.get(node.target[:-1])
                 if name is not None:
                     inplace_of = node.args[0]
+            if node.target == "__setitem__":
+                inplace_of = node.args[0]
         else:
             target = node.target
             op_label = _target_name(target)
@@ -412,7 +309,7 @@ class Translator:
                     name = FUNCTIONS.get(plain)
                     if name is not None:
                         inplace_of = node.args[0]
-            if kwargs.get("inplace") is True and node.args:
+            if (kwargs.get("inplace") is True or target is operator.setitem) and node.args:
                 inplace_of = node.args[0]
         if name is None or name not in HANDLERS:
             raise UnsupportedOp(op_label, node.name, module_path,
@@ -426,15 +323,37 @@ class Translator:
 
     def _rebind_inplace(self, mutated: torch.fx.Node, result, env, ctx: Ctx) -> None:
         """After ``x.relu_()`` every later use of ``x`` must see the new value."""
-        if mutated.op in ("call_method", "call_function"):
-            base = mutated.target if isinstance(mutated.target, str) else \
-                getattr(mutated.target, "__name__", "")
-            if base in _VIEW_OPS:
-                raise ctx.unsupported("in-place update of a view changes the viewed tensor too, "
-                                      "which LEIR's value-by-value translation cannot follow")
-        if mutated.op == "get_attr":
+        if _is_view(mutated):
+            raise ctx.unsupported("in-place update of a view changes the viewed tensor too, "
+                                  "which LEIR's value-by-value translation cannot follow")
+        if mutated.op == "get_attr" and self._is_state(mutated.target):
             raise ctx.unsupported("in-place update of a parameter or buffer")
+        if self._viewed_later(mutated, ctx.node):
+            raise ctx.unsupported("in-place update of a tensor whose view is used afterwards: "
+                                  "the view would change too, which LEIR's value-by-value "
+                                  "translation cannot follow")
+        # a tensor the forward created (torch.zeros(...) becomes a tensor constant when
+        # traced) is the forward's own value: later uses see the update
         env[mutated] = result
+
+    def _viewed_later(self, base: torch.fx.Node, at: torch.fx.Node) -> bool:
+        """Was a view of ``base`` (``y = x[:, :2]``, a view of a view, ...) taken before node
+        ``at`` and is it used after it?"""
+        order = self._order
+        for user in base.users:
+            if user is at or order[user] > order[at] or not _is_view(user):
+                continue
+            if any(order[u] > order[at] for u in user.users) or self._viewed_later(user, at):
+                return True
+        return False
+
+    def _is_state(self, target: str) -> bool:
+        """Is the attribute ``target`` a parameter or a registered buffer of the module?"""
+        owner, _, name = target.rpartition(".")
+        if name.startswith("_tensor_constant"):
+            return False  # torch.fx's own buffer for a tensor the forward created
+        module = self.gm.get_submodule(owner) if owner else self.gm
+        return name in module._parameters or name in module._buffers
 
     def _fold(self, node: torch.fx.Node, args, kwargs):
         """Compute a node whose arguments are all known (no program tensor involved)."""
@@ -459,6 +378,14 @@ class Translator:
             path = list(stack.keys())[-1]
             return path if isinstance(path, str) else str(path)
         return ""
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Does the node's result share storage with its input (``_VIEW_OPS``)?"""
+    if node.op not in ("call_method", "call_function"):
+        return False
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    return name in _VIEW_OPS
 
 
 class _OutputCtx(Ctx):

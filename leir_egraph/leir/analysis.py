@@ -410,16 +410,23 @@ def intermediates(leir: Leir, known: frozenset[str] | set[str]) -> tuple[str, ..
 def written_extent(leir: Leir, name: str) -> tuple[int, ...] | None:
     """Per-dimension (max written subscript + 1) of ``name`` over all its writes; ``None`` if a
     write subscript cannot be bounded (gathers)."""
-    shape: list[int] | None = None
+    return written_extents(leir, {name}).get(name)
+
+
+def written_extents(leir: Leir, names) -> dict[str, tuple[int, ...] | None]:
+    """:func:`written_extent` of every written tensor among ``names``, in one pass over the
+    program (networks have thousands of intermediates)."""
+    names = set(names)
+    shapes: dict[str, list[int] | None] = {}
     for site in equation_sites(leir):
         target = site.equation.target
-        if target.name != name:
+        if target.name not in names or (target.name in shapes and shapes[target.name] is None):
             continue
         dims = subscript_extent(target, site.loop_ranges)
-        if dims is None:
-            return None
-        shape = list(dims) if shape is None else [max(a, b) for a, b in zip(shape, dims)]
-    return None if shape is None else tuple(shape)
+        old = shapes.get(target.name)
+        shapes[target.name] = (None if dims is None else list(dims) if old is None
+                               else [max(a, b) for a, b in zip(old, dims)])
+    return {k: None if v is None else tuple(v) for k, v in shapes.items()}
 
 
 def subscript_extent(var: Var, env: Mapping) -> tuple[int, ...] | None:
@@ -438,19 +445,10 @@ def subscript_extent(var: Var, env: Mapping) -> tuple[int, ...] | None:
 
 
 def intermediate_shapes(leir: Leir, known) -> dict[str, tuple[int, ...]]:
-    """Shape of every intermediate: the per-dimension maximum written subscript plus one
-    (``written_extent`` of each, in one pass over the equations)."""
+    """Shape of every intermediate: the per-dimension maximum written subscript plus one."""
     names = intermediates(leir, frozenset(known))
-    extents: dict[str, list[int] | None] = {}
-    for site in equation_sites(leir):
-        target = site.equation.target
-        if target.name not in names or (target.name in extents and extents[target.name] is None):
-            continue
-        dims = subscript_extent(target, site.loop_ranges)
-        old = extents.get(target.name)
-        extents[target.name] = None if dims is None else (
-            list(dims) if old is None else [max(a, b) for a, b in zip(old, dims)])
-    return {n: tuple(extents[n]) for n in names if extents.get(n) is not None}
+    extents = written_extents(leir, names)
+    return {name: extents[name] for name in names if extents.get(name) is not None}
 
 
 def first_writes(leir: Leir) -> dict[str, Var]:

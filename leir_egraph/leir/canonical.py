@@ -32,17 +32,15 @@ from dataclasses import replace
 from typing import Iterable
 
 from .ast import Idx, IName, Leir, LoopNest, Var
+from .hardware import hardware_axis
 from .names import index_name_supply, tensor_name_supply
 from .printer import to_text
 from .program import Program
 from .traverse import rebuild, walk
 
-HARDWARE_PREFIXES = frozenset(a + b for a in "tb" for b in "xyz")
-
-
 def is_hardware_index(name: str) -> bool:
     """``tx``, ``bya``, ``tza``...: a name whose first two letters select a GPU axis."""
-    return name[:2] in HARDWARE_PREFIXES
+    return hardware_axis(name) is not None
 
 
 def _new_index(old: str, taken: set[str]) -> str:
@@ -90,8 +88,14 @@ def _rename_nest(nest: LoopNest, env: dict[str, str], tensors: dict[str, str]) -
 
 def canonical_leir(leir: Leir, keep: Iterable[str]) -> Leir:
     """``leir`` with intermediates (names not in ``keep``) and loop indices renamed canonically."""
+    return canonical_renaming(leir, keep)[0]
+
+
+def canonical_renaming(leir: Leir, keep: Iterable[str]) -> tuple[Leir, dict[str, str]]:
+    """:func:`canonical_leir` and the tensor renaming it applied (old name -> new name, in order
+    of first appearance)."""
     tensors = _tensor_renaming(leir, keep)
-    return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests))
+    return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests)), tensors
 
 
 def canonical(program: Program) -> Program:
@@ -105,4 +109,5 @@ def canonical_text(program: Program) -> str:
     return to_text(canonical_leir(program.leir, program.signature.names))
 
 
-__all__ = ["canonical", "canonical_leir", "canonical_text", "is_hardware_index"]
+__all__ = ["canonical", "canonical_leir", "canonical_renaming", "canonical_text",
+           "is_hardware_index"]

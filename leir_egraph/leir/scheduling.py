@@ -1,18 +1,20 @@
 """Pure analyses behind the loop-scheduling strategies (loop_fusion, loop_tiling, loop_binding,
-reduction_factorization): split loop pairs and how they fuse back, indices used as values,
-order-free single-equation reductions, and the GPU axes a loop may be bound to.
+reduction_factorization): split loop pairs and how they fuse back, indices used as values and
+order-free single-equation reductions. The GPU axes a loop may be bound to, and CUDA's launch
+limits, are in ``hardware.py``.
 
 Every function takes AST values and returns plain values.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import replace
 
-from .analysis import accesses, accumulation_op, equation_reads, index_names, nest_loops
+from .analysis import accumulation_op, equation_reads, index_names, nest_loops
 from .ast import PARALLEL_KINDS, Bin, Equation, Expr, IBin, IConst, Idx, IName, Loop, LoopNest, Num
+# the GPU binding rules live with CUDA's limits; the loop_binding strategy imports them from here
+from .hardware import binding_names, hardware_axis, launch_violations  # noqa: F401
 from .legality import independent_iterations
 from .traverse import children, rebuild, walk
 
@@ -162,71 +164,3 @@ def factorizable_reduction(nest: LoopNest) -> tuple[str, Expr, tuple[Loop, ...]]
     written = index_names(target)
     axes = tuple(l for l in nest.loops if l.index not in written and l.extent >= 2)
     return (parts[0], parts[1], axes) if axes else None
-
-
-# ---------------------------------------------------------------- GPU binding
-
-HARDWARE_AXES = ("tx", "ty", "tz", "bx", "by", "bz")
-AXIS_LIMITS = {"tx": 1024, "ty": 1024, "tz": 64, "bx": 2**31 - 1, "by": 65535, "bz": 65535}
-MAX_THREADS_PER_BLOCK = 1024
-
-
-def hardware_axis(index: str) -> str | None:
-    """``tx`` -> ``tx``, ``bya`` -> ``by``; ``None`` for an index that is not a binding name."""
-    if len(index) >= 2 and index[0] in "tb" and index[1] in "xyz":
-        return index[:2]
-    return None
-
-
-def launch_violations(loops) -> set[str]:
-    """The CUDA launch rules that the B loops among ``loops`` (the loops of one kernel) break:
-    an axis bound twice, an axis over its limit, more than 1024 threads per block."""
-    out: set[str] = set()
-    seen: Counter[str] = Counter()
-    threads = 1
-    for loop in loops:
-        axis = hardware_axis(loop.index) if loop.kind == "B" else None
-        if axis is None:
-            continue
-        seen[axis] += 1
-        if loop.extent > AXIS_LIMITS[axis]:
-            out.add(f"{axis} over {AXIS_LIMITS[axis]}")
-        if axis[0] == "t":
-            threads *= loop.extent
-    out.update(f"{axis} bound twice" for axis, count in seen.items() if count > 1)
-    if threads > MAX_THREADS_PER_BLOCK:
-        out.add(f"more than {MAX_THREADS_PER_BLOCK} threads per block")
-    return out
-
-
-def binding_names(kernel: LoopNest, nest: LoopNest, loop: Loop) -> tuple[str, ...]:
-    """Names that bind ``loop`` of ``nest`` (the top-level nest ``kernel`` or a nest inside it)
-    to a GPU axis within CUDA's limits: an axis no loop of the kernel uses yet, at most 1024
-    threads per block over all thread axes, threadIdx.x/y <= 1024, threadIdx.z <= 64,
-    blockIdx.y/z <= 65535. The name is the axis followed by the loop's own index: ``a`` ->
-    ``tya``, ``bxa``, ...
-
-    ``kernel`` is the top-level nest: every loop of it runs in one GPU kernel. A loop of one
-    iteration has nothing to distribute and gets no name. When the kernel uses shared or local
-    memory, only a loop right after the kernel's bound loops may be bound: such memory lives per
-    block or thread and is set up once every axis is bound, so no serial loop may come first.
-    """
-    if loop.extent < 2:
-        return ()
-    if any(v.scope in ("s", "l") for v in accesses(kernel)):
-        position = nest.loops.index(loop)
-        if nest is not kernel or any(l.kind != "B" for l in nest.loops[:position]):
-            return ()
-    loops = list(nest_loops(kernel))
-    taken = {hardware_axis(l.index) for l in loops if l.kind == "B"}
-    names = {l.index for l in loops}
-    threads = math.prod(l.extent for l in loops if l.kind == "B" and l.index[0] == "t")
-    out = []
-    for axis in HARDWARE_AXES:
-        name = axis + loop.index
-        if axis in taken or name in names or loop.extent > AXIS_LIMITS[axis]:
-            continue
-        if axis[0] == "t" and threads * loop.extent > MAX_THREADS_PER_BLOCK:
-            continue
-        out.append(name)
-    return tuple(out)

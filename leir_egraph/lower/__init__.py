@@ -1,7 +1,9 @@
 """LEIR -> TVM: lowering to TIR, compiling for llvm or CUDA, running and timing.
 
     lower(program, target="llvm", *, reverse_parallel=False, poison=False) -> PrimFunc
-    build(program, target="llvm", **options) -> Built          (cached)
+    build(program, target="llvm", **options) -> Built          (cached; on llvm, programs of
+                                                                 more than 16 nests compile
+                                                                 in cached segments: link.py)
     run(program, inputs, target="llvm") -> {output name: array}
     time_program(program, inputs) -> median milliseconds
     cuda_source(program) -> CUDA C text                         (CudaInvalid says why not)

@@ -2,6 +2,9 @@
 
 ``build`` caches compiled modules keyed by (canonical text, signature, target, lowering
 options), so verifying many rewrites of one program compiles the original once per process.
+On llvm a program of more than ``link.WHOLE_UP_TO`` nests is compiled in segments, each
+compiled once per process and reused by every program containing it (``link.py``,
+docs/ARCHITECTURE.md "Lowering at network scale").
 
     >>> run(program, {"A": a})                       # doctest: +SKIP
     {'C': array([[...]], dtype=float32)}
@@ -22,6 +25,7 @@ import numpy as np
 from ..leir.program import Program
 from .expr import LoweringError
 from .targets import TargetLike, target_dict, target_key, target_kind
+from .link import link
 from .tir import LowerOptions, lower
 
 CACHE_SIZE = 256
@@ -55,14 +59,18 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         return hit
     import tvm
     start = time.perf_counter()
-    func = lower(program, target, **options)
     kind = target_kind(target)
-    if kind == "cuda":
-        from .cuda import CudaInvalid, verify_device_kernels
-        verify_device_kernels(func, target_dict(target))
-    executable = tvm.compile(func, target=target_dict(target))
-    if kind == "cuda" and not executable.mod.imports:
-        raise CudaInvalid("TVM produced no device kernel (host-only code)")
+    linked = link(program, target, opts) if kind == "llvm" else None
+    if linked is not None:
+        func, executable = linked.mod, linked.executable
+    else:
+        func = lower(program, target, **options)
+        if kind == "cuda":
+            from .cuda import CudaInvalid, verify_device_kernels
+            verify_device_kernels(func, target_dict(target))
+        executable = tvm.compile(func, target=target_dict(target))
+        if kind == "cuda" and not executable.mod.imports:
+            raise CudaInvalid("TVM produced no device kernel (host-only code)")
     built = Built(program.text, kind, func, executable, time.perf_counter() - start)
     _cache[key] = built
     while len(_cache) > CACHE_SIZE:

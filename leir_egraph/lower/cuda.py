@@ -3,9 +3,10 @@
 Each top-level nest is one kernel. TVM 0.27 compiles invalid kernels without complaint (2048
 threads per block, 64 KB of shared memory), so validity is checked twice:
 
-1. statically on the LEIR (``check_launch``): at most 1024 threads per block, threadIdx.x/y
-   <= 1024, threadIdx.z <= 64, blockIdx.y/z <= 65535, one B loop per hardware axis per nest,
-   shared/local intermediates confined to one kernel;
+1. statically on the LEIR (``check_launch``, with the limits and rules of
+   ``leir/hardware.py``): at most 1024 threads per block, threadIdx.x/y <= 1024, threadIdx.z
+   <= 64, blockIdx.y/z <= 65535, one B loop per hardware axis per nest, shared/local
+   intermediates confined to one kernel;
 2. on the lowered device kernels (``verify_device_kernels``) with TVM's
    ``s_tir.analysis.verify_gpu_code`` (shared memory per block among others), after TVM's
    default pipeline with the target bound.
@@ -18,26 +19,23 @@ from __future__ import annotations
 import math
 
 from ..leir.analysis import equation_sites, tensor_names
-from ..leir.ast import LoopNest
+from ..leir.hardware import AXIS_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_problems
 from ..leir.program import Program
 from .expr import LoweringError
 
-LIMITS = {
-    "threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64,
-    "blockIdx.x": 2**31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535,
-}
-MAX_THREADS_PER_BLOCK = 1024
-MAX_SHARED_BYTES = 48 * 1024
+# TVM's verify_gpu_code constraints, from the limits in leir/hardware.py
 GPU_CONSTRAINTS = {
     "max_threads_per_block": MAX_THREADS_PER_BLOCK,
     "max_shared_memory_per_block": MAX_SHARED_BYTES,
     "max_local_memory_per_block": 2**31 - 1,
-    "max_thread_x": LIMITS["threadIdx.x"],
-    "max_thread_y": LIMITS["threadIdx.y"],
-    "max_thread_z": LIMITS["threadIdx.z"],
+    "max_thread_x": AXIS_LIMITS["tx"],
+    "max_thread_y": AXIS_LIMITS["ty"],
+    "max_thread_z": AXIS_LIMITS["tz"],
     "max_vthread": 8,
     "max_vector_bytes": 16,
 }
+__all__ = ["CudaInvalid", "check_launch", "launch_problems", "kernel_scoped_intermediates",
+           "verify_device_kernels", "device_modules", "MAX_SHARED_BYTES"]
 
 
 class CudaInvalid(LoweringError):
@@ -46,38 +44,6 @@ class CudaInvalid(LoweringError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(f"not a valid CUDA kernel: {reason}")
-
-
-def _bound_loops(nest: LoopNest):
-    for loop in nest.loops:
-        if loop.kind == "B":
-            yield loop
-    for item in nest.body:
-        if isinstance(item, LoopNest):
-            yield from _bound_loops(item)
-
-
-def launch_problems(program: Program) -> list[str]:
-    """Every launch-configuration rule the program breaks, one sentence each."""
-    from .tir import thread_tag
-    out = []
-    for n, nest in enumerate(program.leir.nests, start=1):
-        axes: dict[str, str] = {}
-        extents: dict[str, int] = {}
-        for loop in _bound_loops(nest):
-            tag = thread_tag(loop.index)
-            if tag in axes:
-                out.append(f"nest {n}: B loops '{axes[tag]}' and '{loop.index}' both bind {tag}; "
-                           "one hardware axis takes one loop per kernel")
-                continue
-            axes[tag], extents[tag] = loop.index, loop.extent
-            if loop.extent > LIMITS[tag]:
-                out.append(f"nest {n}: B^{{{loop.extent}}}_{{{loop.index}=0}} binds {tag} to "
-                           f"{loop.extent} > {LIMITS[tag]}, the most CUDA allows")
-        threads = math.prod(extents.get(f"threadIdx.{a}", 1) for a in "xyz")
-        if threads > MAX_THREADS_PER_BLOCK:
-            out.append(f"nest {n}: {threads} threads per block > {MAX_THREADS_PER_BLOCK}")
-    return out
 
 
 def check_launch(program: Program) -> None:

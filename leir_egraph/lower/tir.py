@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import math
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ..leir.analysis import accumulation_op, equation_sites, intermediate_shapes
 from ..leir.ast import Equation, LoopNest
+from ..leir.hardware import thread_tag
 from ..leir.program import Program
 from ..leir.validate import check
-from .expr import ExprLowering, LoweringError, identity, poison_value, tvm_dtype
+from .cuda import CudaInvalid, check_launch, kernel_scoped_intermediates
+from .expr import ExprLowering, identity, poison_value, tvm_dtype
+from .placement import Plan, plan
+from .segments import Partition, Segment
 from .targets import TargetLike, target_kind
 
 MAX_UNROLL = 256
@@ -52,46 +55,10 @@ class LowerOptions:
         return (self.reverse_parallel, self.poison, self.serial)
 
 
-@dataclass
-class _Plan:
-    """Where allocations and implicit initialisations go, per top-level nest."""
-    shapes: dict[str, tuple[int, ...]]
-    dtypes: dict[str, str]
-    allocate_before: dict[int, list[str]] = field(default_factory=dict)
-    init_before: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
-    scopes: dict[str, str] = field(default_factory=dict)  # intermediate -> 'g' | 's' | 'l'
-
-
-def plan(program: Program) -> _Plan:
-    """Allocation point (first writing top-level nest) and implicit initialisations.
-
-    An accumulation ``X=X op e`` initialises X over its whole shape right before its top-level
-    nest when no textually earlier equation wrote X and X is not an input."""
-    sig = program.signature
-    known = {t.name for t in sig.tensors}
-    shapes = {t.name: t.shape for t in sig.tensors}
-    shapes.update(intermediate_shapes(program.leir, known))
-    dtypes = {t.name: t.dtype for t in sig.tensors}
-    p = _Plan(shapes, dtypes)
-    inputs = set(sig.input_names)
-    written: set[str] = set()
-    for site in equation_sites(program.leir):
-        target = site.equation.target
-        name = target.name
-        if name not in known and name not in dtypes:
-            dtypes[name] = tvm_dtype(target.dtype)
-            p.scopes[name] = target.scope
-            p.allocate_before.setdefault(site.nest, []).append(name)
-        op = accumulation_op(site.equation)
-        if op is not None and name not in written and name not in inputs:
-            p.init_before.setdefault(site.nest, []).append((name, op))
-        written.add(name)
-    return p
-
-
 def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bool = False,
           poison: bool = False, serial: bool = False):
-    """Lower a valid program to a ``tvm.tirx.PrimFunc`` named ``main``.
+    """Lower a valid program to one ``tvm.tirx.PrimFunc`` named ``main`` (the program's TIR as a
+    whole; ``build`` compiles large programs in segments, ``lower/link.py``).
 
     Raises ``LeirValidationError`` for an invalid program, ``LoweringError`` when the program
     cannot be expressed for the target, and ``CudaInvalid`` (a LoweringError) when it cannot be
@@ -99,44 +66,104 @@ def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bo
     check(program)
     kind = target_kind(target)
     options = LowerOptions(reverse_parallel, poison, serial)
+    whole = plan(program)
+    kernel_scoped: dict[int, list[str]] = {}
     if kind == "cuda":
-        from .cuda import check_launch
         check_launch(program)
-    return _Lowering(program, kind, options).run()
+        kernel_scoped = kernel_scoped_intermediates(program, whole.scopes)
+    sig = program.signature
+    params = [(t.name, t.shape, t.dtype) for t in sig.inputs + sig.outputs]
+    return _Lowering(program.leir.nests, params, whole, kind, options, "main",
+                     kernel_scoped).run()
+
+
+def lower_segment(segment: Segment, symbol: str, options: LowerOptions = LowerOptions()):
+    """One segment (``lower/segments.py``) as a CPU PrimFunc exported as ``symbol``: it takes
+    the segment's parameters as buffers and allocates its own intermediates.
+
+        segment  L^{4}_{a=0}[C_{a}=A_{a}*2;]   ->   @T.prim_func def symbol(A, C): for a ...
+    """
+    p = Plan(segment.shapes(), segment.dtypes())
+    for pos, (name, _, _) in segment.locals:
+        p.allocate_before.setdefault(pos, []).append(name)
+    for pos, name, op in segment.inits:
+        p.init_before.setdefault(pos, []).append((name, op))
+    for pos, name in segment.poisoned:
+        p.poison_before.setdefault(pos, []).append(name)
+    return _Lowering(segment.leir.nests, list(segment.params), p, "llvm", options, symbol,
+                     exported=True).run()
+
+
+def lower_driver(program: Program, partition: Partition, symbols: list[str]):
+    """The ``main`` PrimFunc of a segmented build: it takes the signature's tensors, allocates
+    the intermediates that cross segments and calls the segments' functions in order.
+
+        main(A, C): X = alloc((4,)); call_packed(symbol1, A, X); call_packed(symbol2, X, C)
+
+    The signature's tensors after the first are taken as opaque handles and passed through as
+    they came: each segment checks and binds its own buffers, and binding hundreds of buffer
+    arguments in one function is what grows faster than linearly in TVM (docs/ARCHITECTURE.md).
+    The first is a buffer, which gives the driver its device (for its own allocations)."""
+    import tvm  # noqa: F401  (loads the TVM runtime before the builder modules)
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.tirx.script.builder import ir as T
+    sig = program.signature
+    buffers = {}
+    with IRBuilder() as ib:
+        with T.prim_func():
+            T.func_name("main")
+            for k, spec in enumerate(sig.inputs + sig.outputs):
+                kind = T.buffer(spec.shape, spec.dtype) if k == 0 else T.handle()
+                buffers[spec.name] = T.arg(spec.name, kind)
+            T.func_attr({"tir.noalias": True})
+            for k, symbol in enumerate(symbols):
+                for name, shape, dtype in partition.allocations[k]:
+                    buffers[name] = T.alloc_buffer(shape, dtype)
+                    IRBuilder.name(name, buffers[name])
+                args = [buffers[name] for name in partition.arguments[k]]
+                T.evaluate(T.call_packed(symbol, *args))
+    return ib.get()
 
 
 class _Lowering:
-    def __init__(self, program: Program, kind: str, options: LowerOptions):
+    """Emits the nests of one function through TVM's IR builder."""
+
+    def __init__(self, nests, params, plan_: Plan, kind: str, options: LowerOptions,
+                 name: str, kernel_scoped: dict[int, list[str]] | None = None,
+                 exported: bool = False):
         import tvm  # noqa: F401  (loads the TVM runtime before the builder modules)
         from tvm import tirx
         from tvm.script.ir_builder import IRBuilder
         from tvm.tirx.script.builder import ir as T
         self.tirx, self.IRBuilder, self.T = tirx, IRBuilder, T
-        self.program, self.kind, self.options = program, kind, options
-        self.plan = plan(program)
+        self.nests, self.params, self.name, self.exported = nests, params, name, exported
+        self.kind, self.options = kind, options
+        self.plan = plan_
         self.buffers: dict = {}
         self.cuda = kind == "cuda"
-        self.kernel_scoped: dict[int, list[str]] = {}
-        if self.cuda:
-            from .cuda import kernel_scoped_intermediates
-            self.kernel_scoped = kernel_scoped_intermediates(program, self.plan.scopes)
+        self.kernel_scoped = kernel_scoped or {}
 
     # ------------------------------------------------------------ function
 
     def run(self):
         T, IRBuilder = self.T, self.IRBuilder
-        sig = self.program.signature
         in_kernel = {n for names in self.kernel_scoped.values() for n in names}
         with IRBuilder() as ib:
             with T.prim_func():
-                T.func_name("main")
-                for spec in sig.inputs + sig.outputs:
-                    self.buffers[spec.name] = T.arg(spec.name, T.buffer(spec.shape, spec.dtype))
-                T.func_attr({"tir.noalias": True})
-                for n, nest in enumerate(self.program.leir.nests):
+                T.func_name(self.name)
+                for name, shape, dtype in self.params:
+                    self.buffers[name] = T.arg(name, T.buffer(shape, dtype))
+                attrs = {"tir.noalias": True}
+                if self.exported:
+                    attrs["global_symbol"] = self.name
+                T.func_attr(attrs)
+                for n, nest in enumerate(self.nests):
                     for name in self.plan.allocate_before.get(n, ()):
                         if name not in in_kernel:
                             self._allocate(name, "global")
+                    if self.options.poison:
+                        for name in self.plan.poison_before.get(n, ()):
+                            self._fill(name, poison_value(self.plan.dtypes[name]))
                     for name, op in self.plan.init_before.get(n, ()):
                         if name not in in_kernel:
                             self._fill(name, identity(op, self.plan.dtypes[name]))
@@ -215,7 +242,6 @@ class _Lowering:
                     self._nest(nest, _Context())
             return
         if scoped and not any(l.kind == "B" for l in nest.loops):
-            from .cuda import CudaInvalid
             raise CudaInvalid(f"nest {n + 1}: shared/local intermediate(s) {', '.join(scoped)} "
                               "need a B loop among the nest's own loops to be placed in")
         self._nest(nest, _Context(), kernel_locals=(n, scoped))
@@ -297,11 +323,3 @@ class _Context:
 def _has_bound_loop(nest: LoopNest) -> bool:
     return any(l.kind == "B" for l in nest.loops) or any(
         isinstance(item, LoopNest) and _has_bound_loop(item) for item in nest.body)
-
-
-def thread_tag(index: str) -> str:
-    """``tx`` -> ``threadIdx.x``, ``bya`` -> ``blockIdx.y``."""
-    if len(index) < 2 or index[0] not in "tb" or index[1] not in "xyz":
-        raise LoweringError(f"'{index}' is not a GPU binding name (tx, ty, tz, bx, by, bz + suffix)")
-    return ("threadIdx." if index[0] == "t" else "blockIdx.") + index[1]
-

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from . import attention, level1, level2  # noqa: F401  (register the kinds)
+from . import attention, level1, level2, networks  # noqa: F401  (register the kinds)
 from . import components as C
 from .registry import DTYPES, KINDS, Input, Kind, build, draw, make_inputs, seed_for
 

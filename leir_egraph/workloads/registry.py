@@ -26,8 +26,9 @@ DTYPES = {"f16": torch.float16, "f32": torch.float32, "f64": torch.float64,
 class Input:
     """How to draw one forward input: ``randn`` (standard normal), ``positive`` (uniform in
     [0.1, 2), for log/sqrt), ``probs`` (softmax of normals over the last dim), ``labels``
-    (integers below ``high``), ``mask`` (random booleans), ``sign`` (+1/-1), ``symmetric``
-    and ``upper`` (symmetric / upper-triangular normal matrices)."""
+    (integers below ``high``), ``mask`` (random booleans), ``padding`` (a key padding mask:
+    True on the last up to half of each row), ``sign`` (+1/-1), ``symmetric`` and ``upper``
+    (symmetric / upper-triangular normal matrices)."""
     shape: tuple[int, ...]
     kind: str = "randn"
     high: int = 0
@@ -101,6 +102,10 @@ def make_inputs(plan: list[Input], dtype: torch.dtype, seed: int) -> list[torch.
             x = torch.randint(0, spec.high, shape, generator=g, dtype=torch.int64)
         elif spec.kind == "mask":
             x = torch.randint(0, 2, shape, generator=g).bool()
+        elif spec.kind == "padding":
+            # a key padding mask (batch, seq): True on the last 0..seq/2 positions of each row
+            keep = shape[-1] - torch.randint(0, shape[-1] // 2 + 1, shape[:-1], generator=g)
+            x = torch.arange(shape[-1]) >= keep.unsqueeze(-1)
         elif spec.kind == "symmetric":
             x = torch.randn(shape, generator=g, dtype=torch.float64)
             x = ((x + x.transpose(-1, -2)) / 2).to(dtype)

@@ -215,3 +215,24 @@ def pad(ctx: Ctx, x, pad, mode="constant", value=None):
     sizes = [s + lo + hi for s, lo, hi in zip(t.shape[t.rank - n:], lows, highs)]
     return emit_pad(ctx, t, lows, sizes, 0 if value is None else value, out=ctx.out())
 
+
+
+@op("im2col", F.unfold)
+def im2col(ctx: Ctx, x, kernel_size, dilation=1, padding=0, stride=1):
+    """``F.unfold`` / ``nn.Unfold``: ``(N, C, H, W) -> (N, C*kh*kw, oh*ow)``, the window
+    ``(i, j)`` of output position ``(y, z)`` at row ``c*kh*kw+i*kw+j``, column ``y*ow+z``."""
+    t = ctx.tensor(x)
+    if t.rank != 4:
+        raise ctx.unsupported(f"unfold of a rank-{t.rank} input (only 4-D, as PyTorch)")
+    k, d, p, s = (_tuple(v, 2, name, ctx) for v, name in
+                  ((kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+                   (stride, "stride")))
+    sizes = [t.shape[2 + a] + 2 * p[a] for a in range(2)]
+    padded = emit_pad(ctx, t, p, sizes, 0) if any(p) else t
+    outs = [(sizes[a] - d[a] * (k[a] - 1) - 1) // s[a] + 1 for a in range(2)]
+    out = ctx.out()
+    lp = Loops((t.shape[0], t.shape[1], k[0], k[1], outs[0], outs[1]))
+    n, c, i, j, y, z = lp
+    ctx.b.emit(lp, (out.at(n, c * (k[0] * k[1]) + i * k[1] + j, y * outs[1] + z),
+                    padded.at(n, c, y * s[0] + i * d[0], z * s[1] + j * d[1])))
+    return out

@@ -332,7 +332,7 @@ def selu(ctx: Ctx, x, inplace=False):
 
 @op("sigmoid", torch.sigmoid, F.sigmoid, torch.special.expit, methods=("sigmoid",))
 def sigmoid(ctx: Ctx, x, out: Tensor | None = None):
-    return _unary(ctx, x, lambda v: 1 / (1 + exp(-v)), out)
+    return _unary(ctx, x, sigmoid_of, out)
 
 
 @op("logsigmoid", F.logsigmoid)
@@ -345,11 +345,26 @@ def silu(ctx: Ctx, x, inplace=False):
     return _unary(ctx, x, lambda v: v / (1 + exp(-v)))
 
 
+def tanh_exp(v):
+    """``e = exp(-2|v|)``, the one exponential of :func:`tanh_from`."""
+    return exp(-2 * fabs(v))
+
+
+def tanh_from(v, e):
+    """tanh(v) = sign(v)*(1-e)/(1+e) with ``e = tanh_exp(v)`` in (0, 1]: no overflow for any
+    v (``e`` is computed once, in a temporary, by the caller)."""
+    return ite(v < 0, e - 1, 1 - e) / (1 + e)
+
+
+def sigmoid_of(v):
+    return 1 / (1 + exp(-v))
+
+
 def emit_tanh(ctx: Ctx, x: Tensor, out: Tensor) -> Tensor:
-    """tanh(x) = sign(x)*(1-e)/(1+e) with e = exp(-2|x|) in (0, 1]: no overflow for any x."""
+    """tanh(x) in two nests: ``e = exp(-2|x|)``, then :func:`tanh_from`."""
     e = ctx.temp(x.shape, out.dtype)
-    elementwise(ctx, lambda v: exp(-2 * fabs(v)), x, out=e)
-    return elementwise(ctx, lambda v, w: ite(v < 0, w - 1, 1 - w) / (1 + w), x, e, out=out)
+    elementwise(ctx, tanh_exp, x, out=e)
+    return elementwise(ctx, tanh_from, x, e, out=out)
 
 
 @op("tanh", torch.tanh, F.tanh, methods=("tanh",))

@@ -123,6 +123,23 @@ op("avg_pool2d", F.avg_pool2d, torch._C._nn.avg_pool2d)(_avg_pool(2))
 op("avg_pool3d", F.avg_pool3d, torch._C._nn.avg_pool3d)(_avg_pool(3))
 
 
+def _replicated(x: Tensor, n: int, out: Tensor) -> bool:
+    """Is every output size a multiple of its input size? Then each adaptive window is the one
+    element ``i // (O/L)`` (PyTorch's bounds ``floor(i*L/O)`` to ``ceil((i+1)*L/O)``), so
+    max and average pooling are both the nearest-neighbour copy."""
+    spatial, outs = x.shape[x.rank - n:], out.shape[out.rank - n:]
+    return all(o % s == 0 for s, o in zip(spatial, outs))
+
+
+def _emit_replicated(ctx: Ctx, x: Tensor, n: int, out: Tensor) -> Tensor:
+    lp = Loops(out.shape)
+    lead = out.rank - n
+    subs = list(lp.idx[:lead]) + [lp[lead + k] // (out.shape[lead + k] // x.shape[lead + k])
+                                  for k in range(n)]
+    ctx.b.emit(lp, (out.at(*lp), x.at(*subs)))
+    return out
+
+
 def _uniform_windows(ctx: Ctx, x: Tensor, n: int, out: Tensor) -> list[int]:
     spatial = x.shape[x.rank - n:]
     outs = out.shape[out.rank - n:]
@@ -138,6 +155,8 @@ def _adaptive_avg(n):
         out = ctx.out()
         if all(o == 1 for o in out.shape[out.rank - n:]):  # global average: a mean
             return emit_mean(ctx, t, list(range(t.rank - n, t.rank)), True, out)
+        if _replicated(t, n, out):
+            return _emit_replicated(ctx, t, n, out)
         k = _uniform_windows(ctx, t, n, out)
         return emit_avg_pool(ctx, t, n, k, k, 0, False, True, None, out)
     return emit
@@ -149,6 +168,8 @@ def _adaptive_max(n):
             raise ctx.unsupported("return_indices=True")
         t = ctx.tensor(x)
         out = ctx.out()
+        if _replicated(t, n, out):
+            return _emit_replicated(ctx, t, n, out)
         k = _uniform_windows(ctx, t, n, out)
         return emit_max_pool(ctx, t, n, k, k, 0, 1, out)
     return emit

@@ -13,6 +13,8 @@ translator does) and accumulates with LEIR's implicit-initialisation forms:
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import math
 
 import torch
@@ -150,8 +152,12 @@ def _max_min(combine: str, binary: str):
         d = norm_dim(dim, t.rank, ctx)
         values = reduce_into(ctx, t, [d], ctx.out(0), keepdim, combine)
         indices = emit_arg(ctx, t, d, keepdim, ctx.out(1), combine, extreme=values)
-        return (values, indices)
+        return ValuesIndices(values, indices)
     return emit
+
+
+# ``torch.max(x, dim)`` returns a named tuple: ``[0]`` and ``.values`` are the same tensor
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
 op("max", torch.max, methods=("max",))(_max_min("max", "maximum"))

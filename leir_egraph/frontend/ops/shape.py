@@ -171,6 +171,8 @@ def movedim(ctx: Ctx, x, source, destination):
 
 @op("getattr")
 def get_attribute(ctx: Ctx, x, name):
+    if isinstance(x, tuple) and name in getattr(x, "_fields", ()):
+        return getattr(x, name)  # ``torch.max(x, dim=1).values``: a field of a named tuple
     t = ctx.tensor(x)
     if name == "T":
         return emit_permute(ctx, t, list(reversed(range(t.rank))), ctx.out())
@@ -479,3 +481,105 @@ def full_like(ctx: Ctx, x, fill_value, **kwargs):
 @op("new_full", methods=("new_full",))
 def new_full(ctx: Ctx, x, size, fill_value, **kwargs):
     return emit_fill(ctx, ctx.out(), fill_value)
+
+
+# ---------------------------------------------------------------- windows, shuffles, writes
+
+@op("unfold_windows", methods=("unfold",))
+def unfold_windows(ctx: Ctx, x, dimension, size, step):
+    """``x.unfold(d, size, step)``: the windows of dim ``d`` as a new last dim (patches):
+    ``[8,12].unfold(1, 4, 4)`` -> ``C_{tx,a,c}=A_{tx,a*4+c}``."""
+    t = ctx.tensor(x)
+    d = norm_dim(dimension, t.rank, ctx)
+    out = ctx.out()
+    lp = Loops(out.shape)
+    subs = list(lp.idx[:t.rank])
+    subs[d] = lp[d] * step + lp[-1]
+    ctx.b.emit(lp, (out.at(*lp), t.at(*subs)))
+    return out
+
+
+@op("channel_shuffle", F.channel_shuffle, torch.channel_shuffle, F.native_channel_shuffle)
+def channel_shuffle(ctx: Ctx, x, groups):
+    """ShuffleNet's channel shuffle: output channel ``c`` is input channel
+    ``(c%g)*(C/g)+c//g`` (the view/transpose/view of the paper in one copy)."""
+    t = ctx.tensor(x)
+    channels = t.shape[1]
+    if channels % groups:
+        raise ctx.unsupported(f"{channels} channels in {groups} groups")
+    out = ctx.out()
+    lp = Loops(out.shape)
+    subs = list(lp.idx)
+    subs[1] = (lp[1] % groups) * (channels // groups) + lp[1] // groups
+    ctx.b.emit(lp, (out.at(*lp), t.at(*subs)))
+    return out
+
+
+def _emit_pixel_shuffle(ctx: Ctx, t: Tensor, r: int, out: Tensor, inverse: bool) -> Tensor:
+    """``(N, C*r*r, H, W) <-> (N, C, H*r, W*r)``: element ``(c*r*r+i*r+j, h, w)`` of the
+    deep side is element ``(c, h*r+i, w*r+j)`` of the wide side."""
+    wide, deep = (t, out) if inverse else (out, t)
+    lead = wide.rank - 3
+    lp = Loops(wide.shape[:lead + 1] + (deep.shape[-2], r, deep.shape[-1], r))
+    *batch, c, h, i, w, j = lp
+    deep_at = deep.at(*batch, c * (r * r) + i * r + j, h, w)
+    wide_at = wide.at(*batch, c, h * r + i, w * r + j)
+    ctx.b.emit(lp, (deep_at, wide_at) if inverse else (wide_at, deep_at))
+    return out
+
+
+@op("pixel_shuffle", F.pixel_shuffle, torch.pixel_shuffle)
+def pixel_shuffle(ctx: Ctx, x, upscale_factor):
+    return _emit_pixel_shuffle(ctx, ctx.tensor(x), upscale_factor, ctx.out(), inverse=False)
+
+
+@op("pixel_unshuffle", F.pixel_unshuffle, torch.pixel_unshuffle)
+def pixel_unshuffle(ctx: Ctx, x, downscale_factor):
+    return _emit_pixel_shuffle(ctx, ctx.tensor(x), downscale_factor, ctx.out(), inverse=True)
+
+
+@op("copy", methods=("copy",))
+def copy(ctx: Ctx, x, src, non_blocking=False):
+    """``x.copy_(src)``: ``src`` broadcast and cast into ``x``'s shape and dtype (the
+    translator rebinds ``x`` to the result)."""
+    t = ctx.tensor(x)
+    out = ctx.b.tensor(t.shape, t.dtype, "node", ctx.node.name)
+    return elementwise(ctx, lambda v: v, ctx.tensor(src), out=out)
+
+
+@op("setitem", operator.setitem, methods=("__setitem__",))
+def setitem(ctx: Ctx, x, key, value):
+    """``x[key] = value`` with int and slice keys: a copy of ``x``, then ``value`` (broadcast)
+    written over the selected region; the translator rebinds ``x`` to the result."""
+    t = ctx.tensor(x)
+    out = ctx.b.tensor(t.shape, t.dtype, "node", ctx.node.name)
+    lp = Loops(t.shape)
+    ctx.b.emit(lp, (out.at(*lp), t.at(*lp)))
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (t.rank - len(key) + 1) + key[at + 1:]
+    key = key + (slice(None),) * (t.rank - len(key))
+    region, starts = [], []
+    for k, n in zip(key, t.shape):
+        if isinstance(k, bool) or not isinstance(k, (int, slice)):
+            raise ctx.unsupported(f"assignment at index {k!r} (only ints and slices: the "
+                                  "written positions must be static)")
+        if isinstance(k, int):
+            starts.append((k % n, 1, None))
+            continue
+        start, stop, step = k.indices(n)
+        if step <= 0:
+            raise ctx.unsupported("a non-positive slice step")
+        count = len(range(start, stop, step))
+        starts.append((start, step, len(region)))
+        region.append(count)
+    if not region and all(s[2] is None for s in starts):
+        region_shape: tuple[int, ...] = ()
+    else:
+        region_shape = tuple(region)
+    lp = Loops(region_shape)
+    subs = [I.of(start) if pos is None else lp[pos] * step + start for start, step, pos in starts]
+    v = value if not isinstance(value, torch.Tensor) else ctx.tensor(value)
+    ctx.b.emit(lp, (out.at(*subs), read(v, region_shape, lp.idx, out.dtype)))
+    return out
