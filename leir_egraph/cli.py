@@ -9,11 +9,13 @@
     leir search FILE --sig SIG             multi-step optimization search (verified, timed)
     leir eval CASES --answers FILE         single-step evaluation of a model's answers
     leir strategies                        the strategies (rule files), or their Markdown doc
+    leir rules check FILE|DIR [--verify]   a rule file's examples and counterexamples
 
 Exit status, for every subcommand (README.md, "The leir command")::
 
     0    success
-    1    leir verify only: AFTER is not equivalent to BEFORE (the result is still printed)
+    1    leir verify: AFTER is not equivalent to BEFORE (the result is still printed);
+         leir rules check: an example or counterexample fails (each failure is printed)
     2    bad input: a file that is missing, unreadable, not UTF-8, does not parse or does not
          validate; a bad option value; a rule file egglog rejects; a program past a limit
     3    internal error: a bug in leir-egraph (LEIR_DEBUG=1 shows the traceback)
@@ -180,7 +182,8 @@ def positive_float(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="leir", description="LEIR tensor programs: format, lower, verify, translate, rewrite.",
-        epilog="exit status: 0 ok, 1 not equivalent (verify), 2 bad input, 3 internal error",
+        epilog="exit status: 0 ok, 1 not equivalent (verify) or a failing rule check, "
+               "2 bad input, 3 internal error",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:

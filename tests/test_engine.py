@@ -342,3 +342,30 @@ def test_facts_reach_egglog_in_bounded_batches():
     out = batches(commands, limit=300)
     assert "\n".join(out) == "\n".join(commands)
     assert len(out) > 1 and all(len(b) <= 300 or "\n" not in b for b in out)
+
+
+def test_leir_rules_check_runs_a_directorys_examples_and_verifies_them(tmp_path, capsys):
+    """``leir rules check`` passes a good file, verifies its example on TVM with ``--verify``,
+    and reports a wrong example (status 1) and a file egglog rejects (status 2, one line)."""
+    from leir_egraph import cli
+
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "commute_add.toml").write_text(COMMUTE)
+    assert cli.main(["rules", "check", str(tmp_path / "ok"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "ok   commute_add: 1 example(s), 1 counterexample(s), 1 verified on TVM" in out
+
+    (tmp_path / "wrong").mkdir()
+    (tmp_path / "wrong" / "commute_add.toml").write_text(
+        COMMUTE.replace('after = "B^{4}_{tx=0}[C^{f32,g}_{tx}=1+A^{f32,g}_{tx};];"',
+                        'after = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}+2;];"'))
+    assert cli.main(["rules", "check", str(tmp_path / "wrong" / "commute_add.toml")]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL commute_add" in out and "example 0 not produced" in out
+    assert "0 of 1 rule file(s) pass" in out
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "commute_add.toml").write_text(COMMUTE.replace("(Add b a)", "(Plus b a)"))
+    assert cli.main(["rules", "check", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "egglog rejects the rules of 'commute_add'" in err[0]

@@ -31,7 +31,29 @@ STRATEGIES_EXAMPLE = """examples:
   leir strategies --rules my_rules/"""
 
 
+RULES_CHECK_EXAMPLE = """examples:
+  leir rules check rules/graph/operator_fusion.toml
+  leir rules check my_rules/ --verify      (also verify every example on TVM)
+
+Like egglog's own .egg tests: each rule file's examples must be produced by its rules (with the
+listed bindings) and each counterexample refused by the guard it names. Exit status 0 when
+every file passes, 1 when an example or counterexample fails (each failure is printed), 2 for a
+rule file that does not load or that egglog rejects."""
+
+
 def register(sub) -> None:
+    r = sub.add_parser("rules", help="check rule files: their examples and counterexamples",
+                       description="Work with rule files (strategies).")
+    rules_sub = r.add_subparsers(dest="rules_command", metavar="ACTION", required=True)
+    c = rules_sub.add_parser("check", help="run rule files' examples and counterexamples",
+                             description="Run the examples and counterexamples of rule files "
+                                         "without pytest.",
+                             epilog=RULES_CHECK_EXAMPLE,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("paths", nargs="+", metavar="FILE|DIR", help="rule file or directory of them")
+    c.add_argument("--verify", action="store_true",
+                   help="also verify every example numerically on TVM (Equal, Independent)")
+    c.set_defaults(handler=run_rules_check)
     s = sub.add_parser("strategies", help="list the strategies (rule files) or write their doc",
                        description="List every loaded strategy, or print docs/STRATEGIES.md "
                                    "generated from the rule files.",
@@ -56,6 +78,40 @@ def register(sub) -> None:
                    help=f"stop the enumeration after S seconds (default {STEPS_TIMEOUT:g})")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=run_steps)
+
+
+def run_rules_check(args) -> int:
+    from contextlib import nullcontext
+
+    from .rulecheck import check_rule_file, rule_files
+
+    from pathlib import Path
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        raise InputError(f"{missing[0]}: no such rule file or directory")
+    files = rule_files(args.paths)
+    if not files:
+        raise InputError(f"{', '.join(args.paths)}: no rule files (*.toml) found")
+    failed = 0
+    if args.verify:
+        from ..verify import Verifier
+        context = Verifier()
+    else:
+        context = nullcontext()
+    with context as verifier:
+        for path in files:
+            result = check_rule_file(path, verifier)
+            verified = f", {result.verified} verified on TVM" if args.verify else ""
+            status = "ok  " if not result.problems else "FAIL"
+            print(f"{status} {result.strategy}: {result.examples} example(s), "
+                  f"{result.counterexamples} counterexample(s){verified}  ({path})")
+            for problem in result.problems:
+                print(f"     {problem}")
+            failed += bool(result.problems)
+            sys.stdout.flush()
+    print(f"{len(files) - failed} of {len(files)} rule file(s) pass")
+    return 1 if failed else 0
 
 
 def run_strategies(args) -> int:

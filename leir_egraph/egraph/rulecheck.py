@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from ..leir.parser import parse
 from ..leir.printer import to_text
@@ -20,7 +21,7 @@ from ..leir.signature import Signature
 from .engine import Engine
 from .guards import GUARDS
 from .steps import single_steps
-from .strategy import Rule, Strategy
+from .strategy import Rule, Strategy, load_rule_file
 
 
 def example_program(before: str, signature) -> Program:
@@ -96,3 +97,62 @@ def check_examples(strategy: Strategy) -> list[str]:
                 problems.append(f"{strategy.id}: counterexample {n} is refused by another guard, "
                                 f"not by the pattern of '{ce.refused_by}'")
     return problems
+
+
+def verify_examples(strategy: Strategy, verifier) -> list[str]:
+    """Problems found by verifying every example's ``after`` against its ``before`` on TVM with
+    ``verifier`` (a :class:`leir_egraph.verify.Verifier`): each must be Equal, and Independent
+    unless the original itself is not (empty when all hold)."""
+    problems = []
+    for n, ex in enumerate(strategy.examples):
+        before = example_program(ex.before, ex.signature)
+        after = before.with_leir(parse(ex.after))
+        r = verifier.verify(before, after, timing=False)
+        if not r.equal:
+            problems.append(f"{strategy.id}: example {n} is not Equal on TVM: {r.level}: "
+                            f"{r.reason}")
+        elif r.before_independent is not False and not r.independent:
+            problems.append(f"{strategy.id}: example {n} breaks a P/V/B claim: {r.reason}")
+    return problems
+
+
+@dataclass
+class FileCheck:
+    """What ``leir rules check`` found for one rule file."""
+    path: Path
+    strategy: str | None = None
+    examples: int = 0
+    counterexamples: int = 0
+    verified: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def rule_files(paths: list[str | Path]) -> list[Path]:
+    """The ``*.toml`` files named, or found below the directories named, in order (a missing
+    path raises :class:`FileNotFoundError`)."""
+    found: list[Path] = []
+    for given in map(Path, paths):
+        if given.is_dir():
+            found.extend(sorted(given.rglob("*.toml")))
+        elif given.is_file():
+            found.append(given)
+        else:
+            raise FileNotFoundError(f"{given}: no such rule file or directory")
+    return found
+
+
+def check_rule_file(path: Path, verifier=None) -> FileCheck:
+    """Load one rule file, type-check it in an engine, run its examples and counterexamples, and
+    (with a verifier) verify its examples on TVM. A file egglog rejects raises
+    :class:`RuleFileError`."""
+    from .engine import check_strategy
+
+    strategy = load_rule_file(path)
+    check_strategy(strategy)
+    result = FileCheck(path, strategy.id, len(strategy.examples), len(strategy.counterexamples))
+    result.problems = check_examples(strategy)
+    if verifier is not None:
+        verified = verify_examples(strategy, verifier)
+        result.problems += verified
+        result.verified = len(strategy.examples) - len(verified)
+    return result
