@@ -344,7 +344,8 @@ def test_division_by_a_nonzero_literal_stays_plain_tir():
 ])
 def test_light_commands_import_neither_torch_nor_tvm_nor_networkx(code):
     probe = (f"import sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\n"
-             "print('loaded:', *sorted(m for m in ('torch', 'tvm', 'networkx', 'egglog') "
+             "print('loaded:', *sorted(m for m in ('torch', 'tvm', 'networkx', 'egglog', "
+             "'polars', 'sympy', 'httpx') "
              "if m in sys.modules), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)

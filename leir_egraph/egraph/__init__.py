@@ -1,7 +1,12 @@
 """The e-graph engine: LEIR in egglog, strategies as rule files, single-step rewrites."""
 
-from .steps import Transition, all_steps, applicable, sample_steps, single_steps
-from .strategy import RuleFileError, Strategy, load_rule_file, load_strategies
+from __future__ import annotations
 
-__all__ = ["Transition", "all_steps", "applicable", "sample_steps", "single_steps",
-           "RuleFileError", "Strategy", "load_rule_file", "load_strategies"]
+from ..lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "Transition": "steps", "all_steps": "steps", "applicable": "steps", "sample_steps": "steps",
+    "single_steps": "steps",
+    "RuleFileError": "strategy", "Strategy": "strategy", "load_rule_file": "strategy",
+    "load_strategies": "strategy",
+})

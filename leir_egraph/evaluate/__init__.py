@@ -1,8 +1,12 @@
 """Single-step evaluation of a model: the paper's four pass rates, pass@k and strategy
 attribution (docs/SEARCH.md §4). ``leir eval`` is the command."""
 
-from .scoring import (LEVELS, Case, CaseError, Report, Scored, ask_model, evaluate, load_answers,
-                      load_cases, pass_at_k, program_from_prompt)
+from __future__ import annotations
 
-__all__ = ["evaluate", "load_cases", "load_answers", "ask_model", "program_from_prompt",
-           "pass_at_k", "Case", "CaseError", "Report", "Scored", "LEVELS"]
+from ..lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "LEVELS": "scoring", "Case": "scoring", "CaseError": "scoring", "Report": "scoring",
+    "Scored": "scoring", "ask_model": "scoring", "evaluate": "scoring", "load_answers": "scoring",
+    "load_cases": "scoring", "pass_at_k": "scoring", "program_from_prompt": "scoring",
+})

@@ -12,18 +12,11 @@ torch is imported on first use of ``from_torch`` or ``TraceFailure``, not with t
 ``leir --help`` and ``leir fmt`` must not pay for it.
 """
 
-from .errors import TranslationError, UnsupportedOp
+from __future__ import annotations
 
-_LAZY = {"from_torch": "translate", "TraceFailure": "translate"}
+from ..lazy import lazy_exports
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["from_torch", "UnsupportedOp", "TranslationError", "TraceFailure"]
+__getattr__, __all__ = lazy_exports(__name__, {
+    "TranslationError": "errors", "UnsupportedOp": "errors",
+    "from_torch": "translate", "TraceFailure": "translate",
+})

@@ -11,12 +11,15 @@
 TVM is imported inside these functions, never at module import.
 """
 
-from .build import Built, arguments, build, clear_cache, cuda_source, run, time_program
-from .cuda import CudaInvalid
-from .expr import LoweringError
-from .targets import target_dict, target_kind
-from .tir import LowerOptions, lower, plan
+from __future__ import annotations
 
-__all__ = ["lower", "build", "run", "cuda_source", "time_program", "Built", "arguments",
-           "clear_cache", "CudaInvalid", "LoweringError", "LowerOptions", "plan", "target_dict",
-           "target_kind"]
+from ..lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "Built": "build", "arguments": "build", "build": "build", "clear_cache": "build",
+    "cuda_source": "build", "run": "build", "time_program": "build",
+    "CudaInvalid": "cuda",
+    "LoweringError": "expr",
+    "target_dict": "targets", "target_kind": "targets",
+    "LowerOptions": "tir", "lower": "tir", "plan": "tir",
+})

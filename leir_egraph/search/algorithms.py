@@ -15,32 +15,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import Callable
 
-from .run import Search
+from ..leir.program import Program
+from .budgets import DEFAULTS, Budget
+from .judge import Judge
+from .proposer import Proposer
+from .run import Search, SearchResult, run
 from .tree import Node
 
 REPEAT_LIMIT = 5   # the reference stops after this many consecutive repeated candidates
-
-
-@dataclass(frozen=True)
-class Budget:
-    iterations: int = 20
-    candidates: int = 1       # answers per query (num_IRs)
-    topk: int = 2             # beam width
-    max_depth: int = 20       # BFS/DFS
-    max_trials: int = 3       # BFS/DFS: a node expanded more often is skipped
-
-
-DEFAULTS = {
-    "greedy": Budget(iterations=20, candidates=2),
-    "beam": Budget(iterations=20, candidates=3, topk=2),
-    "bfs": Budget(iterations=20, candidates=2, max_depth=20),
-    "dfs": Budget(iterations=20, candidates=2, max_depth=20),
-    "mcts": Budget(iterations=20, candidates=1),
-    "chain": Budget(iterations=20, candidates=1),
-    "chain_no_parent": Budget(iterations=20, candidates=1),
-}
 
 
 def _terminal(search: Search, limit: int = REPEAT_LIMIT) -> bool:
@@ -138,3 +123,29 @@ def mcts(search: Search, budget: Budget) -> None:
 
 ALGORITHMS = {"greedy": greedy, "beam": beam, "bfs": bfs, "dfs": dfs, "mcts": mcts,
               "chain": chain, "chain_no_parent": chain}
+
+
+def search(program: Program, algorithm: str = "greedy", proposer: Proposer | None = None, *,
+           iterations: int | None = None, candidates: int | None = None,
+           topk: int | None = None, max_depth: int | None = None,
+           max_samples: int | None = None, judge: Judge | None = None, trials: int = 3,
+           timeout: float = 60.0, seed: int = 0, cache_file=None,
+           progress: Callable[[Search], None] | None = None,
+           confirm: bool = False) -> SearchResult:
+    """Run one search from ``program``. Budgets default to the paper's for the algorithm
+    (``budgets.DEFAULTS``); ``max_samples`` caps the candidates judged; ``confirm``
+    re-times the best program against the root back to back (``confirmed_speedup``)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+    budget = DEFAULTS[algorithm]
+    changes = {k: v for k, v in dict(iterations=iterations, candidates=candidates, topk=topk,
+                                     max_depth=max_depth).items() if v is not None}
+    budget = replace(budget, **changes)
+    if proposer is None:
+        from .rules_proposer import RulesProposer
+        proposer = RulesProposer(seed=seed)
+    judge = judge or Judge(program, trials=trials, timeout=timeout, seed=seed,
+                           cache_file=cache_file)
+    state = Search(program, proposer, judge, algorithm, max_samples,
+                   with_parent=algorithm != "chain_no_parent", progress=progress)
+    return run(state, lambda s: ALGORITHMS[algorithm](s, budget), confirm)

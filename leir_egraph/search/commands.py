@@ -16,7 +16,7 @@ EXAMPLE = """examples:
 
 def register(sub) -> None:
     from ..cli import natural, natural_float, positive_float, positive_int
-    from .algorithms import ALGORITHMS
+    from .budgets import DEFAULTS
     p = sub.add_parser("search", help="multi-step optimization search over verified steps",
                        description="Search for a faster equivalent program step by step: every "
                                    "candidate is verified against the root and timed (CPU).",
@@ -27,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--workload", type=positive_int, help="the paper's test workload index (1-100)")
     p.add_argument("--size", default="cpu", choices=["cpu", "paper"],
                    help="size of --workload programs")
-    p.add_argument("--algorithm", default="greedy", choices=sorted(ALGORITHMS))
+    p.add_argument("--algorithm", default="greedy", choices=sorted(DEFAULTS))
     p.add_argument("--proposer", default="rules", choices=["rules", "random", "llm", "replay"])
     p.add_argument("--iterations", type=positive_int, help="iterations (default: the paper's budget)")
     p.add_argument("--candidates", type=positive_int, help="candidates per query")

@@ -6,12 +6,14 @@
     check_independent(program) -> Independence        (static P/V/B claim check, no TVM)
 """
 
-from .compare import TOLERANCE, compare
-from .independence import Independence, check_independent
-from .inputs import integer_ranges, random_inputs
-from .result import LEVELS, VerificationResult
-from .verifier import Verifier, verify, verify_many
+from __future__ import annotations
 
-__all__ = ["verify", "verify_many", "Verifier", "VerificationResult", "LEVELS",
-           "check_independent", "Independence", "random_inputs", "integer_ranges", "compare",
-           "TOLERANCE"]
+from ..lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "TOLERANCE": "compare", "compare": "compare",
+    "Independence": "independence", "check_independent": "independence",
+    "integer_ranges": "inputs", "random_inputs": "inputs",
+    "LEVELS": "result", "VerificationResult": "result",
+    "Verifier": "verifier", "verify": "verifier", "verify_many": "verifier",
+})
