@@ -91,9 +91,3 @@ def __getattr__(name: str):
     if name == "PARAMETERS":
         return tuple(r for p in _parameter_sets() for r in p.relations)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def parameter_facts(loaded: LoadedProgram) -> Iterable[str]:
-    """All parameter facts for a loaded program."""
-    for params in _parameter_sets():
-        yield from params.facts(loaded)
