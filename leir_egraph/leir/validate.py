@@ -7,7 +7,9 @@ runs, reported with line:column, the offending text and what was expected.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from .analysis import (EquationSite, accesses, accumulation_op, equation_reads, equation_sites,
                        guarded_accesses, index_range, intermediate_shapes, written_extent)
@@ -57,8 +59,29 @@ def check(program: Program) -> list[Problem]:
     return found
 
 
+# Validation is a pure function of the AST and the signature, and the same program object is
+# checked many times on its way through lowering and verification (each build variant of a
+# verified transition checks it again): the findings of the most recent ASTs are kept, keyed by
+# the AST object itself (held here, so its id is not reused while it is a key).
+_MEMO: "OrderedDict[int, tuple[Any, str, tuple[Problem, ...]]]" = OrderedDict()
+_MEMO_SIZE = 64
+
+
 def problems(program: Program) -> list[Problem]:
     """Every finding for ``program`` (errors and warnings), in order of discovery."""
+    signature = program.signature.to_json()
+    hit = _MEMO.get(id(program.leir))
+    if hit is not None and hit[0] is program.leir and hit[1] == signature:
+        _MEMO.move_to_end(id(program.leir))
+        return list(hit[2])
+    found = _problems(program)
+    _MEMO[id(program.leir)] = (program.leir, signature, tuple(found))
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return found
+
+
+def _problems(program: Program) -> list[Problem]:
     out: list[Problem] = []
     _check_loops(program.leir, out)
     sites = equation_sites(program.leir)
