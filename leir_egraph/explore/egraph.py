@@ -1,0 +1,76 @@
+"""The space e-graph: one egglog e-graph holding every explored program, where each single step
+really unions its two programs.
+
+Every program is inserted once as ``(State <program term>)``; hash-consing stores a nest that
+several programs share once. A step ``p -> q`` adds ``(union (State p) (State q))``. ``State``
+is a wrapper no other term contains, so congruence closure merges nothing below it: a union
+says "these two whole programs are equivalent" and never "these two suffixes are", which would
+not hold (a suffix's meaning depends on what runs before it).
+
+>>> from leir_egraph import Program
+>>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+>>> p = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> q = Program.parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> g = SpaceEGraph()
+>>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()
+>>> g.size()["State"]   # two State e-nodes, one e-class
+(2, 1)
+"""
+
+from __future__ import annotations
+
+from ..egraph.encoding import encode, to_egglog
+from ..egraph.engine import batches
+from ..egraph.traversals import SCHEMA_FILE
+
+PRIMITIVE_SORTS = {"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"}
+
+
+class SpaceEGraph:
+    """Explored programs as e-classes of one egglog e-graph; steps as unions."""
+
+    def __init__(self):
+        from egglog import bindings
+
+        self._egraph = bindings.EGraph()
+        self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))")
+        self._names: dict[str, str] = {}
+        self._pending: list[str] = []
+
+    def _run(self, text: str):
+        return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def add(self, key: str, program) -> None:
+        """Insert ``program`` (known by ``key``, its canonical text) as a new e-class."""
+        if key in self._names:
+            return
+        name = f"$p{len(self._names)}"
+        self._names[key] = name
+        self._pending.append(f"(let {name} (State {to_egglog(encode(program.leir))}))")
+
+    def union(self, a: str, b: str) -> None:
+        self._pending.append(f"(union {self._names[a]} {self._names[b]})")
+
+    def flush(self) -> None:
+        """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
+        for batch in batches(self._pending, 4000):
+            self._run(batch)
+        self._pending.clear()
+        self._run("(run 1)")   # rebuild: canonicalise after the unions
+
+    def size(self) -> dict[str, tuple[int, int]]:
+        """Constructor -> (e-nodes, e-classes of its rows); ``"total"`` over all constructors."""
+        frozen = self._egraph.freeze()
+        out: dict[str, tuple[int, int]] = {}
+        classes: set = set()
+        nodes = 0
+        for name, table in frozen.functions.items():
+            if table.is_let_binding or table.output_sort in PRIMITIVE_SORTS:
+                continue
+            outputs = {(table.output_sort, row.output) for row in table.rows}
+            out[name] = (len(table.rows), len(outputs))
+            nodes += len(table.rows)
+            classes |= outputs
+        out["total"] = (nodes, len(classes))
+        return out
