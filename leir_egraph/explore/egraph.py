@@ -37,17 +37,28 @@ class SpaceEGraph:
         self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))")
         self._names: dict[str, str] = {}
         self._pending: list[str] = []
+        self._nests: dict = {}   # LoopNest -> let name
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
 
     def add(self, key: str, program) -> None:
-        """Insert ``program`` (known by ``key``, its canonical text) as a new e-class."""
+        """Insert ``program`` (known by ``key``, its canonical text) as a new e-class. Each
+        distinct nest is sent once, as a ``let``; programs refer to it by name."""
         if key in self._names:
             return
-        name = f"$p{len(self._names)}"
-        self._names[key] = name
-        self._pending.append(f"(let {name} (State {to_egglog(encode(program.leir))}))")
+        items = []
+        for nest in program.leir.nests:
+            nest_name = self._nests.get(nest)
+            if nest_name is None:
+                nest_name = self._nests[nest] = f"$n{len(self._nests)}"
+                self._pending.append(f"(let {nest_name} {to_egglog(encode(nest))})")
+            items.append(nest_name)
+        term = "(PNil)"
+        for nest_name in reversed(items):
+            term = f"(PCons {nest_name} {term})"
+        name = self._names[key] = f"$p{len(self._names)}"
+        self._pending.append(f"(let {name} (State {term}))")
 
     def union(self, a: str, b: str) -> None:
         self._pending.append(f"(union {self._names[a]} {self._names[b]})")

@@ -56,12 +56,15 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def successors(engine, program: Program, chosen, decoder: Decoder | None = None
-               ) -> list[tuple[Program, str, str]]:
+def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
+               known: dict | None = None) -> list[tuple[Program, str, str]]:
     """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
     order, one per distinct (strategy, rule, successor); rewrites that give back ``program``
-    itself are left out (``transitions_from`` drops them too)."""
+    itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
+    term -> canonical program across calls (a program reached from several parents is
+    decoded and renamed once)."""
     decoder = decoder or Decoder()
+    known = {} if known is None else known
     term = encode(program.leir)
     keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
@@ -74,7 +77,10 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None
             if new_term == term or (m.strategy, m.rule, new_term) in seen:
                 continue
             seen.add((m.strategy, m.rule, new_term))
-            after = program.with_leir(canonical_leir(decoder(new_term), keep))
+            after = known.get(new_term)
+            if after is None:
+                after = known[new_term] = program.with_leir(
+                    canonical_leir(decoder(new_term), keep))
             out.append((after, m.strategy, m.rule))
     return out
 
@@ -148,11 +154,11 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     ``seed`` is kept for the seeded choices made on the result (``sample``)."""
     chosen = resolve(strategies)
     engine = engine_for(default_strategies() if strategies is None else chosen)
-    decoder = Decoder()
+    decoder, known = Decoder(), {}
 
     def expand(p: Program, chosen):
         t = time.perf_counter()
-        steps = successors(engine, p, chosen, decoder)
+        steps = successors(engine, p, chosen, decoder, known)
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, time_limit, seed, "egraph",
