@@ -112,10 +112,23 @@ def tvm_ms(program: Program, inputs) -> float:
 
 
 def torch_eager_ms(module, inputs, *, warmup: int = 2, repeat: int = 5,
-                   min_repeat_ms: float = 10.0) -> float:
+                   min_repeat_ms: float = 10.0, threads: int | None = 1) -> float:
     """Median time (ms) of ``module(*inputs)`` in eager PyTorch, measured the way
     ``time_program`` measures TVM: warm-up calls, then ``repeat`` repeats each looping the call
-    until it has run ``min_repeat_ms``."""
+    until it has run ``min_repeat_ms``. ``threads``: torch's intra-op threads during the
+    measurement (``None``: torch's default). One by default: on a loaded 2-core machine torch's
+    thread pool spins (a 3x14 softmax measured 20 ms with 2 threads, 0.013 ms with 1)."""
+    import torch
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _eager_ms(module, inputs, warmup, repeat, min_repeat_ms)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _eager_ms(module, inputs, warmup: int, repeat: int, min_repeat_ms: float) -> float:
     import torch
     with torch.no_grad():
         for _ in range(warmup):
