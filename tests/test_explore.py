@@ -164,3 +164,13 @@ def test_cli_explores_and_writes_the_graph(tmp_path, capsys):
     assert result["per_depth"][0] == 1 and result["stopped"] in ("depth", "closure")
     assert "depth 1:" in captured.err
     assert nx.read_graphml(out).number_of_nodes() == result["programs"]
+
+
+@pytest.mark.parametrize("kind", ["softmax", "Gemm_Add_ReLU", "L1Norm"])
+def test_explorer_equals_naive_at_depth_1_with_every_strategy(kind):
+    p = zoo_program(kind)
+    fast, slow = explore(p, None, depth=1), naive(p, None, depth=1)
+    assert fast.keys() == slow.keys() and len(fast) > 10
+    assert set(fast.graph.edges) == set(slow.graph.edges)
+    labels = {e: sorted(a["steps"]) for e, a in fast.graph.edges.items()}
+    assert labels == {e: sorted(a["steps"]) for e, a in slow.graph.edges.items()}
