@@ -25,6 +25,7 @@ from ..egraph.engine import batches
 from ..egraph.traversals import SCHEMA_FILE
 
 PRIMITIVE_SORTS = {"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"}
+HANDLES = {"N", "P"}   # not counted: they only name e-classes
 
 
 class SpaceEGraph:
@@ -34,34 +35,38 @@ class SpaceEGraph:
         from egglog import bindings
 
         self._egraph = bindings.EGraph()
-        self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))")
-        self._names: dict[str, str] = {}
+        # N k and P k are handles (one e-node each, in the nest's / program's e-class): egglog
+        # makes every global `let` a table of its own and each command then visits them all,
+        # which grew quadratically with thousands of programs (measured: 30 s of 64 s).
+        self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))\n"
+                  "(constructor N (i64) Nest)\n(constructor P (i64) Explored)")
+        self._names: dict[str, int] = {}
         self._pending: list[str] = []
-        self._nests: dict = {}   # LoopNest -> let name
+        self._nests: dict = {}   # LoopNest -> handle number
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
 
     def add(self, key: str, program) -> None:
         """Insert ``program`` (known by ``key``, its canonical text) as a new e-class. Each
-        distinct nest is sent once, as a ``let``; programs refer to it by name."""
+        distinct nest is sent once; programs refer to it by its handle."""
         if key in self._names:
             return
         items = []
         for nest in program.leir.nests:
-            nest_name = self._nests.get(nest)
-            if nest_name is None:
-                nest_name = self._nests[nest] = f"$n{len(self._nests)}"
-                self._pending.append(f"(let {nest_name} {to_egglog(encode(nest))})")
-            items.append(nest_name)
+            k = self._nests.get(nest)
+            if k is None:
+                k = self._nests[nest] = len(self._nests)
+                self._pending.append(f"(union (N {k}) {to_egglog(encode(nest))})")
+            items.append(k)
         term = "(PNil)"
-        for nest_name in reversed(items):
-            term = f"(PCons {nest_name} {term})"
-        name = self._names[key] = f"$p{len(self._names)}"
-        self._pending.append(f"(let {name} (State {term}))")
+        for k in reversed(items):
+            term = f"(PCons (N {k}) {term})"
+        self._names[key] = len(self._names)
+        self._pending.append(f"(union (P {self._names[key]}) (State {term}))")
 
     def union(self, a: str, b: str) -> None:
-        self._pending.append(f"(union {self._names[a]} {self._names[b]})")
+        self._pending.append(f"(union (P {self._names[a]}) (P {self._names[b]}))")
 
     def flush(self) -> None:
         """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
@@ -77,7 +82,8 @@ class SpaceEGraph:
         classes: set = set()
         nodes = 0
         for name, table in frozen.functions.items():
-            if table.is_let_binding or table.output_sort in PRIMITIVE_SORTS:
+            if (table.is_let_binding or table.output_sort in PRIMITIVE_SORTS
+                    or name in HANDLES):
                 continue
             outputs = {(table.output_sort, row.output) for row in table.rows}
             out[name] = (len(table.rows), len(outputs))
