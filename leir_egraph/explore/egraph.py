@@ -2,7 +2,12 @@
 really unions its two programs.
 
 Every program is inserted once as ``(State <program term>)``; hash-consing stores a nest that
-several programs share once. A step ``p -> q`` adds ``(union (State p) (State q))``. ``State``
+several programs share once. A step ``p -> q`` is ``(union (State p) (State q))``: a program
+found by a step is inserted already unioned with the program it was reached from (one egglog
+command: egglog costs about 1 ms per command here, whatever it does), and a union-find on the
+Python side skips the unions between programs already in one e-class (in a breadth-first
+exploration from one root every later step is such a no-op: all programs end in the root's
+e-class). ``N k`` / ``P k`` are handle constructors naming a nest's / program's e-class. ``State``
 is a wrapper no other term contains, so congruence closure merges nothing below it: a union
 says "these two whole programs are equivalent" and never "these two suffixes are", which would
 not hold (a suffix's meaning depends on what runs before it).
@@ -16,6 +21,8 @@ not hold (a suffix's meaning depends on what runs before it).
 >>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()
 >>> g.size()["State"]   # two State e-nodes, one e-class
 (2, 1)
+>>> g.find(q.text) == g.find(p.text)
+True
 """
 
 from __future__ import annotations
@@ -40,17 +47,19 @@ class SpaceEGraph:
         # which grew quadratically with thousands of programs (measured: 30 s of 64 s).
         self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))\n"
                   "(constructor N (i64) Nest)\n(constructor P (i64) Explored)")
-        self._names: dict[str, int] = {}
+        self._find: dict[str, str] = {}     # program -> union-find parent
+        self._handle: dict[str, int] = {}   # representative program -> its P handle
         self._pending: list[str] = []
         self._nests: dict = {}   # LoopNest -> handle number
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
 
-    def add(self, key: str, program) -> None:
-        """Insert ``program`` (known by ``key``, its canonical text) as a new e-class. Each
-        distinct nest is sent once; programs refer to it by its handle."""
-        if key in self._names:
+    def add(self, key: str, program, parent: str | None = None) -> None:
+        """Insert ``program`` (known by ``key``, its canonical text); with ``parent``, as the
+        result of a step from that program (unioned with it in the same command). Each distinct
+        nest is sent once; programs refer to it by its handle."""
+        if key in self._find:
             return
         items = []
         for nest in program.leir.nests:
@@ -62,11 +71,26 @@ class SpaceEGraph:
         term = "(PNil)"
         for k in reversed(items):
             term = f"(PCons (N {k}) {term})"
-        self._names[key] = len(self._names)
-        self._pending.append(f"(union (P {self._names[key]}) (State {term}))")
+        if parent is None:
+            self._find[key] = key
+            self._handle[key] = len(self._handle)
+        else:
+            self._find[key] = self.find(parent)
+        self._pending.append(f"(union (P {self._handle[self.find(key)]}) (State {term}))")
+
+    def find(self, key: str) -> str:
+        """The representative program of ``key``'s e-class (kept on the Python side, so that a
+        step between two programs already known equal sends nothing)."""
+        while self._find[key] != key:
+            self._find[key] = self._find[self._find[key]]
+            key = self._find[key]
+        return key
 
     def union(self, a: str, b: str) -> None:
-        self._pending.append(f"(union (P {self._names[a]}) (P {self._names[b]}))")
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._pending.append(f"(union (P {self._handle[ra]}) (P {self._handle[rb]}))")
+            self._find[rb] = ra
 
     def flush(self) -> None:
         """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""

@@ -119,7 +119,7 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
                 if space.add_step(key, after, strategy, rule, d):
                     found.append(after.text)
                     if space_egraph is not None:
-                        space_egraph.add(after.text, after)
+                        space_egraph.add(after.text, after, parent=key)
                 if space_egraph is not None and after.text != key:
                     space_egraph.union(key, after.text)
             rnd.placing_s += time.perf_counter() - t1
