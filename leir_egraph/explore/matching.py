@@ -9,6 +9,11 @@ rules matched; only their relations are printed. Everything else (facts, schedul
 the engine's persistent e-graph) is the engine's, so the matches are the same rows:
 
     matches(engine, program)  ==  engine.matches(program)      (as sets of RawMatch)
+
+It drives the engine's own e-graph through ``Engine._run`` and reads ``Engine._read_relations``
+instead of changing ``egraph/engine.py`` (kept untouched while the engine is being batched on
+another branch); if the engine gains a cheaper per-program path, this module is the one place
+to switch to it.
 """
 
 from __future__ import annotations
