@@ -60,7 +60,7 @@ def run_one(kind: str, args) -> dict:
     fast = explore(root, args.strategies, depth=d, **budget)
     slow = naive(root, args.strategies, depth=d, **budget)
     row.update(compare_depth=d, egraph_s=fast.seconds, naive_s=slow.seconds,
-               ratio=slow.seconds / fast.seconds if fast.seconds else None,
+               ratio=slow.seconds / fast.seconds if fast.seconds and d > 0 else None,
                same_programs=fast.keys() == slow.keys(), compare_stopped=[fast.stopped,
                                                                          slow.stopped])
     print(f"{kind}: {space.counts()} ({space.stopped}), e-graph {row['eclasses']} classes / "
@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", type=int, default=len(SUITE), help="first N of the suite")
     ap.add_argument("--kinds", help="comma-separated zoo kinds instead of the suite")
     ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--naive-depth", type=int, default=2, help="depth of the side-by-side timing")
+    ap.add_argument("--naive-depth", type=int, default=2,
+                    help="depth of the side-by-side timing (0: skip it)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--max-programs", type=int, default=20_000)
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per exploration")
