@@ -7,6 +7,7 @@
     leir from-torch FILE.py[:Class]        PyTorch module -> LEIR + signature
     leir steps FILE --sig SIG              single-step rewrites with their chain of thought
     leir search FILE --sig SIG             multi-step optimization search (verified, timed)
+    leir explore FILE --sig SIG --depth D  every program reachable in at most D steps
     leir eval CASES --answers FILE         single-step evaluation of a model's answers
     leir strategies                        the strategies (rule files), or their Markdown doc
     leir rules check FILE|DIR [--verify]   a rule file's examples and counterexamples
@@ -57,6 +58,7 @@ SUBCOMMANDS = (
     "leir_egraph.frontend.commands",
     "leir_egraph.egraph.commands",
     "leir_egraph.search.commands",
+    "leir_egraph.explore.commands",
     "leir_egraph.evaluate.commands",
 )
 

@@ -1,0 +1,180 @@
+"""Exhaustive exploration on a fixed suite of tiny zoo programs (issue 12, docs/EXPLORE.md).
+
+Per program (smallest zoo shapes, seed 0): programs at each depth (closure where reached),
+the space e-graph's classes and nodes, the time of the e-graph explorer and of the naive
+oracle side by side (ratio) at ``--naive-depth``, the best measured speedup over the root among
+the cost model's top ``--top`` (verified Equal/Independent against the root, TVM llvm opt-level 3)
+and torch eager on the same inputs, and the Spearman rank correlation between the cost model and
+the measured time on a seeded sample of ``--sample`` explored programs. Writes JSON and two
+plots (times explorer vs naive; modelled vs measured time).
+
+    python benchmarks/exploration.py                           (the whole suite: long)
+    python benchmarks/exploration.py --programs 5 --depth 2 --top 4 --sample 6   (minutes)
+
+Every exploration runs under ``--time-limit`` seconds and ``--max-programs`` programs; a row
+says which budget stopped it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
+from cost_model import spearman  # noqa: E402  (one Spearman for every benchmark)
+
+# Every family, smallest shapes; softmax, a GEMM chain, a conv, normalisations, an attention.
+SUITE = ["ReLU", "Sigmoid", "softmax", "GELU", "Matmul_with_small_K_dimension",
+         "Matrix_vector_multiplication", "L1Norm", "LayerNorm", "Max_reduction_over_a_dimension",
+         "Sum_reduction_over_a_dimension", "cumsum", "Max_Pooling_1D", "Average_Pooling_2D",
+         "conv_standard_1D", "conv_transposed_1D", "MSELoss", "Gemm_Add_ReLU",
+         "Gemm_Divide_Sum_Scaling", "ScaledDotProductAttention", "RMSNorm"]
+STRATEGIES = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vectorization",
+              "loop_unrolling", "compute_inline", "set_storage_scope", "expression_splitting",
+              "exponential_split", "operator_fission"]
+
+
+def run_one(kind: str, args) -> dict:
+    from leir_egraph.explore import explore, naive
+    from leir_egraph.explore.measure import measure, rank, sample, torch_eager_ms, tvm_ms
+    from leir_egraph.frontend import from_torch
+    from leir_egraph.workloads import KINDS, instantiate
+
+    module, inputs, _ = instantiate(kind, seed=0)
+    root = from_torch(module, inputs, name=kind)
+    budget = dict(max_programs=args.max_programs, time_limit=args.time_limit)
+    row: dict = {"kind": kind, "family": KINDS[kind].family, "nests": len(root.leir.nests)}
+    space = explore(root, args.strategies, depth=args.depth, **budget)
+    row.update(per_depth=space.counts(), programs=len(space), stopped=space.stopped,
+               explore_s=space.seconds,
+               eclasses=space.rounds[-1].eclasses if space.rounds else 0,
+               enodes=space.rounds[-1].enodes if space.rounds else 0,
+               rounds=[r.to_dict() for r in space.rounds])
+    # explorer vs oracle at the same depth and budgets
+    d = min(args.naive_depth, args.depth)
+    fast = explore(root, args.strategies, depth=d, **budget)
+    slow = naive(root, args.strategies, depth=d, **budget)
+    row.update(compare_depth=d, egraph_s=fast.seconds, naive_s=slow.seconds,
+               ratio=slow.seconds / fast.seconds if fast.seconds and d > 0 else None,
+               same_programs=fast.keys() == slow.keys(), compare_stopped=[fast.stopped,
+                                                                         slow.stopped])
+    print(f"{kind}: {space.counts()} ({space.stopped}), e-graph {row['eclasses']} classes / "
+          f"{row['enodes']} nodes; depth {d}: explorer {fast.seconds:.2f} s, naive "
+          f"{slow.seconds:.2f} s, same {row['same_programs']}", file=sys.stderr, flush=True)
+    # top-k by the cost model and a seeded sample, measured once each
+    ranked = [k for k, _ in rank(space) if k != space.root_key][:args.top]
+    sampled = sample(space, args.sample, seed=args.seed)
+    keys = list(dict.fromkeys(ranked + sampled))
+    measured = {m.program: m for m in measure(space, keys, timeout=args.timeout,
+                                              seed=args.seed)} if keys else {}
+    top = [measured[k] for k in ranked]
+    valid = [m for m in top if m.valid and m.speedup]
+    best = max(valid, key=lambda m: m.speedup) if valid else None
+    row.update(top=[m.to_dict() for m in top], best_speedup=best.speedup if best else None,
+               root_ms=top[0].root_ms if top else None)
+    pts = [(measured[k].modelled_s, measured[k].time_ms) for k in sampled
+           if measured[k].valid and measured[k].time_ms]
+    row.update(sample_equal=sum(measured[k].equal for k in sampled), sample_size=len(sampled),
+               sample_points=pts,
+               spearman=spearman([a for a, _ in pts], [b for _, b in pts]) if len(pts) >= 3
+               else None)
+    if best is not None:
+        row["torch_eager_ms"] = torch_eager_ms(module, inputs)
+        row["root_tvm_ms_same_inputs"] = tvm_ms(root, inputs)
+        row["best_tvm_ms_same_inputs"] = tvm_ms(space.programs[best.program], inputs)
+        row["best_vs_torch"] = row["torch_eager_ms"] / row["best_tvm_ms_same_inputs"]
+    print(f"{kind}: best of top-{args.top} {row['best_speedup'] or 0:.3g}x over the root, "
+          f"sample {row['sample_equal']}/{row['sample_size']} equal, spearman {row['spearman']}",
+          file=sys.stderr, flush=True)
+    return row
+
+
+def plots(rows: list[dict], out: Path) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    fig, ax = plt.subplots(figsize=(10, 4))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["egraph_s"] for r in rows], 0.4, label="e-graph explorer")
+    ax.bar([x + 0.2 for x in xs], [r["naive_s"] for r in rows], 0.4, label="naive oracle")
+    ax.set_xticks(list(xs), [r["kind"][:18] for r in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"seconds to depth {rows[0]['compare_depth']}")
+    ax.legend()
+    fig.tight_layout()
+    files.append(str(out.with_suffix(".times.png")))
+    fig.savefig(files[-1], dpi=120)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for r in rows:
+        if r["sample_points"]:
+            ax.scatter([a * 1e3 for a, _ in r["sample_points"]], [b for _, b in r["sample_points"]],
+                       s=10, label=r["kind"][:18])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("cost model (ms)")
+    ax.set_ylabel("measured TVM llvm (ms)")
+    ax.legend(fontsize=5)
+    fig.tight_layout()
+    files.append(str(out.with_suffix(".cost.png")))
+    fig.savefig(files[-1], dpi=120)
+    return files
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", type=int, default=len(SUITE), help="first N of the suite")
+    ap.add_argument("--kinds", help="comma-separated zoo kinds instead of the suite")
+    ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--naive-depth", type=int, default=2,
+                    help="depth of the side-by-side timing (0: skip it)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--max-programs", type=int, default=20_000)
+    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per exploration")
+    ap.add_argument("--top", type=int, default=16)
+    ap.add_argument("--sample", type=int, default=30)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per verification")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="exploration.json")
+    args = ap.parse_args(argv)
+    args.strategies = [s for s in args.strategies.split(",") if s]
+    kinds = args.kinds.split(",") if args.kinds else SUITE[:args.programs]
+    start = time.perf_counter()
+    rows = [run_one(k, args) for k in kinds]
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    speedups = [r["best_speedup"] for r in rows if r["best_speedup"]]
+    rhos = [r["spearman"] for r in rows if r["spearman"] is not None]
+    summary = {
+        "programs": len(rows), "strategies": args.strategies, "depth": args.depth,
+        "median_ratio_naive_over_egraph": statistics.median(ratios) if ratios else None,
+        "median_best_speedup": statistics.median(speedups) if speedups else None,
+        "sample_equal": sum(r["sample_equal"] for r in rows),
+        "sample_size": sum(r["sample_size"] for r in rows),
+        "median_spearman": statistics.median(rhos) if rhos else None,
+        "all_same_programs": all(r["same_programs"] for r in rows),
+        "seconds": time.perf_counter() - start}
+    out = Path(args.out)
+    summary["plots"] = plots(rows, out)
+    out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    print("| kind | per depth | stopped | classes | nodes | explorer s | naive s | ratio | "
+          "best top-k | vs torch | spearman |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = (lambda v, p="": f"{v:.3g}{p}" if isinstance(v, (int, float)) else "-")
+        print(f"| {r['kind'][:28]} | {r['per_depth']} | {r['stopped']} | {r['eclasses']} | "
+              f"{r['enodes']} | {f(r['egraph_s'])} | {f(r['naive_s'])} | {f(r['ratio'], 'x')} | "
+              f"{f(r['best_speedup'], 'x')} | {f(r.get('best_vs_torch'), 'x')} | "
+              f"{f(r['spearman'])} |")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

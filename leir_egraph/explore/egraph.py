@@ -1,0 +1,117 @@
+"""The space e-graph: one egglog e-graph holding every explored program, where each single step
+really unions its two programs.
+
+Every program is inserted once as ``(State <program term>)``; hash-consing stores a nest that
+several programs share once. A step ``p -> q`` is ``(union (State p) (State q))``: a program
+found by a step is inserted already unioned with the program it was reached from (one egglog
+command: egglog costs about 1 ms per command here, whatever it does), and a union-find on the
+Python side skips the unions between programs already in one e-class (in a breadth-first
+exploration from one root every later step is such a no-op: all programs end in the root's
+e-class). ``N k`` / ``P k`` are handle constructors naming a nest's / program's e-class. ``State``
+is a wrapper no other term contains, so congruence closure merges nothing below it: a union
+says "these two whole programs are equivalent" and never "these two suffixes are", which would
+not hold (a suffix's meaning depends on what runs before it).
+
+>>> from leir_egraph import Program
+>>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+>>> p = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> q = Program.parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> g = SpaceEGraph()
+>>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()
+>>> g.size()["State"]   # two State e-nodes, one e-class
+(2, 1)
+>>> g.find(q.text) == g.find(p.text)
+True
+"""
+
+from __future__ import annotations
+
+from ..egraph.encoding import encode, to_egglog
+from ..egraph.engine import batches
+from ..egraph.traversals import SCHEMA_FILE
+
+PRIMITIVE_SORTS = {"i64", "f64", "String", "bool", "Unit", "BigInt", "BigRat"}
+HANDLES = {"N", "P"}   # not counted: they only name e-classes
+
+
+class SpaceEGraph:
+    """Explored programs as e-classes of one egglog e-graph; steps as unions."""
+
+    def __init__(self):
+        from egglog import bindings
+
+        self._egraph = bindings.EGraph()
+        # N k and P k are handles (one e-node each, in the nest's / program's e-class): egglog
+        # makes every global `let` a table of its own and each command then visits them all,
+        # which grew quadratically with thousands of programs (measured: 30 s of 64 s).
+        self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))\n"
+                  "(constructor N (i64) Nest)\n(constructor P (i64) Explored)")
+        self._find: dict[str, str] = {}     # program -> union-find parent
+        self._handle: dict[str, int] = {}   # representative program -> its P handle
+        self._pending: list[str] = []
+        self._nests: dict = {}   # LoopNest -> handle number
+
+    def _run(self, text: str):
+        return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def add(self, key: str, program, parent: str | None = None) -> None:
+        """Insert ``program`` (known by ``key``, its canonical text); with ``parent``, as the
+        result of a step from that program (unioned with it in the same command). Each distinct
+        nest is sent once; programs refer to it by its handle."""
+        if key in self._find:
+            return
+        items = []
+        for nest in program.leir.nests:
+            k = self._nests.get(nest)
+            if k is None:
+                k = self._nests[nest] = len(self._nests)
+                self._pending.append(f"(union (N {k}) {to_egglog(encode(nest))})")
+            items.append(k)
+        term = "(PNil)"
+        for k in reversed(items):
+            term = f"(PCons (N {k}) {term})"
+        if parent is None:
+            self._find[key] = key
+            self._handle[key] = len(self._handle)
+        else:
+            self._find[key] = self.find(parent)
+        self._pending.append(f"(union (P {self._handle[self.find(key)]}) (State {term}))")
+
+    def find(self, key: str) -> str:
+        """The representative program of ``key``'s e-class (kept on the Python side, so that a
+        step between two programs already known equal sends nothing)."""
+        while self._find[key] != key:
+            self._find[key] = self._find[self._find[key]]
+            key = self._find[key]
+        return key
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._pending.append(f"(union (P {self._handle[ra]}) (P {self._handle[rb]}))")
+            self._find[rb] = ra
+
+    def flush(self) -> None:
+        """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
+        for batch in batches(self._pending, 4000):
+            self._run(batch)
+        self._pending.clear()
+        self._run("(run 1)")   # rebuild: canonicalise after the unions
+
+    def size(self) -> dict[str, tuple[int, int]]:
+        """Constructor -> (e-nodes, e-classes of its rows); ``"total"`` over all constructors."""
+        frozen = self._egraph.freeze()
+        out: dict[str, tuple[int, int]] = {}
+        classes: set = set()
+        nodes = 0
+        for name, table in frozen.functions.items():
+            if (table.is_let_binding or table.output_sort in PRIMITIVE_SORTS
+                    or name in HANDLES):
+                continue
+            outputs = {(table.output_sort, row.output) for row in table.rows}
+            out[name] = (len(table.rows), len(outputs))
+            nodes += len(table.rows)
+            classes |= outputs
+        out["total"] = (nodes, len(classes))
+        return out

@@ -1,0 +1,181 @@
+"""Exhaustive exploration: every program reachable from a root in at most ``depth`` single
+steps, up to renaming (docs/EXPLORE.md).
+
+``explore`` grows the space round by round (breadth first, round ``d`` finds depth ``d``): each
+program of the frontier is matched by the one persistent strategy engine in its own push/pop
+context with guard and parameter facts computed for that program, its matches are placed at
+every occurrence, the results are deduplicated by canonical text (``leir/canonical.py``), and
+every step is a union in the space e-graph (``explore/egraph.py``). ``naive`` is the oracle:
+the same breadth-first search over ``steps.all_steps``, program by program, with the same
+deduplication; both return the same programs (tests/test_explore.py).
+
+>>> from leir_egraph import Program
+>>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2, 3]}],
+...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2, 3]}]}
+>>> root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}L^{3}_{d=0}[C^{f32,g}_{a,c,d}=A^{f32,g}_{a,c,d};];", sig)
+>>> space = explore(root, ["loop_reorder"], depth=3)
+>>> space.counts(), space.stopped    # the 3! loop orders (any two loops swap in one step)
+([1, 3, 2], 'closure')
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from typing import Callable
+
+from ..egraph.encoding import Decoder, encode, occurrences, replace_at
+from ..egraph.engine import engine_for
+from ..egraph.steps import all_steps, default_strategies, resolve
+from ..leir.canonical import canonical, canonical_leir
+from ..leir.printer import to_text
+from ..leir.program import Program
+from .egraph import SpaceEGraph
+from .matching import matches
+from .space import Exploration, Round
+
+
+class _Budget:
+    def __init__(self, max_programs: int | None, time_limit: float | None):
+        self.max_programs, self.time_limit = max_programs, time_limit
+        self.start = time.perf_counter()
+        self.fired: str = ""
+
+    def check(self, space: Exploration) -> bool:
+        """True when a budget has run out (and records which, the first time)."""
+        if self.fired:
+            return True
+        if self.max_programs is not None and len(space) >= self.max_programs:
+            self.fired = "max_programs"
+        elif self.time_limit is not None and time.perf_counter() - self.start > self.time_limit:
+            self.fired = "time_limit"
+        return bool(self.fired)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
+               known: dict | None = None) -> list[tuple[Program, str, str]]:
+    """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
+    order, one per distinct (strategy, rule, successor); rewrites that give back ``program``
+    itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
+    term -> canonical program across calls (a program reached from several parents is
+    decoded and renamed once)."""
+    decoder = decoder or Decoder()
+    known = {} if known is None else known
+    term = encode(program.leir)
+    keep = program.signature.names
+    out: list[tuple[Program, str, str]] = []
+    seen: set = set()
+    for m in matches(engine, program, chosen):
+        if m.rhs is None or m.rhs == m.lhs:
+            continue
+        for path in occurrences(term, m.lhs):
+            new_term = replace_at(term, path, m.rhs)
+            if new_term == term or (m.strategy, m.rule, new_term) in seen:
+                continue
+            seen.add((m.strategy, m.rule, new_term))
+            after = known.get(new_term)
+            if after is None:
+                after = known[new_term] = program.with_leir(
+                    canonical_leir(decoder(new_term), keep))
+            out.append((after, m.strategy, m.rule))
+    return out
+
+
+def _search(root: Program, strategies, depth: int, max_programs, time_limit, seed: int,
+            method: str, expand: Callable, space_egraph: SpaceEGraph | None,
+            progress: Callable[[Round], None] | None) -> Exploration:
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, not {depth}")
+    chosen = resolve(strategies)
+    space = Exploration(root, tuple(s.id for s in chosen), depth, method=method, seed=seed)
+    budget = _Budget(max_programs, time_limit)
+    start = time.perf_counter()
+    root_key = space.add_root(canonical(root))
+    if space_egraph is not None:
+        space_egraph.add(root_key, space.programs[root_key])
+        space_egraph.flush()
+    frontier = [root_key]
+    for d in range(1, depth + 1):
+        if not frontier or budget.check(space):
+            break
+        rnd = Round(d)
+        t0 = time.perf_counter()
+        found: list[str] = []
+        for key in frontier:
+            if budget.check(space):
+                break
+            rnd.expanded += 1
+            steps, match_s = expand(space.programs[key], chosen)
+            rnd.matching_s += match_s
+            t1 = time.perf_counter()
+            for after, strategy, rule in steps:
+                rnd.steps += 1
+                if after.text not in space.programs and budget.check(space):
+                    break
+                if space.add_step(key, after, strategy, rule, d):
+                    found.append(after.text)
+                    if space_egraph is not None:
+                        space_egraph.add(after.text, after, parent=key)
+                if space_egraph is not None and after.text != key:
+                    space_egraph.union(key, after.text)
+            rnd.placing_s += time.perf_counter() - t1
+        if space_egraph is not None:
+            t1 = time.perf_counter()
+            space_egraph.flush()
+            rnd.enodes, rnd.eclasses = space_egraph.size()["total"]
+            rnd.placing_s += time.perf_counter() - t1
+        rnd.new_programs = len(found)
+        rnd.seconds = time.perf_counter() - t0
+        rnd.peak_rss_mb = _peak_rss_mb()
+        space.rounds.append(rnd)
+        if progress is not None:
+            progress(rnd)
+        frontier = found
+        if not found and not budget.fired:
+            space.stopped = "closure"
+            break
+    if not space.stopped:
+        space.stopped = budget.fired or ("closure" if not frontier else "depth")
+    space.seconds = time.perf_counter() - start
+    return space
+
+
+def explore(program: Program, strategies=None, *, depth: int, max_programs: int | None = None,
+            time_limit: float | None = None, seed: int = 0,
+            progress: Callable[[Round], None] | None = None) -> Exploration:
+    """Every program reachable from ``program`` in at most ``depth`` single steps of
+    ``strategies`` (ids or Strategy objects; default all), up to renaming, with the state graph
+    and per-round statistics. Stops at closure, ``depth``, ``max_programs`` distinct programs
+    (the root counts) or ``time_limit`` seconds, and says which (``Exploration.stopped``).
+    ``seed`` is kept for the seeded choices made on the result (``sample``)."""
+    chosen = resolve(strategies)
+    engine = engine_for(default_strategies() if strategies is None else chosen)
+    decoder, known = Decoder(), {}
+
+    def expand(p: Program, chosen):
+        t = time.perf_counter()
+        steps = successors(engine, p, chosen, decoder, known)
+        return steps, time.perf_counter() - t
+
+    return _search(program, strategies, depth, max_programs, time_limit, seed, "egraph",
+                   expand, SpaceEGraph(), progress)
+
+
+def naive(program: Program, strategies=None, *, depth: int, max_programs: int | None = None,
+          time_limit: float | None = None, seed: int = 0,
+          progress: Callable[[Round], None] | None = None) -> Exploration:
+    """The oracle: breadth-first search over ``steps.all_steps``, one program at a time, every
+    successor deduplicated by ``canonical`` (the same relation and the same identification as
+    ``explore``; no space e-graph)."""
+
+    def expand(p: Program, chosen):
+        t = time.perf_counter()
+        steps = [(canonical(s.after), s.strategy, s.rule) for s in all_steps(p, strategies)]
+        return steps, time.perf_counter() - t
+
+    return _search(program, strategies, depth, max_programs, time_limit, seed, "naive",
+                   expand, None, progress)

@@ -1,0 +1,141 @@
+"""The explored space: canonical programs with their depth, the single steps between them, and
+per-round statistics; export as GraphML and JSONL.
+
+>>> from leir_egraph import Program
+>>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+>>> root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> space = Exploration(root, ("loop_reorder",), depth=1)
+>>> space.add_root(canonical(root))
+'L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];'
+>>> swapped = Program.parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+>>> key = space.add_step(space.root_key, canonical(swapped), "loop_reorder", "swap", 1)
+>>> space.counts()        # programs at depth 0 and 1
+[1, 1]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+from ..leir.canonical import canonical
+from ..leir.program import Program
+
+STOP_REASONS = ("closure", "depth", "max_programs", "time_limit")
+
+
+@dataclass
+class Round:
+    """One BFS round: it expanded the programs at ``depth - 1`` and found those at ``depth``."""
+    depth: int
+    expanded: int = 0
+    new_programs: int = 0
+    steps: int = 0               # single steps found (edges, before dedup of targets)
+    matching_s: float = 0.0      # egglog matching (facts, one iteration, helpers, read)
+    placing_s: float = 0.0       # placing matches, canonical dedup, growing the space e-graph
+    seconds: float = 0.0
+    eclasses: int = 0            # of the space e-graph after the round
+    enodes: int = 0
+    peak_rss_mb: float = 0.0     # the process's peak resident set so far (egglog included)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Exploration:
+    """Programs reachable from ``root`` in at most ``depth`` single steps, up to renaming.
+
+    ``graph`` is a ``networkx.DiGraph`` whose nodes are canonical LEIR texts (attributes
+    ``depth``: the fewest steps from the root, ``index``: discovery order) and whose edges are
+    single steps (attribute ``steps``: the ``strategy/rule`` labels of every step between the
+    two programs). ``programs[k]`` is the canonical Program of node ``k``'s text.
+    """
+    root: Program
+    strategies: tuple[str, ...]
+    depth: int
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    programs: dict[str, Program] = field(default_factory=dict)
+    rounds: list[Round] = field(default_factory=list)
+    stopped: str = ""
+    method: str = "egraph"
+    seconds: float = 0.0
+    root_key: str = ""
+    seed: int = 0
+
+    def add_root(self, program: Program) -> str:
+        self.root_key = program.text
+        self._add_node(program, 0)
+        return self.root_key
+
+    def _add_node(self, program: Program, depth: int) -> None:
+        self.programs[program.text] = program
+        self.graph.add_node(program.text, depth=depth, index=len(self.programs) - 1)
+
+    def add_step(self, source: str, target: Program, strategy: str, rule: str,
+                 depth: int) -> bool:
+        """Record the step ``source -> target``; True when ``target`` is a new program (it gets
+        ``depth``). A step back to ``source`` itself (a rewrite that only renames) is dropped."""
+        key = target.text
+        if key == source:
+            return False
+        new = key not in self.programs
+        if new:
+            self._add_node(target, depth)
+        label = f"{strategy}/{rule}"
+        if self.graph.has_edge(source, key):
+            labels = self.graph.edges[source, key]["steps"]
+            if label not in labels:
+                labels.append(label)
+        else:
+            self.graph.add_edge(source, key, steps=[label])
+        return new
+
+    def at_depth(self, d: int) -> list[str]:
+        return [k for k, a in self.graph.nodes(data=True) if a["depth"] == d]
+
+    def counts(self) -> list[int]:
+        """Number of distinct programs at each depth 0..(deepest reached)."""
+        deepest = max((a["depth"] for _, a in self.graph.nodes(data=True)), default=0)
+        out = [0] * (deepest + 1)
+        for _, a in self.graph.nodes(data=True):
+            out[a["depth"]] += 1
+        return out
+
+    def keys(self, max_depth: int | None = None) -> set[str]:
+        return {k for k, a in self.graph.nodes(data=True)
+                if max_depth is None or a["depth"] <= max_depth}
+
+    def __len__(self) -> int:
+        return self.graph.number_of_nodes()
+
+    def summary(self) -> dict:
+        return {"method": self.method, "strategies": list(self.strategies), "depth": self.depth,
+                "programs": len(self), "per_depth": self.counts(),
+                "steps": self.graph.number_of_edges(), "stopped": self.stopped,
+                "seconds": self.seconds, "rounds": [r.to_dict() for r in self.rounds]}
+
+    def write_graphml(self, path: str | Path) -> None:
+        """GraphML: node ids are discovery indices (attributes ``program``, ``depth``), edges
+        carry ``steps`` joined with ``;`` (GraphML has no list type)."""
+        g = nx.DiGraph()
+        index = {k: a["index"] for k, a in self.graph.nodes(data=True)}
+        for k, a in self.graph.nodes(data=True):
+            g.add_node(a["index"], program=k, depth=a["depth"])
+        for u, v, a in self.graph.edges(data=True):
+            g.add_edge(index[u], index[v], steps=";".join(a["steps"]))
+        nx.write_graphml(g, str(path))
+
+    def write_jsonl(self, path: str | Path) -> None:
+        """One JSON object per line: every node (``{"node": i, "program", "depth"}``) then every
+        edge (``{"edge": [i, j], "steps": [...]}``)."""
+        index = {k: a["index"] for k, a in self.graph.nodes(data=True)}
+        with open(path, "w") as f:
+            for k, a in sorted(self.graph.nodes(data=True), key=lambda x: x[1]["index"]):
+                f.write(json.dumps({"node": a["index"], "program": k, "depth": a["depth"]}) + "\n")
+            for u, v, a in self.graph.edges(data=True):
+                f.write(json.dumps({"edge": [index[u], index[v]], "steps": a["steps"]}) + "\n")

@@ -1,0 +1,189 @@
+"""Exhaustive exploration (issue 12): the e-graph explorer against the naive oracle, soundness of
+sampled programs against the root, budgets, the state graph's exports and the CLI.
+
+To keep the file within about three minutes on two shared cores, the spaces are explored with
+eight strategies (``STRATEGIES``: all four categories, including the ones that create fresh
+tensors and names, which is where facts computed for the wrong program would show) rather than
+all 43; with all strategies softmax alone has 123 programs at depth 1 and ~10^4 at depth 2.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from leir_egraph.cli import main
+from leir_egraph.explore import explore, naive
+from leir_egraph.explore.measure import measure, rank, sample
+from leir_egraph.leir.canonical import canonical_text
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "leir_egraph" / "examples"
+SOFTMAX, SIG = str(EXAMPLES / "softmax.leir"), str(EXAMPLES / "softmax.sig.json")
+
+STRATEGIES = ["loop_reorder", "loop_fusion", "loop_parallelization", "compute_inline",
+              "set_storage_scope", "expression_splitting", "exponential_split",
+              "operator_fission"]
+# Smallest zoo shapes, one or more per family; the first three are the smallest (depth 3).
+KINDS = ["ReLU", "Sigmoid", "Max_reduction_over_a_dimension", "softmax",
+         "Matmul_with_small_K_dimension", "L1Norm", "cumsum", "conv_standard_1D", "MSELoss",
+         "Gemm_Add_ReLU"]
+
+
+@lru_cache(maxsize=None)
+def zoo_program(kind: str):
+    from leir_egraph.frontend import from_torch
+    from leir_egraph.workloads import instantiate
+    module, inputs, _ = instantiate(kind, seed=0)
+    return from_torch(module, inputs, name=kind)
+
+
+@lru_cache(maxsize=None)
+def both(kind: str, depth: int):
+    p = zoo_program(kind)
+    return explore(p, STRATEGIES, depth=depth), naive(p, STRATEGIES, depth=depth)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_explorer_equals_naive_at_depth_2(kind):
+    fast, slow = both(kind, 2)
+    for d in (1, 2):
+        assert fast.keys(d) == slow.keys(d), d
+    assert fast.counts() == slow.counts()
+    # the same state graph, not only the same nodes
+    assert set(fast.graph.edges) == set(slow.graph.edges)
+    assert fast.stopped == slow.stopped
+    assert all(k == canonical_text(p) for k, p in fast.programs.items())
+
+
+def test_the_suite_is_not_trivial():
+    """At least most programs grow at depth 2, so the equality above has something to say."""
+    grown = [k for k in KINDS if len(both(k, 2)[0].counts()) == 3 and both(k, 2)[0].counts()[2]]
+    assert len(grown) >= 8, grown
+
+
+@pytest.mark.parametrize("kind", KINDS[:3])
+def test_explorer_equals_naive_at_depth_3(kind):
+    fast, slow = both(kind, 3)
+    assert fast.keys() == slow.keys()
+    assert fast.counts() == slow.counts()
+
+
+def test_space_egraph_grows_and_unions():
+    fast, _ = both("softmax", 2)
+    r1, r2 = fast.rounds
+    assert r2.enodes > r1.enodes > 0 and r2.eclasses > r1.eclasses > 0
+    # nests shared between programs are stored once: far fewer e-nodes than the programs' terms
+    from leir_egraph.egraph.encoding import encode
+
+    def size(t):
+        return 1 + sum(size(a) for a in t[1:] if isinstance(a, tuple))
+    total = sum(size(encode(p.leir)) for p in fast.programs.values())
+    assert r2.enodes < total / 2
+
+
+def test_sampled_programs_are_equal_to_the_root_at_every_depth():
+    for kind in ("softmax", "Gemm_Add_ReLU"):
+        space, _ = both(kind, 2)
+        keys = sample(space, 2, seed=1, per_depth=True)
+        assert {space.graph.nodes[k]["depth"] for k in keys} == {1, 2}
+        for m in measure(space, keys, trials=2, timing=False):
+            assert m.equal and m.independent, (kind, m.program, m.reason)
+
+
+def test_sample_is_seeded():
+    space, _ = both("softmax", 2)
+    assert sample(space, 5, seed=3) == sample(space, 5, seed=3)
+    assert sample(space, 5, seed=3) != sample(space, 5, seed=4)
+
+
+def test_rank_orders_by_the_cost_model():
+    space, _ = both("softmax", 2)
+    ranked = rank(space)
+    assert len(ranked) == len(space)
+    assert [c for _, c in ranked] == sorted(c for _, c in ranked)
+
+
+def test_budgets_stop_cleanly_and_say_which():
+    p = zoo_program("softmax")
+    capped = explore(p, STRATEGIES, depth=3, max_programs=10)
+    assert capped.stopped == "max_programs" and len(capped) == 10
+    # the programs kept are the first ten the full exploration finds (breadth first)
+    full, _ = both("softmax", 2)
+    assert capped.keys() <= full.keys()
+    timed = explore(p, STRATEGIES, depth=3, time_limit=1e-6)
+    assert timed.stopped == "time_limit" and len(timed) >= 1
+    assert both("softmax", 2)[0].stopped == "depth"
+    closed = explore(p, ["loop_reorder"], depth=5)
+    assert closed.stopped == "closure" and len(closed.counts()) <= 5
+
+
+def test_state_graph_exports(tmp_path):
+    space, _ = both("Gemm_Add_ReLU", 2)
+    space.write_graphml(tmp_path / "g.graphml")
+    g = nx.read_graphml(tmp_path / "g.graphml")
+    assert g.number_of_nodes() == len(space) and g.number_of_edges() == space.graph.number_of_edges()
+    depths = sorted(int(a["depth"]) for _, a in g.nodes(data=True))
+    assert depths == sorted(a["depth"] for _, a in space.graph.nodes(data=True))
+    space.write_jsonl(tmp_path / "g.jsonl")
+    rows = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
+    nodes = [r for r in rows if "node" in r]
+    edges = [r for r in rows if "edge" in r]
+    assert len(nodes) == len(space) and len(edges) == space.graph.number_of_edges()
+    assert all(e["steps"] and all("/" in s for s in e["steps"]) for e in edges)
+    # every edge is one step up or sideways in depth, and every program is reached from the root
+    for u, v in space.graph.edges:
+        assert space.graph.nodes[v]["depth"] <= space.graph.nodes[u]["depth"] + 1
+    assert nx.descendants(space.graph, space.root_key) | {space.root_key} == set(space.graph)
+
+
+def test_unknown_strategy_is_one_error_line(capsys):
+    assert main(["explore", SOFTMAX, "--sig", SIG, "--depth", "1",
+                 "--strategies", "loop_reorder,no_such_strategy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no_such_strategy" in err[0]
+
+
+def test_malformed_program_is_one_error_line(tmp_path, capsys):
+    bad = tmp_path / "bad.leir"
+    bad.write_text("L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}+;];")
+    assert main(["explore", str(bad), "--sig", SIG, "--depth", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.leir" in err[0] and "Traceback" not in err[0]
+
+
+def test_cli_explores_and_writes_the_graph(tmp_path, capsys):
+    out = tmp_path / "space.graphml"
+    assert main(["explore", SOFTMAX, "--sig", SIG, "--depth", "1", "--strategies",
+                 "loop_reorder,loop_fusion", "--json", "--graph", str(out)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["per_depth"][0] == 1 and result["stopped"] in ("depth", "closure")
+    assert "depth 1:" in captured.err
+    assert nx.read_graphml(out).number_of_nodes() == result["programs"]
+
+
+@pytest.mark.parametrize("kind", ["softmax", "Gemm_Add_ReLU", "L1Norm"])
+def test_explorer_equals_naive_at_depth_1_with_every_strategy(kind):
+    p = zoo_program(kind)
+    fast, slow = explore(p, None, depth=1), naive(p, None, depth=1)
+    assert fast.keys() == slow.keys() and len(fast) > 10
+    assert set(fast.graph.edges) == set(slow.graph.edges)
+    labels = {e: sorted(a["steps"]) for e, a in fast.graph.edges.items()}
+    assert labels == {e: sorted(a["steps"]) for e, a in slow.graph.edges.items()}
+
+
+@pytest.mark.parametrize("kind", ["softmax", "conv_standard_1D"])
+def test_matching_reads_the_same_rows_as_the_engine(kind):
+    """Reading only the tables of rules that fired loses nothing."""
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.steps import default_strategies
+    from leir_egraph.explore.matching import matches
+
+    engine = engine_for(default_strategies())
+    p = zoo_program(kind)
+    ours, theirs = matches(engine, p), engine.matches(p)
+    assert len(ours) > 10 and set(ours) == set(theirs) and len(ours) == len(theirs)
