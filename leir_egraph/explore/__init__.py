@@ -8,16 +8,12 @@ The names are imported on first use, so that ``leir --help`` (which imports this
 ``commands``) pays neither for egglog nor for networkx.
 """
 
-from importlib import import_module
+from __future__ import annotations
 
-_NAMES = {"explore": "explorer", "naive": "explorer", "successors": "explorer",
-          "Exploration": "space", "Round": "space", "STOP_REASONS": "space",
-          "rank": "measure", "top_k": "measure", "sample": "measure"}
+from ..lazy import lazy_exports
 
-__all__ = sorted(_NAMES)
-
-
-def __getattr__(name: str):
-    if name not in _NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_NAMES[name]}", __name__), name)
+__getattr__, __all__ = lazy_exports(__name__, {
+    "explore": "explorer", "naive": "explorer", "successors": "explorer",
+    "Exploration": "space", "Round": "space", "STOP_REASONS": "space",
+    "rank": "measure", "top_k": "measure", "sample": "measure",
+})
