@@ -1,19 +1,41 @@
-"""Single-step enumeration throughput per strategy over a fixed sample of the reference corpus.
+"""Single-step enumeration throughput over a fixed sample of the reference corpus.
 
-    python benchmarks/single_step_throughput.py [--programs 60] [--verify 0] [--seed 0]
+    python benchmarks/single_step_throughput.py [--programs 60] [--seed 0]
+        [--corpus reference|golden] [--modes per,all,many] [--verify 0]
+        [--vs-reference --reference-dir DIR]
 
-Prints, per strategy: programs where it applies, transitions, enumeration time and
-transitions/second (each strategy enumerated alone, so its time is its own). With
-``--verify N`` it also verifies the first N transitions of each strategy on TVM (llvm) and
-reports the Equal rate and transitions/second for enumeration + verification.
-The reference corpus' larger programs are used for enumeration; verification runs on the
-golden twins (same structure, tiny shapes) so it finishes on a laptop.
+Modes (each over the same programs, each engine compiled outside the timed region):
+
+* ``per``: every strategy alone on its own engine (``single_steps``), one call per program and
+  strategy; prints the per-strategy table (programs where it applies, transitions, time,
+  transitions/second), each strategy's time its own;
+* ``all``: every strategy at once on one engine, one call per program (``all_steps``);
+* ``many``: every program at once on one engine (``steps_many``).
+
+For each mode it prints calls, transitions, wall and CPU seconds, milliseconds per call and
+transitions per CPU second, with the machine's load average (the machine is shared: compare
+modes of one run, not runs).
+
+``--vs-reference --reference-dir DIR`` also runs the Step-TP authors' reference strategies from
+a checkout at DIR (github.com/LIUMENGFAN-gif/StepTP, fetched by the user; nothing of it is
+vendored, see ``reference_steptp.py``) on the same programs, one call per program and strategy
+as the reference's own driver does, and compares distinct valid transitions per CPU second on
+the 30 structural strategies and on all 42 shared ones. A transition counts once per (program,
+strategy, resulting text), and only if the text parses against the program's signature and
+passes validation. Ours is timed batched (``all_steps`` over the strategy set, one engine).
+Without a reference directory it prints our figures alone.
+
+With ``--verify N`` it also verifies the first N transitions of each strategy on TVM (llvm) and
+reports the Equal rate and transitions/second for enumeration + verification. The reference
+corpus' larger programs are used for enumeration; verification runs on the golden twins (same
+structure, tiny shapes) so it finishes on a laptop.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -21,13 +43,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from leir_egraph.egraph import single_steps  # noqa: E402
+from leir_egraph.egraph import all_steps, single_steps, steps_many  # noqa: E402
 from leir_egraph.egraph.engine import engine_for  # noqa: E402
-from leir_egraph.egraph.steps import default_strategies  # noqa: E402
+from leir_egraph.egraph.steps import default_strategies, resolve  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
+CORPORA = {"reference": DATA / "reference_corpus.jsonl",
+           "golden": DATA / "golden" / "golden_corpus.jsonl"}
 
 
 def load(path: Path, n: int, seed: int) -> list[Program]:
@@ -37,32 +62,137 @@ def load(path: Path, n: int, seed: int) -> list[Program]:
     return [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows[:n]]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--programs", type=int, default=60)
-    ap.add_argument("--verify", type=int, default=0, help="verify this many transitions per strategy")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+class Clock:
+    """Wall and CPU seconds of a block."""
 
-    programs = load(DATA / "reference_corpus.jsonl", args.programs, args.seed)
-    print(f"{len(programs)} reference-corpus programs (seed {args.seed}), "
-          f"{len(default_strategies())} strategies")
-    rows = []
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+def valid_texts(program: Program, texts) -> set[str]:
+    """The distinct texts among ``texts`` that parse against the program's signature and
+    validate."""
+    from leir_egraph.leir import check
+
+    out = set()
+    for text in set(texts):
+        try:
+            check(Program.parse(text, program.signature))
+        except Exception:  # noqa: BLE001 -- an invalid transition is not counted
+            continue
+        out.add(text)
+    return out
+
+
+def per_strategy(programs: list[Program]) -> tuple[list[list], Clock, int]:
+    rows, total = [], Clock()
+    total.wall = total.cpu = 0.0
     for strategy in default_strategies():
         engine_for((strategy,))  # compile outside the timed region
-        applies, count = 0, 0
-        start = time.perf_counter()
-        for p in programs:
-            n = len(single_steps(p, strategy))
-            count += n
-            applies += n > 0
-        seconds = time.perf_counter() - start
-        rows.append([strategy.id, applies, count, seconds, count / seconds if seconds else 0.0])
+        applies = count = 0
+        with Clock() as clock:
+            for p in programs:
+                n = len(single_steps(p, strategy))
+                count += n
+                applies += n > 0
+        total.wall += clock.wall
+        total.cpu += clock.cpu
+        rows.append([strategy.id, applies, count, clock.wall,
+                     count / clock.wall if clock.wall else 0.0])
+    return rows, total, sum(r[2] for r in rows)
 
-    if args.verify:
+
+def run_mode(mode: str, programs: list[Program]) -> tuple[Clock, int, int]:
+    """(clock, calls, transitions) of the ``all`` or ``many`` mode."""
+    engine_for(default_strategies())
+    with Clock() as clock:
+        if mode == "all":
+            count = sum(len(all_steps(p)) for p in programs)
+        else:
+            count = sum(map(len, steps_many(programs)))
+    return clock, len(programs) if mode == "all" else 1, count
+
+
+def versus_reference(programs: list[Program], reference_dir: str, seed: int) -> None:
+    from reference_steptp import SHARED_STRATEGIES, STRUCTURAL, ReferenceStrategies
+
+    reference = ReferenceStrategies(reference_dir)
+    print(f"\nreference: {reference.root}; one call per program and strategy, seed {seed}; "
+          "distinct valid transitions per CPU second")
+    head = (f"{'strategies':<14}{'ours trans':>11}{'ours cpu s':>11}{'ours /s':>10}"
+            f"{'ref trans':>11}{'ref cpu s':>11}{'ref /s':>10}{'ref errors':>11}{'ours/ref':>10}")
+    print(head)
+    for label, ids in (("structural", STRUCTURAL), ("shared", SHARED_STRATEGIES)):
+        ids = [s for s in ids if reference.has(s)]
+        chosen = resolve(ids)
+        engine_for(chosen)
+        ours_count = 0
+        with Clock() as ours:
+            found = [all_steps(p, chosen) for p in programs]
+        for p, transitions in zip(programs, found):
+            for sid in ids:
+                ours_count += len(valid_texts(p, (t.after.text for t in transitions
+                                                  if t.strategy == sid)))
+        ref_count = ref_cpu = errors = 0
+        for p in programs:
+            for sid in ids:
+                result = reference.steps(p.text, p.signature.names, sid, seed=seed)
+                ref_cpu += result.seconds
+                errors += result.error is not None
+                ref_count += len(valid_texts(p, result.outputs))
+        ours_rate = ours_count / ours.cpu if ours.cpu else 0.0
+        ref_rate = ref_count / ref_cpu if ref_cpu else 0.0
+        print(f"{label + f' ({len(ids)})':<14}{ours_count:>11}{ours.cpu:>11.2f}{ours_rate:>10.1f}"
+              f"{ref_count:>11}{ref_cpu:>11.2f}{ref_rate:>10.1f}{errors:>11}"
+              f"{(ours_rate / ref_rate if ref_rate else float('nan')):>10.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", type=int, default=60)
+    ap.add_argument("--corpus", choices=sorted(CORPORA), default="reference")
+    ap.add_argument("--modes", default="per", help="comma-separated: per, all, many")
+    ap.add_argument("--verify", type=int, default=0, help="verify this many transitions per strategy")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vs-reference", action="store_true",
+                    help="also run the authors' reference strategies (needs --reference-dir)")
+    ap.add_argument("--reference-dir", help="a checkout of github.com/LIUMENGFAN-gif/StepTP")
+    args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if set(modes) - {"per", "all", "many"}:
+        ap.error(f"unknown mode in --modes {args.modes}")
+    if args.vs_reference and not args.reference_dir:
+        print("--vs-reference: no --reference-dir given; printing our figures alone",
+              file=sys.stderr)
+    if args.vs_reference and args.reference_dir:
+        from reference_steptp import require_fixed_hash_seed
+
+        require_fixed_hash_seed()  # the reference's output order depends on the hash seed
+
+    programs = load(CORPORA[args.corpus], args.programs, args.seed)
+    print(f"{len(programs)} {args.corpus}-corpus programs (seed {args.seed}), "
+          f"{len(default_strategies())} strategies, load average before "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    summary = []
+    rows = None
+    for mode in modes:
+        if mode == "per":
+            rows, clock, count = per_strategy(programs)
+            calls = len(programs) * len(default_strategies())
+        else:
+            clock, calls, count = run_mode(mode, programs)
+        summary.append((mode, calls, count, clock))
+
+    if args.verify and rows is not None:
         from leir_egraph.verify import verify
 
-        golden = load(DATA / "golden" / "golden_corpus.jsonl", args.programs, args.seed)
+        golden = load(CORPORA["golden"], args.programs, args.seed)
         for row, strategy in zip(rows, default_strategies()):
             done = equal = 0
             start = time.perf_counter()
@@ -78,18 +208,25 @@ def main() -> int:
             seconds = time.perf_counter() - start
             row += [done, equal, done / seconds if seconds else 0.0]
 
-    head = f"{'strategy':<58}{'programs':>9}{'transitions':>12}{'enum s':>9}{'trans/s':>10}"
-    if args.verify:
-        head += f"{'verified':>9}{'equal':>7}{'enum+verify/s':>15}"
-    print(head)
-    for row in rows:
-        line = f"{row[0]:<58}{row[1]:>9}{row[2]:>12}{row[3]:>9.2f}{row[4]:>10.1f}"
+    if rows is not None:
+        head = f"{'strategy':<58}{'programs':>9}{'transitions':>12}{'enum s':>9}{'trans/s':>10}"
         if args.verify:
-            line += f"{row[5]:>9}{row[6]:>7}{row[7]:>15.2f}"
-        print(line)
-    total_t = sum(r[2] for r in rows)
-    total_s = sum(r[3] for r in rows)
-    print(f"{'total':<58}{'':>9}{total_t:>12}{total_s:>9.2f}{total_t / total_s:>10.1f}")
+            head += f"{'verified':>9}{'equal':>7}{'enum+verify/s':>15}"
+        print(head)
+        for row in rows:
+            line = f"{row[0]:<58}{row[1]:>9}{row[2]:>12}{row[3]:>9.2f}{row[4]:>10.1f}"
+            if args.verify:
+                line += f"{row[5]:>9}{row[6]:>7}{row[7]:>15.2f}"
+            print(line)
+    print(f"\n{'mode':<6}{'calls':>7}{'transitions':>13}{'wall s':>9}{'cpu s':>9}"
+          f"{'ms/call':>9}{'trans/cpu s':>13}")
+    for mode, calls, count, clock in summary:
+        print(f"{mode:<6}{calls:>7}{count:>13}{clock.wall:>9.2f}{clock.cpu:>9.2f}"
+              f"{clock.cpu / calls * 1000 if calls else 0:>9.1f}"
+              f"{count / clock.cpu if clock.cpu else 0:>13.1f}")
+    if args.vs_reference and args.reference_dir:
+        versus_reference(programs, args.reference_dir, args.seed)
+    print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

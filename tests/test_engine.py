@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -163,6 +164,40 @@ def test_enumeration_is_exhaustive_and_deterministic():
     assert [t.after.text for t in steps] == [t.after.text for t in single_steps(SOFTMAX, "loop_split")]
     assert {t.bindings["f"] for t in steps} == {"2", "4"}
     assert single_steps(SOFTMAX, "loop_split", limit=2) == steps[:2]
+
+
+def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
+    """The fast paths never change the transition set: a seeded sample of golden programs
+    enumerated all strategies at once, several programs at once (steps_many), each strategy
+    alone on the shared engine, and a seeded subset of strategies on their own engines
+    (single_steps) give the same transitions, chains of thought included."""
+    import random
+
+    from leir_egraph.egraph import steps_many
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.steps import default_strategies, transitions_from
+
+    rng = random.Random(11)
+    rows = rng.sample([r for r in golden_rows if len(r["leir"]) <= 700], 3)
+    programs = [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows]
+    strategies = default_strategies()
+    alone = rng.sample(strategies, 4)
+    shared = engine_for(strategies)
+
+    def rows_of(found):
+        return sorted(json.dumps(t.to_dict(), sort_keys=True) for t in found)
+
+    batched = steps_many(programs)
+    assert len(batched) == len(programs) and sum(map(len, batched)) > 100
+    for program, many in zip(programs, batched):
+        everything = all_steps(program)
+        assert [t.to_dict() for t in many] == [t.to_dict() for t in everything]
+        per_strategy = [t for s in strategies
+                        for t in transitions_from(program, shared.matches(program, [s]), {s.id: s})]
+        assert rows_of(per_strategy) == rows_of(everything)
+        for s in alone:
+            assert rows_of(single_steps(program, s)) == rows_of(
+                t for t in everything if t.strategy == s.id), (program.name, s.id)
 
 
 def test_applicable_and_seeded_sampling():

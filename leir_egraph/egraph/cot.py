@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..leir.ast import Leir
 from ..leir.printer import to_text
 from .encoding import Term, decode
 from .guards import RELATIONS
@@ -76,15 +75,16 @@ def locate(program_term, path: tuple[int, ...], sort: str, text: str, decoder=de
     return Site(path, sort, nest, nest, text, equation)
 
 
-def _changed_span(before: Leir, after: Leir) -> tuple[int, int, int, int]:
+def _changed_span(a, b, same=None) -> tuple[int, int, int, int]:
     """``(start_before, end_before, start_after, end_after)``: the half-open ranges of top-level
-    nests that differ between ``before`` and ``after``, found by trimming equal ends."""
-    a, b = before.nests, after.nests
+    nests that differ between the nest sequences ``a`` and ``b``, found by trimming equal ends
+    (``same``: the equality to use, default ``==``)."""
+    same = same or (lambda x, y: x == y)
     p = 0
-    while p < min(len(a), len(b)) and a[p] == b[p]:
+    while p < min(len(a), len(b)) and same(a[p], b[p]):
         p += 1
     s = 0
-    while s < min(len(a), len(b)) - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
+    while s < min(len(a), len(b)) - p and same(a[len(a) - 1 - s], b[len(b) - 1 - s]):
         s += 1
     return p, len(a) - s, p, len(b) - s
 
@@ -116,8 +116,13 @@ def atom_args(rule: Rule, bindings: dict[str, str], atom) -> list[str]:
 
 
 def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, str],
-               lhs_text: str, rhs_text: str, before: Leir, after: Leir) -> tuple[str, list[str]]:
-    """The chain of thought and the list of guard-fact sentences for one transition."""
+               lhs_text: str, rhs_text: str, before, after, *, same=None, text=to_text
+               ) -> tuple[str, list[str]]:
+    """The chain of thought and the list of guard-fact sentences for one transition.
+
+    ``before`` and ``after`` are the two programs' ``Leir``, or their top-level nests in any form
+    that ``same`` compares and ``text`` prints (enumeration passes the nest terms, compared by
+    identity before their decoded ASTs, and a printer that prints each nest term once)."""
     facts = []
     for atom in rule.guard_atoms:
         if atom.relation in RELATIONS:
@@ -125,9 +130,10 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     params = [render_fact(a.relation, atom_args(rule, rendered, a))
               for a in rule.guard_atoms if a.relation in _PARAMETER_RELATIONS
               and a.relation != "Root"]
-    first, end_before, _, end_after = _changed_span(before, after)
-    old_text = "".join(to_text(n) for n in before.nests[first:end_before])
-    new_text = "".join(to_text(n) for n in after.nests[first:end_after])
+    before, after = getattr(before, "nests", before), getattr(after, "nests", after)
+    first, end_before, _, end_after = _changed_span(before, after, same)
+    old_text = "".join(text(n) for n in before[first:end_before])
+    new_text = "".join(text(n) for n in after[first:end_after])
     changed = _nest_list(range(first, end_before))
     parts = [strategy.description]
     if site.nest is None:

@@ -18,7 +18,7 @@ from typing import Iterable
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
-from .encoding import Decoder, Term, encode, occurrences, replace_at
+from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at
 from .engine import RawMatch, engine_for
 from .strategy import Strategy, load_strategies
 
@@ -79,9 +79,10 @@ def resolve(strategies) -> tuple[Strategy, ...]:
 def transitions_from(program: Program, matches: Iterable[RawMatch],
                      strategies: dict[str, Strategy], broken: list | None = None) -> list[Transition]:
     """Place raw matches at every occurrence of their matched term, one transition each."""
-    term = None
+    term = index = None
     decoder = Decoder()
     texts: dict[int, tuple[Term, str]] = {}
+    fragments: dict[int, tuple[object, str]] = {}
 
     def nest_text(nest_term: Term) -> str:
         hit = texts.get(id(nest_term))
@@ -90,12 +91,23 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             texts[id(nest_term)] = hit
         return hit[1]
 
-    def program_text(prog_term: Term) -> str:
-        parts = []
+    def fragment(value) -> str:
+        # binding values and sides repeat across matches (from_termdag shares their objects)
+        hit = fragments.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = (value, fragment_text(value, decoder))
+            fragments[id(value)] = hit
+        return hit[1]
+
+    def nests_of(prog_term: Term) -> list[Term]:
+        out = []
         while prog_term[0] == "PCons":
-            parts.append(nest_text(prog_term[1]))
+            out.append(prog_term[1])
             prog_term = prog_term[2]
-        return "".join(parts)
+        return out
+
+    def same_nest(a: Term, b: Term) -> bool:
+        return a is b or decoder(a) == decoder(b)
 
     out: dict[tuple, Transition] = {}
     for m in matches:
@@ -109,12 +121,15 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             continue
         if term is None:
             term = encode(program.leir)
-        rendered = {name: "?" if value is None else fragment_text(value, decoder)
+            index = OccurrenceIndex(term)
+            before_nests = nests_of(term)
+        rendered = {name: "?" if value is None else fragment(value)
                     for name, value in m.bindings}
-        lhs_text, rhs_text = fragment_text(m.lhs, decoder), fragment_text(m.rhs, decoder)
-        for path in occurrences(term, m.lhs):
+        lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
+        for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
-            text = program_text(new_term)
+            after_nests = nests_of(new_term)
+            text = "".join(nest_text(n) for n in after_nests)
             if text == program.text:
                 continue
             key = (m.strategy, path, text)
@@ -122,11 +137,9 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
                 continue
             after = program.with_leir(decoder(new_term))
             after.__dict__["text"] = text  # already printed, nest by nest
-            if key in out:
-                continue
             site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
             cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
-                                    program.leir, after.leir)
+                                    before_nests, after_nests, same=same_nest, text=nest_text)
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
                                   site, rendered, tuple(facts), cot, strategy.score,
                                   strategy.difficulty)
@@ -135,10 +148,25 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
 
 def all_steps(program: Program, strategies=None, *, broken: list | None = None) -> list[Transition]:
     """Every distinct one-site application of every given strategy (default: all)."""
+    return steps_many([program], strategies, broken=broken)[0]
+
+
+def steps_many(programs: Iterable[Program], strategies=None, *, broken: list | None = None
+               ) -> list[list[Transition]]:
+    """``all_steps`` of every program, in order, on one engine: the strategies are resolved and
+    compiled once, and each program pays only its own push / facts / run / pop.
+
+    The programs are not loaded into one e-graph run together: several fact relations are
+    program-wide or keyed by names whose meaning depends on the program (``Root``,
+    ``FreshTensor``, tensor-name facts such as ``NonNegativeTensor``, ``FreshIndex`` chosen
+    against a nest's surroundings), and hash-consing would make two programs' equal nests and
+    suffixes one e-class, so one program's facts would license rewrites in another. Sharing a
+    run needs a program argument in those relations and in the rules that read them
+    (docs/ARCHITECTURE.md, "The engine, precisely")."""
     chosen = resolve(strategies)
     engine = engine_for(default_strategies() if strategies is None else chosen)
-    matches = engine.matches(program, list(chosen))
-    return transitions_from(program, matches, {s.id: s for s in chosen}, broken)
+    by_id = {s.id: s for s in chosen}
+    return [transitions_from(p, engine.matches(p, list(chosen)), by_id, broken) for p in programs]
 
 
 def single_steps(program: Program, strategy, *, limit: int | None = None,
