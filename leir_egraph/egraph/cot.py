@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from ..leir.printer import to_text
-from .encoding import Term, decode
+from .encoding import decode
 from .guards import RELATIONS
 from .parameters import PARAMETERS
 from .strategy import Rule, Strategy

@@ -210,6 +210,31 @@ def to_egglog(term) -> str:
     return "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
 
 
+def quoted(text: str) -> str:
+    """An egglog string literal: ``quoted("D")`` is ``"D"`` (facts name tensors, indices...)."""
+    return literal_text(text)
+
+
+def loops_term(loops) -> str:
+    """egglog text of a loop list: ``(LCons loop1 (LCons loop2 (LNil)))``."""
+    return to_egglog(_cons_list([encode(loop) for loop in loops], "LCons", "LNil"))
+
+
+def subs_term(subscripts) -> str:
+    """egglog text of a subscript list: ``(SCons s1 (SCons s2 (SNil)))``."""
+    return to_egglog(_cons_list([encode_index(sub) for sub in subscripts], "SCons", "SNil"))
+
+
+def nests_body_term(nests) -> str:
+    """egglog text of a body whose items are the given nests: ``(BNest n1 (BNest n2 (BNil)))``."""
+    return to_egglog(_cons_list([encode(nest) for nest in nests], "BNest", "BNil"))
+
+
+def expr_term(expr) -> str:
+    """egglog text of a value expression."""
+    return to_egglog(encode_value(expr))
+
+
 def from_termdag(termdag, term_id: int, memo: dict) -> Term | Literal | None:
     """A term out of an egglog TermDag; ``None`` if any part is unextractable (a helper that
     did not finish evaluating)."""

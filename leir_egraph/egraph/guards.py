@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 from ..leir.analysis import accumulation_op, equation_sites, reads, reduction_axes
 from ..leir.ast import Bin, Call, IfThenElse, Leir, Num, Var
 from ..leir.legality import fusible, independent_iterations, loops_swappable
-from .encoding import encode_value, to_egglog
+from .encoding import encode_value, quoted, to_egglog
 from .facts import LoadedProgram
 
 
@@ -60,9 +60,6 @@ def _all_nests(loaded: LoadedProgram):
         yield loaded.nest_name(k), nest
 
 
-def _q(text: str) -> str:
-    return '"' + text + '"'
-
 
 # ---------------------------------------------------------------- 1. pattern match
 
@@ -92,14 +89,14 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         loops = nest.loops
         for x, y in combinations(loops, 2):
             if loops_swappable(nest, x.index, y.index):
-                yield f"(Swappable {name} {_q(x.index)} {_q(y.index)})"
+                yield f"(Swappable {name} {quoted(x.index)} {quoted(y.index)})"
     read_after: set[str] = set()
     names = sorted({v for n in leir.nests for v in reads(n)} |
                    {s.equation.target.name for s in equation_sites(leir)})
     for i in reversed(range(len(leir.nests) + 1)):
         for name in names:
             if name not in read_after:
-                yield f"(UnreadIn {_q(name)} {loaded.suffix_name(i)})"
+                yield f"(UnreadIn {quoted(name)} {loaded.suffix_name(i)})"
         if i > 0:
             read_after |= reads(leir.nests[i - 1])
 
@@ -241,9 +238,9 @@ def _axis_facts(loaded: LoadedProgram) -> Iterable[str]:
             reduced.update(reduction_axes(site))
         for loop in nest.loops:
             if loop.index in reduced:
-                yield f"(ReductionAxis {name} {_q(loop.index)})"
+                yield f"(ReductionAxis {name} {quoted(loop.index)})"
             if independent_iterations(nest, loop.index):
-                yield f"(IndependentAxis {name} {_q(loop.index)})"
+                yield f"(IndependentAxis {name} {quoted(loop.index)})"
 
 
 REDUCTION_AXIS = Guard(
@@ -271,8 +268,8 @@ def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
         seen.setdefault(t.name, (t.dtype, t.scope))
     for name, (dtype, scope) in seen.items():
         if name not in known:
-            yield f"(Intermediate {_q(name)})"
-            yield f"(ScopeOf {_q(name)} {_q(scope)})"
+            yield f"(Intermediate {quoted(name)})"
+            yield f"(ScopeOf {quoted(name)} {quoted(scope)})"
 
 
 INTERMEDIATE_VARIABLE = Guard(
@@ -345,7 +342,7 @@ def nonnegative_tensors(leir: Leir, inputs: frozenset[str]) -> frozenset[str]:
 def _nonnegative_facts(loaded: LoadedProgram) -> Iterable[str]:
     inputs = frozenset(loaded.program.signature.input_names)
     for name in sorted(nonnegative_tensors(loaded.program.leir, inputs)):
-        yield f"(NonNegativeTensor {_q(name)})"
+        yield f"(NonNegativeTensor {quoted(name)})"
 
 
 NONNEGATIVE = Guard(

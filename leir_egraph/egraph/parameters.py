@@ -14,15 +14,13 @@ from typing import Callable, Iterable
 
 from ..leir.analysis import accesses, nest_loops
 from ..leir.names import fresh, index_name_supply, tensor_name_supply
+from .encoding import quoted
 from .facts import LoadedProgram
 from .guards import Relation
 
 FRESH_INDEX_COUNT = 3
 FRESH_TENSOR_COUNT = 4
 
-
-def _q(text: str) -> str:
-    return '"' + text + '"'
 
 
 def _enclosing_indices(loaded: LoadedProgram) -> list[frozenset[str]]:
@@ -51,14 +49,14 @@ def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
         used.setdefault(nest, {l.index for l in nest_loops(nest)}).update(outer)
     for k, nest in enumerate(loaded.nests):
         for i, name in enumerate(fresh(used[nest], index_name_supply(), FRESH_INDEX_COUNT)):
-            yield f"(FreshIndex {loaded.nest_name(k)} {i} {_q(name)})"
+            yield f"(FreshIndex {loaded.nest_name(k)} {i} {quoted(name)})"
     used_tensors = {v.name for v in accesses(loaded.program.leir)} | set(loaded.program.signature.names)
     for i, name in enumerate(fresh(used_tensors, tensor_name_supply(), FRESH_TENSOR_COUNT)):
-        yield f"(FreshTensor {i} {_q(name)})"
+        yield f"(FreshTensor {i} {quoted(name)})"
     for old in "gsl":
         for new in "gsl":
             if old != new:
-                yield f"(ScopeChange {_q(old)} {_q(new)})"
+                yield f"(ScopeChange {quoted(old)} {quoted(new)})"
 
 
 @dataclass(frozen=True)

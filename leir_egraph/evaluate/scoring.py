@@ -29,7 +29,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..dataset.chat import single_prompt
 from ..leir.analysis import writes

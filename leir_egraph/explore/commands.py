@@ -122,7 +122,7 @@ def run_explore(args) -> int:
 
 def table(space, best, torch_ms, root_tvm, best_tvm, has_torch: bool) -> str:
     lines = ["| depth | programs | steps matched | e-classes | e-nodes | seconds |",
-             "|---|---|---|---|---|---|", f"| 0 | 1 | - | - | - | - |"]
+             "|---|---|---|---|---|---|", "| 0 | 1 | - | - | - | - |"]
     for r in space.rounds:
         lines.append(f"| {r.depth} | {r.new_programs} | {r.steps} | {r.eclasses} | {r.enodes} | "
                      f"{r.seconds:.2f} |")

@@ -28,7 +28,6 @@ from ..egraph.encoding import Decoder, encode, occurrences, replace_at
 from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
-from ..leir.printer import to_text
 from ..leir.program import Program
 from .egraph import SpaceEGraph
 from .matching import matches

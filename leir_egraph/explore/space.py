@@ -22,7 +22,6 @@ from pathlib import Path
 
 import networkx as nx
 
-from ..leir.canonical import canonical
 from ..leir.program import Program
 
 STOP_REASONS = ("closure", "depth", "max_programs", "time_limit")

@@ -30,7 +30,7 @@ from ..guards import GuardExtension, Relation
 from ...leir.names import fresh, tensor_name_supply
 from ..parameters import ParameterSet
 from .graph_subexpressions import program_shapes
-from .graph_terms import loops_term, nests_body_term, quoted
+from ..encoding import loops_term, nests_body_term, quoted
 
 PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
 

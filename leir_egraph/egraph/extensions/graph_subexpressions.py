@@ -27,7 +27,7 @@ from ...leir.subexpressions import common_subexpressions, hoistable, subexpressi
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ..parameters import ParameterSet
-from .graph_terms import expr_term, loops_term, quoted, subs_term
+from ..encoding import expr_term, loops_term, quoted, subs_term
 
 
 @lru_cache(maxsize=4)

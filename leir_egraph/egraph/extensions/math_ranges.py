@@ -44,7 +44,7 @@ from typing import Iterable, Iterator
 from ...leir.analysis import accumulation_op, equation_sites
 from ...leir.ast import (Bin, Call, Compare, Equation, Idx, IfThenElse, Logic, Neg, Num, Var)
 from ...leir.program import Program
-from ..encoding import Term, decode, encode_value, to_egglog
+from ..encoding import Term, decode, encode_value, quoted, to_egglog
 from ..facts import LoadedProgram
 from ..guards import Guard, GuardExtension, Relation
 
@@ -559,9 +559,6 @@ def natural_literal(text: str) -> bool:
     return value == int(value) and 0 <= value <= 64 if math.isfinite(value) else False
 
 
-def _q(text: str) -> str:
-    return '"' + text + '"'
-
 
 def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
     sites, _ = rewrite_sites(loaded.program)
@@ -598,7 +595,7 @@ def _range_facts(loaded: LoadedProgram) -> Iterable[str]:
                 if all(s.nonzero for s in spans):
                     yield f"(MathConstFactor {text})"
     for text in sorted(naturals):
-        yield f"(MathNatural {_q(text)})"
+        yield f"(MathNatural {quoted(text)})"
 
 
 FLOAT_ARITHMETIC = Guard(

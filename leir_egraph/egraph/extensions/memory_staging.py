@@ -34,28 +34,13 @@ from ...leir.memory import (Layout, compound_read_indices, covers_shape, has_gat
                             parallel_loops_determined, staged_extent)
 from ...leir.program import Program
 from ...leir.signature import dtype_name
-from ..encoding import encode, encode_index, to_egglog
+from ..encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
 from ..facts import LoadedProgram
 from ..guards import Guard, GuardExtension, Relation
 from ..parameters import ParameterSet
 
 
-def _q(text: str) -> str:
-    return '"' + text + '"'
 
-
-def _subs(subscripts) -> str:
-    term: tuple = ("SNil",)
-    for sub in reversed(tuple(subscripts)):
-        term = ("SCons", encode_index(sub), term)
-    return to_egglog(term)
-
-
-def _loops(loops) -> str:
-    term: tuple = ("LNil",)
-    for loop in reversed(tuple(loops)):
-        term = ("LCons", encode(loop), term)
-    return to_egglog(term)
 
 
 def _var(var: Var) -> str:
@@ -189,7 +174,7 @@ def _region_facts(loaded: LoadedProgram) -> Iterable[str]:
             continue
         vars_ = [v for v in accesses(loaded.program.leir) if v.name == tensor]
         if all(v.rank == len(shape) and not has_gather(v) for v in vars_):
-            out[f"(RelayoutableTensor {_q(tensor)})"] = None
+            out[f"(RelayoutableTensor {quoted(tensor)})"] = None
     return list(out)
 
 
@@ -247,7 +232,7 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         name = loaded.top_nest_name(n.position)
         for x in n.reads:
             if x.name not in n.written:
-                out[f"(ReadOnlyIn {name} {_q(x.name)})"] = None
+                out[f"(ReadOnlyIn {name} {quoted(x.name)})"] = None
         for x in n.targets:
             same = all(v == x for v in accesses(n.nest) if v.name == x.name)
             reads_it = x.name in _names_read(n)
@@ -305,7 +290,7 @@ def _staging_facts(loaded: LoadedProgram) -> Iterable[str]:
         for subs in subs_lists:
             used = loops_used(loops, subs)
             if used:
-                out[f"(StagingLoops {name} {_subs(subs)} {_loops(used)})"] = None
+                out[f"(StagingLoops {name} {subs_term(subs)} {loops_term(used)})"] = None
     return list(out)
 
 
@@ -327,19 +312,19 @@ def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
             continue
         outer, inner = split
         name = loaded.top_nest_name(n.position)
-        out[f"(KernelLoops {name} {_loops(outer)} {_loops(inner)})"] = None
+        out[f"(KernelLoops {name} {loops_term(outer)} {loops_term(inner)})"] = None
         for x in n.reads + n.targets:
             copy = kernel_staging_loops(n.nest.loops, x)
             if has_gather(x) or copy is None:
                 continue
-            out[f"(InnerLoopsUsed {name} {_subs(x.subscripts)} {_loops(copy)})"] = None
+            out[f"(InnerLoopsUsed {name} {subs_term(x.subscripts)} {loops_term(copy)})"] = None
             extent = staged_extent(x, outer + copy)
             if extent is None:
                 continue
             size = int(np.prod(extent)) * _itemsize(x.dtype)
             for scope in ("s", "l"):
                 if scope != x.scope and (scope == "l" or size <= MAX_SHARED_BYTES):
-                    out[f"(StagingScope {name} {_var(x)} {_q(scope)})"] = None
+                    out[f"(StagingScope {name} {_var(x)} {quoted(scope)})"] = None
     return list(out)
 
 
@@ -353,8 +338,8 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             if shape is None or not _stageable_read(x, n.nest.loops, shape):
                 continue
             for lay in layouts(shape):
-                out[f"(NewLayout {_q(x.name)} {_subs(x.subscripts)} {_q(lay.label)} "
-                    f"{_subs(lay.apply(x.subscripts))})"] = None
+                out[f"(NewLayout {quoted(x.name)} {subs_term(x.subscripts)} {quoted(lay.label)} "
+                    f"{subs_term(lay.apply(x.subscripts))})"] = None
     return list(out)
 
 
@@ -370,7 +355,7 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             for v in reversed(forms):
                 new = Var(v.name, v.dtype, v.scope, lay.apply(v.subscripts))
                 body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
-            out.append(f"(StorageLayout {_q(tensor)} {_q(lay.label)} {to_egglog(body)})")
+            out.append(f"(StorageLayout {quoted(tensor)} {quoted(lay.label)} {to_egglog(body)})")
     return out
 
 

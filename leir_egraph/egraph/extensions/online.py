@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..encoding import encode, encode_value, to_egglog
+from ..encoding import encode, encode_value, quoted, to_egglog
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ...leir.names import fresh, index_name_supply
@@ -31,9 +31,6 @@ from ...leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, Lo
 
 SERIAL_KINDS = ("L", "U")  # a scan reads what the previous iteration wrote: no P/V/B loop
 
-
-def _q(text: str) -> str:
-    return '"' + text + '"'
 
 
 def single_equation(nest: LoopNest) -> Equation | None:
@@ -145,10 +142,10 @@ def _reduction_facts(loaded: LoadedProgram) -> Iterable[str]:
         found = scan_axis(nest)
         if found is not None:
             target, r, extent = found
-            yield f"(ScanAxis {loaded.nest_name(k)} {to_egglog(encode(target))} {_q(r)} {extent})"
+            yield f"(ScanAxis {loaded.nest_name(k)} {to_egglog(encode(target))} {quoted(r)} {extent})"
         scan = scan_nest(nest)
         if scan is not None:
-            yield f"(ScanNest {loaded.nest_name(k)} {_q(scan[0])} {scan[1]})"
+            yield f"(ScanNest {loaded.nest_name(k)} {quoted(scan[0])} {scan[1]})"
 
 
 def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -162,7 +159,7 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         facts = set()
         for name in sorted({eq.target.name for eq in _equations(nest)}):
             if name not in inputs and name not in written_before:
-                facts.add(f"(FirstWriteIn {_q(name)} #)")
+                facts.add(f"(FirstWriteIn {quoted(name)} #)")
         written_before |= {eq.target.name for eq in _equations(nest)}
         per_position.append(facts)
     # Only tensors the nest itself accesses: the rules ask about what follows the nest that
@@ -173,10 +170,10 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         for name in sorted({v.name for v in accesses(nests[i])}):
             read = reads.get(name, set())
             if not read:
-                per_position[i].add(f"(UnreadAfter {_q(name)} #)")
+                per_position[i].add(f"(UnreadAfter {quoted(name)} #)")
             elif name not in writes and len(read) == 1:
                 (var,) = read
-                per_position[i].add(f"(ReadOnlyAfter {_q(name)} {to_egglog(encode(var))} #)")
+                per_position[i].add(f"(ReadOnlyAfter {quoted(name)} {to_egglog(encode(var))} #)")
         for eq in _equations(nests[i]):
             writes.add(eq.target.name)
             for var in equation_reads(eq):
@@ -251,7 +248,7 @@ def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
             if found is not None:
                 value, f, dval = found
                 yield (f"(MatmulLoops {loaded.nest_name(a)} {loaded.nest_name(b)} "
-                       f"{to_egglog(encode_value(value))} {_q(loop.index)} {_q(f)} {_q(dval)})")
+                       f"{to_egglog(encode_value(value))} {quoted(loop.index)} {quoted(f)} {quoted(dval)})")
 
 
 def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -260,7 +257,7 @@ def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[str]:
         used = set(used_indices(loaded.nests[a])) | set(used_indices(loaded.nests[b]))
         used |= {l.index for n in (loaded.nests[a], loaded.nests[b]) for l in _all_loops(n)}
         (name,) = fresh(used, index_name_supply(), 1)
-        yield f"(OnlineFreshIndex {loaded.nest_name(a)} {loaded.nest_name(b)} {_q(name)})"
+        yield f"(OnlineFreshIndex {loaded.nest_name(a)} {loaded.nest_name(b)} {quoted(name)})"
 
 
 def _all_loops(nest: LoopNest):

@@ -14,14 +14,11 @@ from typing import Iterable
 from ...leir.ast import LoopNest
 from ...leir.scheduling import (binding_names, factorizable_reduction, split_pairs,
                                 tile_quadruples, used_as_value)
-from ..encoding import encode_value, to_egglog
+from ..encoding import encode_value, quoted, to_egglog
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ..parameters import ParameterSet
 
-
-def _q(text: str) -> str:
-    return '"' + text + '"'
 
 
 def _nests(loaded: LoadedProgram):
@@ -60,16 +57,16 @@ def _reduction_axis_facts(loaded: LoadedProgram) -> Iterable[str]:
         # A fused bound loop must keep the CUDA launch limits of every kernel the nest is in.
         pairs = set.intersection(*(set(split_pairs(nest, k)) for k in kernels))
         for o, i in sorted(pairs):
-            yield f"(SplitPair {name} {_q(o)} {_q(i)})"
+            yield f"(SplitPair {name} {quoted(o)} {quoted(i)})"
         tiles = set.intersection(*(set(tile_quadruples(nest, k)) for k in kernels))
         for o1, o2, i1, i2 in sorted(tiles):
-            yield f"(TilePair {name} {_q(o1)} {_q(o2)} {_q(i1)} {_q(i2)})"
+            yield f"(TilePair {name} {quoted(o1)} {quoted(o2)} {quoted(i1)} {quoted(i2)})"
         found = factorizable_reduction(nest)
         if found is not None:
             op, operand, axes = found
             term = to_egglog(encode_value(operand))
             for axis in axes:
-                yield f"(FactorizableReduction {name} {_q(axis.index)} {_q(op)} {term})"
+                yield f"(FactorizableReduction {name} {quoted(axis.index)} {quoted(op)} {term})"
 
 
 REDUCTION_AXIS_LOOPS = GuardExtension(
@@ -96,7 +93,7 @@ def _subscript_only_facts(loaded: LoadedProgram) -> Iterable[str]:
     for name, nest in _nests(loaded):
         for loop in nest.loops:
             if not used_as_value(nest, loop.index):
-                yield f"(SubscriptOnlyIndex {name} {_q(loop.index)})"
+                yield f"(SubscriptOnlyIndex {name} {quoted(loop.index)})"
 
 
 SUBSCRIPT_ONLY = GuardExtension(
@@ -145,7 +142,7 @@ def _binding_facts(loaded: LoadedProgram) -> Iterable[str]:
                 continue
             valid = set.intersection(*(set(binding_names(k, nest, loop)) for k in kernels))
             for bound in sorted(valid):
-                yield f"(BindingName {name} {_q(loop.index)} {_q(bound)})"
+                yield f"(BindingName {name} {quoted(loop.index)} {quoted(bound)})"
 
 
 PARAMETER_SETS = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Iterable
 
-from ..encoding import encode, to_egglog
+from ..encoding import loops_term, quoted
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ...leir.analysis import accesses, accumulation_op, affine, reads, refine, writes
@@ -25,9 +25,6 @@ from ...leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logi
 from ...leir.traverse import rebuild, walk
 from .online import accumulated_operand, single_equation
 
-
-def _q(text: str) -> str:
-    return '"' + text + '"'
 
 
 def _conjuncts(cond) -> list | None:
@@ -240,7 +237,7 @@ def _identity_facts(loaded: LoadedProgram) -> Iterable[str]:
     for p, q in combinations(range(len(top)), 2):
         for h, i in twins(loaded.nests[top[p]], loaded.nests[top[q]]):
             yield (f"(RenamedTwin {loaded.top_nest_name(p)} {loaded.top_nest_name(q)} "
-                   f"{_q(h)} {_q(i)})")
+                   f"{quoted(h)} {quoted(i)})")
 
 
 def _seam_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -257,8 +254,8 @@ def _seam_facts(loaded: LoadedProgram) -> Iterable[str]:
             if p is None or p >= q:
                 continue
             for x, n_a, c, dlo, dhi, elo, ehi in seam_rows(loaded.nests[top[p]], stencil):
-                yield (f"(SeamRows {loaded.top_nest_name(p)} {loaded.top_nest_name(q)} {_q(x)} "
-                       f"{n_a} {_q(c)} {dlo} {dhi} {elo} {ehi})")
+                yield (f"(SeamRows {loaded.top_nest_name(p)} {loaded.top_nest_name(q)} {quoted(x)} "
+                       f"{n_a} {quoted(c)} {dlo} {dhi} {elo} {ehi})")
 
 
 def _write_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -276,16 +273,10 @@ def _stencil_facts(loaded: LoadedProgram) -> Iterable[str]:
         nest = loaded.nests[loaded.top_level[p]]
         k = stencil_loops(nest)
         if k is not None:
-            out = _loops_term(nest.loops[:k])
-            red = _loops_term(nest.loops[k:])
+            out = loops_term(nest.loops[:k])
+            red = loops_term(nest.loops[k:])
             yield f"(StencilLoops {loaded.top_nest_name(p)} {out} {red})"
 
-
-def _loops_term(loops) -> str:
-    text = "(LNil)"
-    for loop in reversed(loops):
-        text = f"(LCons {to_egglog(encode(loop))} {text})"
-    return text
 
 
 GUARD_EXTENSIONS = (
