@@ -136,6 +136,18 @@ def accumulation_op(eq: Equation) -> str | None:
     return None
 
 
+def accumulated_operand(eq: Equation) -> Expr | None:
+    """The operand ``e`` of an accumulation (``X=X op e``, ``X=e op X``, ``max(X,e)`` ...; see
+    :func:`accumulation_op`), else ``None``. ``D_{tx}=D_{tx}+A_{tx,a}`` -> ``A_{tx,a}``."""
+    if accumulation_op(eq) is None:
+        return None
+    value, target = eq.value, eq.target
+    if isinstance(value, Bin):
+        return value.rhs if value.lhs == target else value.lhs
+    a, b = value.args
+    return b if a == target else a
+
+
 # ---------------------------------------------------------------- index ranges
 
 def affine(expr) -> tuple[dict[str, int], int] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from .analysis import accumulation_op, equation_reads, index_names, nest_loops
+from .analysis import accumulated_operand, accumulation_op, equation_reads, index_names, nest_loops
 from .ast import PARALLEL_KINDS, Bin, Equation, Expr, IBin, IConst, Idx, IName, Loop, LoopNest, Num
 # the GPU binding rules live with CUDA's limits; the loop_binding strategy imports them from here
 from .hardware import binding_names, hardware_axis, launch_violations  # noqa: F401
@@ -130,18 +130,6 @@ def used_as_value(nest: LoopNest, index: str) -> bool:
 
 # ---------------------------------------------------------------- order-free reductions
 
-def accumulated_operand(eq: Equation) -> tuple[str, Expr] | None:
-    """``(op, e)`` for an accumulation ``X=X op e`` (or ``X=e op X``, ``max(X,e)``...), else
-    ``None``. ``D_{tx}=D_{tx}+A_{tx,a}`` -> ``("+", A_{tx,a})``."""
-    op = accumulation_op(eq)
-    if op is None:
-        return None
-    value, target = eq.value, eq.target
-    if isinstance(value, Bin):
-        return op, value.rhs if value.lhs == target else value.lhs
-    a, b = value.args
-    return op, b if a == target else a
-
 
 def factorizable_reduction(nest: LoopNest) -> tuple[str, Expr, tuple[Loop, ...]] | None:
     """``(op, e, axes)`` when the nest is one accumulation ``X=X op e`` with an order-free
@@ -154,8 +142,8 @@ def factorizable_reduction(nest: LoopNest) -> tuple[str, Expr, tuple[Loop, ...]]
     if len(nest.body) != 1 or not isinstance(nest.body[0], Equation):
         return None
     eq = nest.body[0]
-    parts = accumulated_operand(eq)
-    if parts is None:
+    op, operand = accumulation_op(eq), accumulated_operand(eq)
+    if operand is None:
         return None
     target = eq.target
     self_reads = [v for v in equation_reads(eq) if v.name == target.name]
@@ -163,4 +151,4 @@ def factorizable_reduction(nest: LoopNest) -> tuple[str, Expr, tuple[Loop, ...]]
         return None
     written = index_names(target)
     axes = tuple(l for l in nest.loops if l.index not in written and l.extent >= 2)
-    return (parts[0], parts[1], axes) if axes else None
+    return (op, operand, axes) if axes else None

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Iterator
 
-from ...leir.analysis import accumulation_op, equation_sites
+from ...leir.analysis import accumulated_operand, accumulation_op, equation_sites
 from ...leir.ast import (Bin, Call, Compare, Equation, Idx, IfThenElse, Logic, Neg, Num, Var)
 from ...leir.program import Program
 from ..encoding import Term, decode, encode_value, quoted, to_egglog
@@ -326,14 +326,6 @@ class Evaluator:
             return CONDITION_SPAN
         raise TypeError(f"not a value expression: {e!r}")
 
-
-def accumulated_operand(eq: Equation):
-    """The operand ``e`` of an accumulation ``X=X op e`` (or ``X=e op X``)."""
-    value = eq.value
-    if isinstance(value, Call):
-        a, b = value.args
-        return b if a == eq.target else a
-    return value.rhs if value.lhs == eq.target else value.lhs
 
 
 IDENTITY = {"+": 0.0, "-": 0.0, "*": 1.0, "max": -INF, "min": INF}

@@ -26,7 +26,8 @@ from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ...leir.names import fresh, index_name_supply
 from ..parameters import ParameterSet
-from ...leir.analysis import accesses, accumulation_op, equation_reads, index_names as used_indices
+from ...leir.analysis import (accesses, accumulated_operand, accumulation_op, equation_reads,
+                              index_names as used_indices)
 from ...leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
 
 SERIAL_KINDS = ("L", "U")  # a scan reads what the previous iteration wrote: no P/V/B loop
@@ -39,18 +40,6 @@ def single_equation(nest: LoopNest) -> Equation | None:
         return nest.body[0]
     return None
 
-
-def accumulated_operand(eq: Equation):
-    """``e`` of an accumulation ``T = op(T, e)`` (either operand order), or ``None``."""
-    if accumulation_op(eq) is None:
-        return None
-    value, target = eq.value, eq.target
-    if isinstance(value, Bin):
-        return value.rhs if value.lhs == target else value.lhs
-    if isinstance(value, Call):
-        a, b = value.args
-        return b if a == target else a
-    return None
 
 
 def scan_axis(nest: LoopNest) -> tuple[Var, str, int] | None:

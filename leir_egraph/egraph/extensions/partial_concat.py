@@ -19,11 +19,12 @@ from typing import Iterable
 from ..encoding import loops_term, quoted
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
-from ...leir.analysis import accesses, accumulation_op, affine, reads, refine, writes
+from ...leir.analysis import (accesses, accumulated_operand, accumulation_op, affine, reads,
+                              refine, writes)
 from ...leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logic, LoopNest, Neg,
                          Num, Var)
 from ...leir.traverse import rebuild, walk
-from .online import accumulated_operand, single_equation
+from .online import single_equation
 
 
 
