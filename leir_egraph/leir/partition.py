@@ -33,7 +33,7 @@ from .subexpressions import KERNEL_SCOPES, in_range_everywhere
 from .traverse import rebuild, walk
 
 
-def split_points(extent: int) -> list[int]:
+def divisor_split_points(extent: int) -> list[int]:
     """Where an axis of this extent may be cut: every divisor ``v`` of it below it."""
     return [v for v in range(1, extent) if extent % v == 0]
 

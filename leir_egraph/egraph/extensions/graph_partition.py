@@ -22,7 +22,8 @@ from typing import Iterable
 
 from ...leir.analysis import accesses
 from ...leir.ast import Equation, Leir
-from ...leir.partition import concat_axes, same_operation, self_contained, split_axes, split_points
+from ...leir.partition import (concat_axes, divisor_split_points, same_operation, self_contained,
+                               split_axes)
 from ...leir.program import Program
 from ...leir.restructure import implicit_initialisations
 from ..facts import LoadedProgram
@@ -63,7 +64,7 @@ def _at_every_place(program: Program, per_place) -> dict:
 def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
     extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
     for n in extents:
-        for v in split_points(n):
+        for v in divisor_split_points(n):
             yield f"(TensorSplitPoint {n} {v})"
 
 

@@ -111,12 +111,13 @@ GUARD_EXTENSIONS = (LOOP_ADJACENCY, REDUCTION_AXIS_LOOPS, SUBSCRIPT_ONLY)
 MAX_SPLIT_POINTS = 63
 
 
-def split_points(n: int) -> range:
+def reduction_split_points(n: int) -> range:
     """Where reduction_factorization may cut an axis of ``n`` iterations: every point when there
     are at most MAX_SPLIT_POINTS of them, else the multiples of ceil(n/64), so a paper-size axis
     (up to 16,384) offers at most 63 variants instead of 16,383.
 
-    ``split_points(8)`` -> 1..7;  ``split_points(4096)`` -> 64, 128, ..., 4032
+    ``reduction_split_points(8)`` -> 1..7;
+    ``reduction_split_points(4096)`` -> 64, 128, ..., 4032
     """
     if n - 1 <= MAX_SPLIT_POINTS:
         return range(1, n)
@@ -131,7 +132,7 @@ def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
         if found is not None:
             extents.update(axis.extent for axis in found[2])
     for n in sorted(extents):
-        for first in split_points(n):
+        for first in reduction_split_points(n):
             yield f"(SplitPoint {n} {first})"
 
 
