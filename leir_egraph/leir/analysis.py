@@ -12,7 +12,7 @@ from typing import Iterator, Mapping
 
 from .ast import (Bin, Call, Compare, Equation, Expr, IBin, IConst, Idx, IExpr, IfThenElse, IName,
                   Leir, Logic, Loop, LoopNest, Neg, Num, Var)
-from .traverse import walk
+from .traverse import children, walk
 
 Range = tuple[int, int]  # inclusive (lo, hi)
 
@@ -381,20 +381,9 @@ def guarded_accesses(site: EquationSite) -> list[GuardedAccess]:
                 branches.append(("expr", expr.otherwise, else_env))
             stack.extend(reversed(branches))
         else:
-            stack.extend(("expr", child, env) for child in reversed(_expr_children(expr)))
+            stack.extend(("expr", child, env) for child in reversed(children(expr)))
     return out
 
-
-def _expr_children(expr) -> tuple:
-    if isinstance(expr, (Bin, Logic)):
-        return expr.lhs, expr.rhs
-    if isinstance(expr, Neg):
-        return (expr.operand,)
-    if isinstance(expr, Call):
-        return expr.args
-    if isinstance(expr, Compare):
-        return expr.operands
-    return ()
 
 
 def _top_level_vars(sub: IExpr) -> Iterator[Var]:
