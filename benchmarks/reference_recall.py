@@ -1,0 +1,209 @@
+"""Recall of the reference's direct transitions: which of the Step-TP reference's one-step
+outputs our engine also produces, per strategy, and whether the ones we miss are sound.
+
+    PYTHONHASHSEED=0 python benchmarks/reference_recall.py --reference-dir /tmp/steptp \
+        [--programs golden|corpus] [--dtype float32] [--strategies a,b] [--sample 20] \
+        [--seed 0] [--json report.json]
+
+For every program (golden: the 201 tiny float32 programs with data; corpus: the reference
+corpus' float32 programs, larger shapes) and every strategy both implementations have
+(``reference_steptp.SHARED_STRATEGIES``), the reference's strategy is run once
+(seeded, ``reference_steptp.ReferenceStrategies``) and ours enumerates every one-site
+application (``single_steps``). Both sides are put in the package's canonical form
+(``leir_egraph.leir.canonical``: the same program up to the names of intermediates and loop
+indices), so a reference output counts as *shared* when some transition of ours prints the
+same canonical text. A reference output we cannot parse is *unparseable* (it is not LEIR by
+docs/LEIR.md: never a transition we owe).
+
+Per strategy the report gives: reference outputs, ours, shared, reference-only, recall
+(shared / reference outputs), and, for a seeded sample of ``--sample`` reference-only outputs
+per strategy, our verifier's verdict on each (TVM llvm, ``verify``):
+
+* ``equal``       the outputs agree (and, where the original's P/V/B claims hold, the result's
+                  hold too): a sound move we miss;
+* ``not_equal``   it builds and runs but computes something else (or breaks P/V/B claims):
+                  the reference's move is unsound there and we must not make it;
+* ``invalid``     not valid LEIR, or it does not build or run;
+* ``undecidable`` outputs agree but were zero/non-finite in every trial, timeouts, or the
+                  original itself fails.
+
+The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
+with shared outputs counted sound (ours are verified by the rule-file tests and
+``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
+given. The report is deterministic for a given seed, reference checkout and PYTHONHASHSEED
+(the script re-executes itself with PYTHONHASHSEED=0, see reference_steptp.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from reference_steptp import (SHARED_STRATEGIES, ReferenceStrategies,  # noqa: E402
+                              require_fixed_hash_seed)
+
+from leir_egraph.egraph import single_steps  # noqa: E402
+from leir_egraph.egraph.steps import default_strategies  # noqa: E402
+from leir_egraph.leir import Program  # noqa: E402
+from leir_egraph.leir.canonical import canonical_text  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+SOURCES = {"golden": DATA / "golden" / "golden_corpus.jsonl",
+           "corpus": DATA / "reference_corpus.jsonl"}
+
+
+def load_rows(which: str, dtype: str, limit: int | None) -> list[dict]:
+    rows = [json.loads(l) for l in SOURCES[which].read_text().splitlines() if l.strip()]
+    rows = [r for r in rows if r["dtype"] == dtype]
+    return rows[:limit] if limit else rows
+
+
+def known_names(row: dict) -> list[str]:
+    sig = row["signature"]
+    return [t["name"] for t in sig["inputs"]] + [t["name"] for t in sig["outputs"]]
+
+
+def canonical_or_none(text: str, row: dict) -> str | None:
+    try:
+        return canonical_text(Program.parse(text, row["signature"], row["name"]))
+    except Exception:  # noqa: BLE001 -- an output that is not LEIR is counted, not fatal
+        return None
+
+
+def classify(result) -> str:
+    if result.equal and (result.independent or result.before_independent is False):
+        return "equal"
+    if result.cause in ("parse", "invalid", "signature", "build", "exec", "crash"):
+        return "invalid"
+    if result.cause in ("mismatch", "independence"):
+        return "not_equal"
+    return "undecidable"
+
+
+def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
+    """Reference and our canonical outputs of one strategy over every program."""
+    ref_all, ours_all = {}, {}
+    unparseable = errors = 0
+    for row, program in zip(rows, programs):
+        result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
+        errors += result.error is not None
+        texts = {}
+        for out in result.outputs:
+            c = canonical_or_none(out, row)
+            if c is None:
+                unparseable += 1
+            else:
+                texts.setdefault(c, out)
+        ref_all[row["id"]] = texts
+        ours = set()
+        if ours_strategy is not None:
+            for t in single_steps(program, ours_strategy):
+                ours.add(canonical_text(t.after))
+        ours_all[row["id"]] = ours
+    return ref_all, ours_all, unparseable, errors
+
+
+def main() -> int:
+    require_fixed_hash_seed()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reference-dir", required=True)
+    ap.add_argument("--programs", choices=tuple(SOURCES), default="golden")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--limit", type=int, default=None, help="first N programs only")
+    ap.add_argument("--strategies", help="comma-separated strategy ids (default: all shared)")
+    ap.add_argument("--sample", type=int, default=20,
+                    help="reference-only outputs verified per strategy (0: none)")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show-missed", type=int, default=5,
+                    help="reference-only outputs listed per strategy in the report")
+    ap.add_argument("--json", help="write the report here")
+    args = ap.parse_args()
+
+    reference = ReferenceStrategies(args.reference_dir)
+    rows = load_rows(args.programs, args.dtype, args.limit)
+    programs = [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows]
+    ours_by_id = {s.id: s for s in default_strategies()}
+    wanted = args.strategies.split(",") if args.strategies else list(SHARED_STRATEGIES)
+    rng = random.Random(args.seed)
+    report = {"programs": args.programs, "dtype": args.dtype, "count": len(rows),
+              "seed": args.seed, "sample": args.sample, "strategies": []}
+    print(f"{len(rows)} {args.programs} {args.dtype} programs")
+    print(f"{'strategy':<56}{'ref':>7}{'ours':>7}{'shared':>7}{'recall':>8}"
+          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}")
+    for sid in wanted:
+        if not reference.has(sid):
+            continue
+        start = time.perf_counter()
+        ref_all, ours_all, unparseable, errors = strategy_row(
+            sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
+        ref_n = sum(len(v) for v in ref_all.values())
+        ours_n = sum(len(v) for v in ours_all.values())
+        shared = sum(len(set(ref_all[k]) & ours_all[k]) for k in ref_all)
+        missed = [(row, program, ref_all[row["id"]][c])
+                  for row, program in zip(rows, programs)
+                  for c in sorted(set(ref_all[row["id"]]) - ours_all[row["id"]])]
+        chosen = rng.sample(missed, min(args.sample, len(missed))) if args.sample else []
+        verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
+        examples = []
+        if chosen:
+            from leir_egraph.verify import verify_many
+            results = verify_many([(p, text) for _, p, text in chosen], timing=False,
+                                  workers=args.workers)
+            for (row, _, text), res in zip(chosen, results):
+                verdict = classify(res)
+                verdicts[verdict] += 1
+                examples.append({"program": row["id"], "name": row["name"], "after": text,
+                                 "verdict": verdict, "reason": res.reason})
+        judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
+        eq_share = verdicts["equal"] / judged if judged else None
+        est_missed_sound = (len(missed) * eq_share) if eq_share is not None else None
+        sound_recall = (shared / (shared + est_missed_sound)
+                        if est_missed_sound is not None and shared + est_missed_sound
+                        else None)
+        entry = {"strategy": sid, "reference": ref_n, "ours": ours_n, "shared": shared,
+                 "reference_only": len(missed), "unparseable": unparseable,
+                 "reference_errors": errors,
+                 "recall": shared / ref_n if ref_n else None,
+                 "sample": verdicts, "estimated_sound_missed": est_missed_sound,
+                 "sound_recall": sound_recall, "seconds": round(time.perf_counter() - start, 1),
+                 "sampled": examples,
+                 "missed": [{"program": row["id"], "before": row["leir"], "after": text}
+                            for row, _, text in missed[:args.show_missed]]}
+        report["strategies"].append(entry)
+        rec = f"{100 * entry['recall']:.1f}%" if ref_n else "-"
+        srec = f"{100 * sound_recall:.1f}%" if sound_recall is not None else "-"
+        v = verdicts
+        print(f"{sid:<56}{ref_n:>7}{ours_n:>7}{shared:>7}{rec:>8}"
+              f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}",
+              flush=True)
+    tot_ref = sum(e["reference"] for e in report["strategies"])
+    tot_shared = sum(e["shared"] for e in report["strategies"])
+    est = [e["estimated_sound_missed"] for e in report["strategies"]]
+    report["total"] = {"reference": tot_ref, "shared": tot_shared,
+                       "recall": tot_shared / tot_ref if tot_ref else None}
+    if all(x is not None or e["reference_only"] == 0
+           for x, e in zip(est, report["strategies"])):
+        missed_sound = sum(x or 0 for x in est)
+        report["total"]["sound_recall"] = (tot_shared / (tot_shared + missed_sound)
+                                           if tot_shared + missed_sound else None)
+    print(f"total: reference {tot_ref}, shared {tot_shared}, recall "
+          f"{100 * tot_shared / tot_ref if tot_ref else 0:.1f}%"
+          + (f", estimated sound recall {100 * report['total']['sound_recall']:.1f}%"
+             if report["total"].get("sound_recall") else ""))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
