@@ -32,6 +32,10 @@ with shared outputs counted sound (ours are verified by the rule-file tests and
 ``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
 given. The report is deterministic for a given seed, reference checkout and PYTHONHASHSEED
 (the script re-executes itself with PYTHONHASHSEED=0, see reference_steptp.py).
+
+Enumeration is the slow part (the reference's outputs are parsed one top-level nest at a time,
+cached); ``--sample 0 --show-missed 100000 --json R`` then ``--reverify R --sample N --json R2``
+verifies the misses of an earlier report without enumerating again.
 """
 
 from __future__ import annotations
@@ -149,11 +153,94 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     return ref_all, ours_all, unparseable, errors
 
 
+def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
+    """Verify a seeded sample of the reference-only outputs ``missed`` (``(row, program,
+    text)``) and add the verdicts and the estimated sound recall to ``entry``."""
+    chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
+    verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
+    examples = []
+    if chosen:
+        from leir_egraph.verify import verify_many
+        results = verify_many([(p, text) for _, p, text in chosen], timing=False,
+                              workers=workers)
+        for (row, _, text), res in zip(chosen, results):
+            verdict = classify(res)
+            verdicts[verdict] += 1
+            examples.append({"program": row["id"], "name": row["name"], "after": text,
+                             "verdict": verdict, "reason": res.reason})
+    judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
+    eq_share = verdicts["equal"] / judged if judged else None
+    est = len(missed) * eq_share if eq_share is not None else None
+    if not missed:
+        est = 0.0
+    shared = entry["shared"]
+    entry.update(sample=verdicts, sampled=examples, estimated_sound_missed=est,
+                 sound_recall=(shared / (shared + est) if est is not None and shared + est
+                               else None))
+
+
+def print_row(entry: dict) -> None:
+    rec = f"{100 * entry['recall']:.1f}%" if entry["reference"] else "-"
+    srec = f"{100 * entry['sound_recall']:.1f}%" if entry["sound_recall"] is not None else "-"
+    v = entry["sample"]
+    print(f"{entry['strategy']:<56}{entry['reference']:>7}{entry['ours']:>7}"
+          f"{entry['shared']:>7}{rec:>8}"
+          f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}",
+          flush=True)
+
+
+def finish(report: dict) -> None:
+    """Totals over the strategies of ``report``."""
+    entries = report["strategies"]
+    tot_ref = sum(e["reference"] for e in entries)
+    tot_shared = sum(e["shared"] for e in entries)
+    report["total"] = {"reference": tot_ref, "shared": tot_shared,
+                       "recall": tot_shared / tot_ref if tot_ref else None}
+    est = [e["estimated_sound_missed"] for e in entries]
+    if all(x is not None for x in est):
+        missed_sound = sum(est)
+        report["total"]["sound_recall"] = (tot_shared / (tot_shared + missed_sound)
+                                           if tot_shared + missed_sound else None)
+    print(f"total: reference {tot_ref}, shared {tot_shared}, recall "
+          f"{100 * tot_shared / tot_ref if tot_ref else 0:.1f}%"
+          + (f", estimated sound recall {100 * report['total']['sound_recall']:.1f}%"
+             if report["total"].get("sound_recall") else ""))
+
+
+def reverify(path: str, rows: list[dict], sample: int, workers: int, seed: int) -> dict:
+    """Only the sampling step, on the reference-only outputs an earlier report listed (run it
+    with ``--show-missed`` at least as large as the misses, or the sample is of the listed
+    ones and ``sample_of_listed`` says so)."""
+    report = json.loads(Path(path).read_text())
+    by_id = {r["id"]: r for r in rows}
+    programs: dict[str, Program] = {}
+    rng = random.Random(seed)
+    report["sample"] = sample
+    for entry in report["strategies"]:
+        missed = []
+        for m in entry["missed"]:
+            row = by_id[m["program"]]
+            if row["id"] not in programs:
+                programs[row["id"]] = Program.parse(row["leir"], row["signature"], row["name"])
+            missed.append((row, programs[row["id"]], m["after"]))
+        listed = len(missed)
+        judge(entry, missed, sample, workers, rng)
+        if listed < entry["reference_only"]:
+            entry["sample_of_listed"] = listed
+            if entry["estimated_sound_missed"] is not None and listed:
+                entry["estimated_sound_missed"] *= entry["reference_only"] / listed
+                est, shared = entry["estimated_sound_missed"], entry["shared"]
+                entry["sound_recall"] = shared / (shared + est) if shared + est else None
+        print_row(entry)
+    finish(report)
+    return report
+
+
 def main() -> int:
     require_fixed_hash_seed()
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reference-dir", required=True)
+    ap.add_argument("--reference-dir", help="a checkout of the reference (not with --reverify)")
     ap.add_argument("--programs", choices=tuple(SOURCES), default="golden")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--limit", type=int, default=None, help="first N programs only")
@@ -164,9 +251,19 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show-missed", type=int, default=5,
                     help="reference-only outputs listed per strategy in the report")
+    ap.add_argument("--reverify", metavar="REPORT",
+                    help="no enumeration: verify a sample of the misses REPORT lists")
     ap.add_argument("--json", help="write the report here")
     args = ap.parse_args()
+    if args.reverify:
+        report = reverify(args.reverify, load_rows(args.programs, args.dtype, None),
+                          args.sample, args.workers, args.seed)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+        return 0
 
+    if not args.reference_dir:
+        ap.error("--reference-dir is required (unless --reverify)")
     reference = ReferenceStrategies(args.reference_dir)
     rows = load_rows(args.programs, args.dtype, args.limit)
     programs = [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows]
@@ -190,54 +287,17 @@ def main() -> int:
         missed = [(row, program, ref_all[row["id"]][c])
                   for row, program in zip(rows, programs)
                   for c in sorted(set(ref_all[row["id"]]) - ours_all[row["id"]])]
-        chosen = rng.sample(missed, min(args.sample, len(missed))) if args.sample else []
-        verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
-        examples = []
-        if chosen:
-            from leir_egraph.verify import verify_many
-            results = verify_many([(p, text) for _, p, text in chosen], timing=False,
-                                  workers=args.workers)
-            for (row, _, text), res in zip(chosen, results):
-                verdict = classify(res)
-                verdicts[verdict] += 1
-                examples.append({"program": row["id"], "name": row["name"], "after": text,
-                                 "verdict": verdict, "reason": res.reason})
-        judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
-        eq_share = verdicts["equal"] / judged if judged else None
-        est_missed_sound = (len(missed) * eq_share) if eq_share is not None else None
-        sound_recall = (shared / (shared + est_missed_sound)
-                        if est_missed_sound is not None and shared + est_missed_sound
-                        else None)
         entry = {"strategy": sid, "reference": ref_n, "ours": ours_n, "shared": shared,
                  "reference_only": len(missed), "unparseable": unparseable,
                  "reference_errors": errors,
                  "recall": shared / ref_n if ref_n else None,
-                 "sample": verdicts, "estimated_sound_missed": est_missed_sound,
-                 "sound_recall": sound_recall, "seconds": round(time.perf_counter() - start, 1),
-                 "sampled": examples,
+                 "seconds": round(time.perf_counter() - start, 1),
                  "missed": [{"program": row["id"], "before": row["leir"], "after": text}
                             for row, _, text in missed[:args.show_missed]]}
+        judge(entry, missed, args.sample, args.workers, rng)
         report["strategies"].append(entry)
-        rec = f"{100 * entry['recall']:.1f}%" if ref_n else "-"
-        srec = f"{100 * sound_recall:.1f}%" if sound_recall is not None else "-"
-        v = verdicts
-        print(f"{sid:<56}{ref_n:>7}{ours_n:>7}{shared:>7}{rec:>8}"
-              f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}",
-              flush=True)
-    tot_ref = sum(e["reference"] for e in report["strategies"])
-    tot_shared = sum(e["shared"] for e in report["strategies"])
-    est = [e["estimated_sound_missed"] for e in report["strategies"]]
-    report["total"] = {"reference": tot_ref, "shared": tot_shared,
-                       "recall": tot_shared / tot_ref if tot_ref else None}
-    if all(x is not None or e["reference_only"] == 0
-           for x, e in zip(est, report["strategies"])):
-        missed_sound = sum(x or 0 for x in est)
-        report["total"]["sound_recall"] = (tot_shared / (tot_shared + missed_sound)
-                                           if tot_shared + missed_sound else None)
-    print(f"total: reference {tot_ref}, shared {tot_shared}, recall "
-          f"{100 * tot_shared / tot_ref if tot_ref else 0:.1f}%"
-          + (f", estimated sound recall {100 * report['total']['sound_recall']:.1f}%"
-             if report["total"].get("sound_recall") else ""))
+        print_row(entry)
+    finish(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
