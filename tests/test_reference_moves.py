@@ -79,9 +79,35 @@ MOVES = [
      "+A^{f32,g}_{tx,a};];"),
 ]
 
+SOFTMAX_SUM = ("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+               "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+               "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];")
+MOVES += [
+    # exponential_split: exp(A-D) -> exp(A-D)*exp(D-D), D the row maximum of an earlier nest
+    ("exponential_split", SOFTMAX_SUM, "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})*exp(D^{f32,g}_{tx}-D^{f32,g}_{tx});];"),
+    # ... split by the neighbouring element
+    ("exponential_split", SOFTMAX_SUM, "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}))"
+     "*exp(if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1})-D^{f32,g}_{tx});];"),
+]
+
 # reference moves that are unsound in general: a standard-normal input may be 0, so dividing
 # by its neighbour can make 0/0
 REFUSED = [
+    # the reference's quotient form of a longer difference: exp(A-D-D) -> exp(A-m)/exp(-(D-D)-m)
+    # is exp(A+D-D-...) -- not exp(A-D-D) (here with m = D)
+    ("exponential_split",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx}-D^{f32,g}_{tx});];", "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/exp(-(D^{f32,g}_{tx}-D^{f32,g}_{tx})-D^{f32,g}_{tx});];"),
     ("multiplicative_split", TWO_STAGE, TWO_STAGE_SIG,
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}"
      "/if_then_else(a-1<0,1,A^{f32,g}_{tx,a-1})*if_then_else(a-1<0,1,A^{f32,g}_{tx,a-1}));];"
