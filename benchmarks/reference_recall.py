@@ -15,7 +15,8 @@ indices), so a reference output counts as *shared* when some transition of ours 
 same canonical text. A reference output we cannot parse is *unparseable* (it is not LEIR by
 docs/LEIR.md: never a transition we owe).
 
-Per strategy the report gives: reference outputs, ours, shared, reference-only, recall
+Per strategy the report gives: reference outputs (distinct canonical programs), ours
+(distinct transitions), shared, reference-only, recall
 (shared / reference outputs), and, for a seeded sample of ``--sample`` reference-only outputs
 per strategy, our verifier's verdict on each (TVM llvm, ``verify``):
 
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -130,27 +132,43 @@ def classify(result) -> str:
     return "undecidable"
 
 
+_NAME = re.compile(r"[A-Za-z_]+")
+
+
+def erased(text: str) -> str:
+    """``text`` with every name (tensors, indices, functions) replaced by ``_``: programs with
+    the same canonical text have the same erased text, so only our transitions whose erased
+    text some reference output shares need the (slow) canonical form."""
+    return _NAME.sub("_", text)
+
+
 def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
-    """Reference and our canonical outputs of one strategy over every program."""
-    ref_all, ours_all = {}, {}
+    """Reference outputs (canonical text -> output) and our transitions (canonical texts of
+    those that can match; ``ours_counts``: distinct transitions) of one strategy per program."""
+    ref_all, ours_all, ours_counts = {}, {}, {}
     unparseable = errors = 0
     for row, program in zip(rows, programs):
         result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
         errors += result.error is not None
-        texts = {}
+        texts, keys = {}, set()
         for out in result.outputs:
             c = canonical_or_none(out, row)
             if c is None:
                 unparseable += 1
             else:
                 texts.setdefault(c, out)
+                keys.add(erased(c))
         ref_all[row["id"]] = texts
-        ours = set()
+        ours, seen = set(), set()
         if ours_strategy is not None:
             for t in single_steps(program, ours_strategy):
-                ours.add(canonical_text(t.after))
+                text = t.after.text
+                seen.add(text)
+                if erased(text) in keys:
+                    ours.add(canonical_text(t.after))
         ours_all[row["id"]] = ours
-    return ref_all, ours_all, unparseable, errors
+        ours_counts[row["id"]] = len(seen)
+    return ref_all, ours_all, ours_counts, unparseable, errors
 
 
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
@@ -279,10 +297,10 @@ def main() -> int:
         if not reference.has(sid):
             continue
         start = time.perf_counter()
-        ref_all, ours_all, unparseable, errors = strategy_row(
+        ref_all, ours_all, ours_counts, unparseable, errors = strategy_row(
             sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
         ref_n = sum(len(v) for v in ref_all.values())
-        ours_n = sum(len(v) for v in ours_all.values())
+        ours_n = sum(ours_counts.values())
         shared = sum(len(set(ref_all[k]) & ours_all[k]) for k in ref_all)
         missed = [(row, program, ref_all[row["id"]][c])
                   for row, program in zip(rows, programs)
