@@ -37,7 +37,7 @@ from ..encoding import encode, to_egglog
 from ..facts import LoadedProgram
 from ..guards import GuardExtension, Relation
 from ..parameters import ParameterSet
-from .memory_splits import _analysis, _flat_nests, _term, split_sites
+from .memory_splits import _analysis, _flat_nests, _term, operands
 
 IDENTITY = {"add": "0", "mul": "1"}
 
@@ -88,12 +88,13 @@ def _extra(loaded: LoadedProgram):
         for eq in nest.equations:
             if not is_float(eq.target.dtype):
                 continue
-            sites, _ = split_sites(eq)
             target_names = subscript_index_names(eq.target.subscripts)
-            for site in sites:
-                x = site.node
-                if not isinstance(x, Var) or site.branch:
-                    continue
+            # every read evaluated whenever the equation is (the rules still ask SplitSite of
+            # what they rewrite; exp(x)+exp(-x) reads x twice, each exp is a site)
+            reads = dict.fromkeys(op.node for op in operands(eq.value)
+                                  if isinstance(op.node, Var) and not op.branch
+                                  and not op.condition and op.node.name != eq.target.name)
+            for x in reads:
                 known = frozenset() if x.name in written else facts.get(x.name, frozenset())
                 for kind in ("add", "mul"):
                     m = neighbour(x, kind)
