@@ -103,7 +103,8 @@ def _extra(loaded: LoadedProgram):
                         yield (name, eq, x, m, kind,
                                known - {NONZERO} if kind == "add" else known)
                 for v in results:
-                    if (v.name not in written and v != x
+                    # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
+                    if (v.name not in written
                             and target_names <= subscript_index_names(v.subscripts)):
                         for kind in ("add", "mul"):
                             yield name, eq, x, v, kind, facts.get(v.name, frozenset())
