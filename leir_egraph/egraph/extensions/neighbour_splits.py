@@ -77,8 +77,9 @@ def _earlier_results(loaded: LoadedProgram):
 
 
 def _extra(loaded: LoadedProgram):
-    """``(nest name, eq, site, m, "add" | "mul", facts of m)`` for every extra splitting
-    value of a split of that kind."""
+    """``(nest name, eq, site, m, "add" | "mul" | "exp", facts of m)`` for every extra
+    splitting value of a split of that kind ("exp": exponential_split's, the add-form
+    neighbour and earlier results the equation already reads)."""
     facts = _analysis(loaded.program)
     earlier = _earlier_results(loaded)
     positions = {id(n): i for i, n in enumerate(loaded.program.leir.nests)}
@@ -100,13 +101,18 @@ def _extra(loaded: LoadedProgram):
                     m = neighbour(x, kind)
                     if m is not None:
                         # the identity 0 may be the value: only the mul form keeps NONZERO
-                        yield (name, eq, x, m, kind,
-                               known - {NONZERO} if kind == "add" else known)
+                        for k in (("add", "exp") if kind == "add" else ("mul",)):
+                            yield (name, eq, x, m, k,
+                                   known - {NONZERO} if kind == "add" else known)
                 for v in results:
                     # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
                     if (v.name not in written
                             and target_names <= subscript_index_names(v.subscripts)):
-                        for kind in ("add", "mul"):
+                        # exponential_split ("exp") only by a result the equation reads
+                        # anyway: exp(m) of an arbitrary earlier result (a cosh, a square)
+                        # overflows where exp(x) did not, and 0*inf is NaN
+                        kinds = ("add", "mul", "exp") if v in reads else ("add", "mul")
+                        for kind in kinds:
                             yield name, eq, x, v, kind, facts.get(v.name, frozenset())
 
 
