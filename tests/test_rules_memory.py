@@ -106,6 +106,8 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert len(labels) == len(set(labels))
     assert sum("exchanged" in l for l in labels) == 3           # every pair of dimensions
     assert "dimensions flattened row-major" in labels
+    assert "dimensions flattened column-major (last dimension outermost)" in labels
+    assert sum("permuted" in l for l in labels) == 2            # the two rotations of rank 3
     assert sum("merged" in l for l in labels) == 2              # every adjacent pair
     assert sum("split" in l for l in labels) == 1 + 2 + 0       # proper divisors of 4, 6, 2
 

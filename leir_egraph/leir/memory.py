@@ -8,7 +8,9 @@ the same element in a re-stored tensor. Every layout here is a bijection from th
 keep addressing distinct elements::
 
     swap(0,1)    X_{s0,s1}      -> X_{s1,s0}                       shape (D1, D0)
+    permute(1,2,0) X_{s0,s1,s2} -> X_{s1,s2,s0}                    shape (D1, D2, D0)
     flatten      X_{s0,s1,s2}   -> X_{s0*D1*D2+s1*D2+s2}           shape (D0*D1*D2,)
+    flatten-last X_{s0,s1}      -> X_{s1*D0+s0}                    shape (D0*D1,)
     merge(1,2)   X_{s0,s1,s2}   -> X_{s0,s1*D2+s2}                 shape (D0, D1*D2)
     split(0,4)   X_{s0,s1}      -> X_{s0//4,s0%4,s1}               shape (D0/4, 4, D1)
 """
@@ -168,8 +170,9 @@ def _div(sub: IExpr, op: str, k: int) -> IExpr:
 @dataclass(frozen=True)
 class Layout:
     """A bijective re-layout of a tensor of shape ``shape`` (see the module docstring)."""
-    kind: str                # swap | flatten | merge | split
-    dims: tuple[int, ...]    # swap: (i, j); merge: (i, i+1); split: (i, inner extent)
+    kind: str                # swap | permute | flatten | flatten-last | merge | split
+    dims: tuple[int, ...]    # swap: (i, j); permute: new dim k is old dim dims[k];
+                             # merge: (i, i+1); split: (i, inner extent)
     shape: tuple[int, ...]
 
     @property
@@ -177,8 +180,12 @@ class Layout:
         """The layout as a short phrase (a chain-of-thought slot and the fact's key)."""
         if self.kind == "swap":
             return f"dimensions {self.dims[0]} and {self.dims[1]} exchanged"
+        if self.kind == "permute":
+            return "dimensions permuted to " + ",".join(map(str, self.dims))
         if self.kind == "flatten":
             return "dimensions flattened row-major"
+        if self.kind == "flatten-last":
+            return "dimensions flattened column-major (last dimension outermost)"
         if self.kind == "merge":
             return f"dimensions {self.dims[0]} and {self.dims[1]} merged row-major"
         i, inner = self.dims
@@ -190,7 +197,9 @@ class Layout:
             i, j = self.dims
             d[i], d[j] = d[j], d[i]
             return tuple(d)
-        if self.kind == "flatten":
+        if self.kind == "permute":
+            return tuple(d[k] for k in self.dims)
+        if self.kind in ("flatten", "flatten-last"):
             size = 1
             for n in d:
                 size *= n
@@ -208,9 +217,14 @@ class Layout:
             i, j = self.dims
             s[i], s[j] = s[j], s[i]
             return tuple(s)
-        if self.kind == "flatten":
+        if self.kind == "permute":
+            return tuple(s[k] for k in self.dims)
+        if self.kind in ("flatten", "flatten-last"):
+            pairs = list(zip(s, self.shape))
+            if self.kind == "flatten-last":
+                pairs.reverse()
             terms, stride = [], 1
-            for sub, size in reversed(list(zip(s, self.shape))):
+            for sub, size in reversed(pairs):
                 terms.append(_mul(sub, stride))
                 stride *= size
             return (_sum(list(reversed(terms))),)
@@ -223,13 +237,17 @@ class Layout:
 
 def layouts(shape: tuple[int, ...]) -> list[Layout]:
     """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
-    dimensions, the row-major flattening (rank >= 2), merges of two adjacent dimensions
+    dimensions, for rank 3 the two rotations (the permutations that are no exchange), the
+    row-major and the column-major flattening (rank >= 2), merges of two adjacent dimensions
     (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
     proper divisors. Any permutation or reshape is a sequence of these steps."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
+    if k == 3:
+        out += [Layout("permute", (1, 2, 0), shape), Layout("permute", (2, 0, 1), shape)]
     if k >= 2:
         out.append(Layout("flatten", (), shape))
+        out.append(Layout("flatten-last", (), shape))
     if k >= 3:
         out.extend(Layout("merge", (i, i + 1), shape) for i in range(k - 1))
     for i, size in enumerate(shape):

@@ -1,0 +1,325 @@
+"""Recall of the reference's direct transitions: which of the Step-TP reference's one-step
+outputs our engine also produces, per strategy, and whether the ones we miss are sound.
+
+    PYTHONHASHSEED=0 python benchmarks/reference_recall.py --reference-dir /tmp/steptp \
+        [--programs golden|corpus] [--dtype float32] [--strategies a,b] [--sample 20] \
+        [--seed 0] [--json report.json]
+
+For every program (golden: the 201 tiny float32 programs with data; corpus: the reference
+corpus' float32 programs, larger shapes) and every strategy both implementations have
+(``reference_steptp.SHARED_STRATEGIES``), the reference's strategy is run once
+(seeded, ``reference_steptp.ReferenceStrategies``) and ours enumerates every one-site
+application (``single_steps``). Both sides are put in the package's canonical form
+(``leir_egraph.leir.canonical``: the same program up to the names of intermediates and loop
+indices), so a reference output counts as *shared* when some transition of ours prints the
+same canonical text. A reference output we cannot parse is *unparseable* (it is not LEIR by
+docs/LEIR.md: never a transition we owe).
+
+Per strategy the report gives: reference outputs (distinct canonical programs), ours
+(distinct transitions), shared, reference-only, recall
+(shared / reference outputs), and, for a seeded sample of ``--sample`` reference-only outputs
+per strategy, our verifier's verdict on each (TVM llvm, ``verify``):
+
+* ``equal``       the outputs agree (and, where the original's P/V/B claims hold, the result's
+                  hold too): a sound move we miss;
+* ``not_equal``   it builds and runs but computes something else (or breaks P/V/B claims):
+                  the reference's move is unsound there and we must not make it;
+* ``invalid``     not valid LEIR, or it does not build or run;
+* ``undecidable`` outputs agree but were zero/non-finite in every trial, timeouts, or the
+                  original itself fails.
+
+The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
+with shared outputs counted sound (ours are verified by the rule-file tests and
+``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
+given. The report is deterministic for a given seed, reference checkout and PYTHONHASHSEED
+(the script re-executes itself with PYTHONHASHSEED=0, see reference_steptp.py).
+
+Enumeration is the slow part (the reference's outputs are parsed one top-level nest at a time,
+cached); ``--sample 0 --show-missed 100000 --json R`` then ``--reverify R --sample N --json R2``
+verifies the misses of an earlier report without enumerating again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from reference_steptp import (SHARED_STRATEGIES, ReferenceStrategies,  # noqa: E402
+                              require_fixed_hash_seed)
+
+from leir_egraph.egraph import single_steps  # noqa: E402
+from leir_egraph.egraph.steps import default_strategies  # noqa: E402
+from leir_egraph.leir import Program, Signature  # noqa: E402
+from leir_egraph.leir.ast import Leir  # noqa: E402
+from leir_egraph.leir.parser import parse  # noqa: E402
+from leir_egraph.leir.canonical import canonical_text  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+SOURCES = {"golden": DATA / "golden" / "golden_corpus.jsonl",
+           "corpus": DATA / "reference_corpus.jsonl"}
+
+
+def load_rows(which: str, dtype: str, limit: int | None) -> list[dict]:
+    rows = [json.loads(l) for l in SOURCES[which].read_text().splitlines() if l.strip()]
+    rows = [r for r in rows if r["dtype"] == dtype]
+    return rows[:limit] if limit else rows
+
+
+def known_names(row: dict) -> list[str]:
+    sig = row["signature"]
+    return [t["name"] for t in sig["inputs"]] + [t["name"] for t in sig["outputs"]]
+
+
+_NESTS: dict[str, tuple] = {}
+
+
+def top_level_pieces(text: str) -> list[str]:
+    """``text`` cut after every ``];`` that closes a top-level bracket (one nest each)."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0 and text.startswith("];", i):
+                pieces.append(text[start:i + 2])
+                start = i + 2
+    if start != len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def parse_leir(text: str) -> Leir:
+    """``parse(text)``, one top-level nest at a time with a cache: the reference's outputs of
+    one program share most of their nests, and parsing is what the benchmark spends its time
+    on. A piece that does not parse alone makes the whole text parse at once (so the error is
+    the parser's own)."""
+    nests: list = []
+    for piece in top_level_pieces(text):
+        if piece not in _NESTS:
+            try:
+                _NESTS[piece] = parse(piece).nests
+            except Exception:  # noqa: BLE001 -- fall back to the whole text below
+                return parse(text)
+        nests.extend(_NESTS[piece])
+    return Leir(tuple(nests))
+
+
+def canonical_or_none(text: str, row: dict) -> str | None:
+    try:
+        leir = parse_leir(text)
+        return canonical_text(Program(leir, Signature.from_dict(row["signature"]), row["name"]))
+    except Exception:  # noqa: BLE001 -- an output that is not LEIR is counted, not fatal
+        return None
+
+
+def classify(result) -> str:
+    if result.equal and (result.independent or result.before_independent is False):
+        return "equal"
+    if result.cause in ("parse", "invalid", "signature", "build", "exec", "crash"):
+        return "invalid"
+    if result.cause in ("mismatch", "independence"):
+        return "not_equal"
+    return "undecidable"
+
+
+_NAME = re.compile(r"[A-Za-z_]+")
+
+
+def erased(text: str) -> str:
+    """``text`` with every name (tensors, indices, functions) replaced by ``_``: programs with
+    the same canonical text have the same erased text, so only our transitions whose erased
+    text some reference output shares need the (slow) canonical form."""
+    return _NAME.sub("_", text)
+
+
+def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
+    """Reference outputs (canonical text -> output) and our transitions (canonical texts of
+    those that can match; ``ours_counts``: distinct transitions) of one strategy per program."""
+    ref_all, ours_all, ours_counts = {}, {}, {}
+    unparseable = errors = 0
+    for row, program in zip(rows, programs):
+        result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
+        errors += result.error is not None
+        texts, keys = {}, set()
+        for out in result.outputs:
+            c = canonical_or_none(out, row)
+            if c is None:
+                unparseable += 1
+            else:
+                texts.setdefault(c, out)
+                keys.add(erased(c))
+        ref_all[row["id"]] = texts
+        ours, seen = set(), set()
+        if ours_strategy is not None:
+            for t in single_steps(program, ours_strategy):
+                text = t.after.text
+                seen.add(text)
+                if erased(text) in keys:
+                    ours.add(canonical_text(t.after))
+        ours_all[row["id"]] = ours
+        ours_counts[row["id"]] = len(seen)
+    return ref_all, ours_all, ours_counts, unparseable, errors
+
+
+def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
+    """Verify a seeded sample of the reference-only outputs ``missed`` (``(row, program,
+    text)``) and add the verdicts and the estimated sound recall to ``entry``."""
+    chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
+    verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
+    examples = []
+    if chosen:
+        from leir_egraph.verify import verify_many
+        results = verify_many([(p, text) for _, p, text in chosen], timing=False,
+                              workers=workers)
+        for (row, _, text), res in zip(chosen, results):
+            verdict = classify(res)
+            verdicts[verdict] += 1
+            examples.append({"program": row["id"], "name": row["name"], "after": text,
+                             "verdict": verdict, "reason": res.reason})
+    judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
+    eq_share = verdicts["equal"] / judged if judged else None
+    est = len(missed) * eq_share if eq_share is not None else None
+    if not missed:
+        est = 0.0
+    shared = entry["shared"]
+    entry.update(sample=verdicts, sampled=examples, estimated_sound_missed=est,
+                 sound_recall=(shared / (shared + est) if est is not None and shared + est
+                               else None))
+
+
+def print_row(entry: dict) -> None:
+    rec = f"{100 * entry['recall']:.1f}%" if entry["reference"] else "-"
+    srec = f"{100 * entry['sound_recall']:.1f}%" if entry["sound_recall"] is not None else "-"
+    v = entry["sample"]
+    print(f"{entry['strategy']:<56}{entry['reference']:>7}{entry['ours']:>7}"
+          f"{entry['shared']:>7}{rec:>8}"
+          f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}",
+          flush=True)
+
+
+def finish(report: dict) -> None:
+    """Totals over the strategies of ``report``."""
+    entries = report["strategies"]
+    tot_ref = sum(e["reference"] for e in entries)
+    tot_shared = sum(e["shared"] for e in entries)
+    report["total"] = {"reference": tot_ref, "shared": tot_shared,
+                       "recall": tot_shared / tot_ref if tot_ref else None}
+    est = [e["estimated_sound_missed"] for e in entries]
+    if all(x is not None for x in est):
+        missed_sound = sum(est)
+        report["total"]["sound_recall"] = (tot_shared / (tot_shared + missed_sound)
+                                           if tot_shared + missed_sound else None)
+    print(f"total: reference {tot_ref}, shared {tot_shared}, recall "
+          f"{100 * tot_shared / tot_ref if tot_ref else 0:.1f}%"
+          + (f", estimated sound recall {100 * report['total']['sound_recall']:.1f}%"
+             if report["total"].get("sound_recall") else ""))
+
+
+def reverify(path: str, rows: list[dict], sample: int, workers: int, seed: int) -> dict:
+    """Only the sampling step, on the reference-only outputs an earlier report listed (run it
+    with ``--show-missed`` at least as large as the misses, or the sample is of the listed
+    ones and ``sample_of_listed`` says so)."""
+    report = json.loads(Path(path).read_text())
+    by_id = {r["id"]: r for r in rows}
+    programs: dict[str, Program] = {}
+    rng = random.Random(seed)
+    report["sample"] = sample
+    for entry in report["strategies"]:
+        missed = []
+        for m in entry["missed"]:
+            row = by_id[m["program"]]
+            if row["id"] not in programs:
+                programs[row["id"]] = Program.parse(row["leir"], row["signature"], row["name"])
+            missed.append((row, programs[row["id"]], m["after"]))
+        listed = len(missed)
+        judge(entry, missed, sample, workers, rng)
+        if listed < entry["reference_only"]:
+            entry["sample_of_listed"] = listed
+            if entry["estimated_sound_missed"] is not None and listed:
+                entry["estimated_sound_missed"] *= entry["reference_only"] / listed
+                est, shared = entry["estimated_sound_missed"], entry["shared"]
+                entry["sound_recall"] = shared / (shared + est) if shared + est else None
+        print_row(entry)
+    finish(report)
+    return report
+
+
+def main() -> int:
+    require_fixed_hash_seed()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reference-dir", help="a checkout of the reference (not with --reverify)")
+    ap.add_argument("--programs", choices=tuple(SOURCES), default="golden")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--limit", type=int, default=None, help="first N programs only")
+    ap.add_argument("--strategies", help="comma-separated strategy ids (default: all shared)")
+    ap.add_argument("--sample", type=int, default=20,
+                    help="reference-only outputs verified per strategy (0: none)")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show-missed", type=int, default=5,
+                    help="reference-only outputs listed per strategy in the report")
+    ap.add_argument("--reverify", metavar="REPORT",
+                    help="no enumeration: verify a sample of the misses REPORT lists")
+    ap.add_argument("--json", help="write the report here")
+    args = ap.parse_args()
+    if args.reverify:
+        report = reverify(args.reverify, load_rows(args.programs, args.dtype, None),
+                          args.sample, args.workers, args.seed)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+        return 0
+
+    if not args.reference_dir:
+        ap.error("--reference-dir is required (unless --reverify)")
+    reference = ReferenceStrategies(args.reference_dir)
+    rows = load_rows(args.programs, args.dtype, args.limit)
+    programs = [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows]
+    ours_by_id = {s.id: s for s in default_strategies()}
+    wanted = args.strategies.split(",") if args.strategies else list(SHARED_STRATEGIES)
+    rng = random.Random(args.seed)
+    report = {"programs": args.programs, "dtype": args.dtype, "count": len(rows),
+              "seed": args.seed, "sample": args.sample, "strategies": []}
+    print(f"{len(rows)} {args.programs} {args.dtype} programs")
+    print(f"{'strategy':<56}{'ref':>7}{'ours':>7}{'shared':>7}{'recall':>8}"
+          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}")
+    for sid in wanted:
+        if not reference.has(sid):
+            continue
+        start = time.perf_counter()
+        ref_all, ours_all, ours_counts, unparseable, errors = strategy_row(
+            sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
+        ref_n = sum(len(v) for v in ref_all.values())
+        ours_n = sum(ours_counts.values())
+        shared = sum(len(set(ref_all[k]) & ours_all[k]) for k in ref_all)
+        missed = [(row, program, ref_all[row["id"]][c])
+                  for row, program in zip(rows, programs)
+                  for c in sorted(set(ref_all[row["id"]]) - ours_all[row["id"]])]
+        entry = {"strategy": sid, "reference": ref_n, "ours": ours_n, "shared": shared,
+                 "reference_only": len(missed), "unparseable": unparseable,
+                 "reference_errors": errors,
+                 "recall": shared / ref_n if ref_n else None,
+                 "seconds": round(time.perf_counter() - start, 1),
+                 "missed": [{"program": row["id"], "before": row["leir"], "after": text}
+                            for row, _, text in missed[:args.show_missed]]}
+        judge(entry, missed, args.sample, args.workers, rng)
+        report["strategies"].append(entry)
+        print_row(entry)
+    finish(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

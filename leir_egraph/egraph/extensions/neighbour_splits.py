@@ -1,0 +1,144 @@
+"""More splitting values for additive_split and multiplicative_split: values the equation does
+not read yet, in the forms real LEIR data uses (``ExtraSplitBy`` facts).
+
+* **the neighbouring element** of the split operand ``X_{s..,k}`` along its last dimension,
+  or the split's identity at the first one::
+
+      A_{tx,a}  ->  A_{tx,a}+if_then_else(a-1<0,0,A_{tx,a-1})-if_then_else(a-1<0,0,A_{tx,a-1})
+      A_{tx,a}  ->  A_{tx,a}/if_then_else(a-1<0,1,A_{tx,a-1})*if_then_else(a-1<0,1,A_{tx,a-1})
+
+  ``k-1`` is read only where it is >= 0, and ``k`` is in range there, so the read is too.
+  Only operands evaluated whenever the equation is (not inside an if_then_else branch, whose
+  condition may be what keeps ``k`` in range).
+* **the result of an earlier nest with the same loops**, read at the subscripts it was
+  written at (so every iteration reads an element that nest wrote), when no other nest writes
+  that tensor and its subscripts use every index the equation's target uses::
+
+      B^{4}_{tx}L^{8}_{a}[D_{tx,a}=..];B^{4}_{tx}L^{8}_{a}[C_{tx,a}=A_{tx,a}*2;]
+        -> ..[C_{tx,a}=(A_{tx,a}+D_{tx,a}-D_{tx,a})*2;]
+
+Soundness stays with the ``finite_operand`` guard, whose FiniteOperand / NonZeroOperand facts
+are given here for these values too (leir.finiteness): the neighbour is finite (non-zero) when
+the operand's tensor is, and its identity 0 (1) is; an earlier result is judged by its tensor.
+A value that may be zero never divides (``x/0*0`` is NaN), one that may be infinite is never
+subtracted (``x+inf-inf`` is NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ...frontend.expr import index_as_value
+from ...leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
+from ...leir.finiteness import FINITE, NONZERO
+from ...leir.memory import has_gather, subscript_index_names
+from ...leir.signature import is_float
+from ..encoding import encode, to_egglog
+from ..facts import LoadedProgram
+from ..guards import GuardExtension, Relation
+from ..parameters import ParameterSet
+from .memory_splits import _analysis, _flat_nests, _term, operands
+
+IDENTITY = {"add": "0", "mul": "1"}
+
+
+def neighbour(x: Var, kind: str):
+    """``if_then_else(k-1<0, identity, X_{..,k-1})`` for the read ``X_{..,k}``; ``None`` for
+    a scalar, a gather, or a last subscript that cannot be used as a value."""
+    if not x.subscripts or has_gather(x):
+        return None
+    last = IBin("-", x.subscripts[-1], IConst(1))
+    try:
+        cond = Compare((index_as_value(last), Num("0")), ("<",))
+    except Exception:  # noqa: BLE001 -- floor division / modulo have no value form
+        return None
+    shifted = Var(x.name, x.dtype, x.scope, x.subscripts[:-1] + (last,))
+    return IfThenElse(cond, Num(IDENTITY[kind]), shifted)
+
+
+def _earlier_results(loaded: LoadedProgram):
+    """``{nest position: [written var]}``: results of earlier nests with the same loops."""
+    nests = list(loaded.program.leir.nests)
+    writers: dict[str, list[int]] = {}
+    for i, nest in enumerate(nests):
+        for eq in nest.equations:
+            writers.setdefault(eq.target.name, []).append(i)
+    out: dict[int, list[Var]] = {}
+    for i, nest in enumerate(nests):
+        for j in range(i):
+            if nests[j].loops != nest.loops:
+                continue
+            for eq in nests[j].equations:
+                v = eq.target
+                if (set(writers[v.name]) == {j} and is_float(v.dtype) and not has_gather(v)
+                        and v not in out.get(i, ())):
+                    out.setdefault(i, []).append(v)
+    return out
+
+
+def _extra(loaded: LoadedProgram):
+    """``(nest name, eq, site, m, "add" | "mul" | "exp", facts of m)`` for every extra
+    splitting value of a split of that kind ("exp": exponential_split's, the add-form
+    neighbour and earlier results the equation already reads)."""
+    facts = _analysis(loaded.program)
+    earlier = _earlier_results(loaded)
+    positions = {id(n): i for i, n in enumerate(loaded.program.leir.nests)}
+    for name, nest in _flat_nests(loaded):
+        written = {eq.target.name for eq in nest.equations}
+        results = earlier.get(positions[id(nest)], [])
+        for eq in nest.equations:
+            if not is_float(eq.target.dtype):
+                continue
+            target_names = subscript_index_names(eq.target.subscripts)
+            # every read evaluated whenever the equation is (the rules still ask SplitSite of
+            # what they rewrite; exp(x)+exp(-x) reads x twice, each exp is a site)
+            reads = dict.fromkeys(op.node for op in operands(eq.value)
+                                  if isinstance(op.node, Var) and not op.branch
+                                  and not op.condition and op.node.name != eq.target.name)
+            for x in reads:
+                known = frozenset() if x.name in written else facts.get(x.name, frozenset())
+                for kind in ("add", "mul"):
+                    m = neighbour(x, kind)
+                    if m is not None:
+                        # the identity 0 may be the value: only the mul form keeps NONZERO
+                        for k in (("add", "exp") if kind == "add" else ("mul",)):
+                            yield (name, eq, x, m, k,
+                                   known - {NONZERO} if kind == "add" else known)
+                for v in results:
+                    # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
+                    if (v.name not in written
+                            and target_names <= subscript_index_names(v.subscripts)):
+                        # exponential_split ("exp") only by a result the equation reads
+                        # anyway: exp(m) of an arbitrary earlier result (a cosh, a square)
+                        # overflows where exp(x) did not, and 0*inf is NaN
+                        kinds = ("add", "mul", "exp") if v in reads else ("add", "mul")
+                        for kind in kinds:
+                            yield name, eq, x, v, kind, facts.get(v.name, frozenset())
+
+
+def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
+    out: dict[str, None] = {}
+    for name, eq, x, m, kind, _ in _extra(loaded):
+        out[f"(ExtraSplitBy {name} {to_egglog(encode(eq))} {_term(x)} {_term(m)} "
+            f"\"{kind}\")"] = None
+    return list(out)
+
+
+def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
+    out: dict[str, None] = {}
+    for name, _, x, m, _, known in _extra(loaded):
+        if FINITE in known:
+            out[f"(FiniteOperand {name} {_term(m)})"] = None
+            if NONZERO in known:
+                out[f"(NonZeroOperand {name} {_term(m)})"] = None
+    return list(out)
+
+
+GUARD_EXTENSIONS = (GuardExtension("finite_operand", facts=_finite_facts),)
+
+PARAMETER_SETS = (ParameterSet((
+    Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
+             "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
+             "{2} along its last dimension (the split's identity before the first), or a result "
+             "of an earlier nest with the same loops read where it was written"),
+), _split_facts),)

@@ -1,0 +1,136 @@
+"""Moves the Step-TP reference makes (issue 14), written by hand from the patterns its outputs
+show, that our engine must make too -- compared in the canonical form, so the names the
+reference would give its new tensors and indices do not matter -- and the moves it makes that
+are unsound in general, which we must refuse.
+
+benchmarks/reference_recall.py measures the same over whole corpora against the reference
+itself; these pin a handful per strategy without needing its checkout.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from leir_egraph.egraph import single_steps
+from leir_egraph.leir import Program
+from leir_egraph.leir.canonical import canonical_text
+from leir_egraph.leir.signature import Signature
+
+MATMUL = ("B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
+          "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];")
+MATMUL_SIG = "A:f32[4,8] C:f32[8,6] -> D:f32[4,6]"
+ROWMAX = "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+ROWMAX_SIG = "A:f32[4,8] -> D:f32[4]"
+TWO_STAGE = ("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
+             "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a};];")
+TWO_STAGE_SIG = "A:f32[4,8] -> C:f32[4,8]"
+
+# (strategy, before, signature, a reference-style after)
+MOVES = [
+    # layout_transformation: the transposed copy is bound to threads (its first loop -> B tx)
+    ("layout_transformation", MATMUL, MATMUL_SIG,
+     "B^{6}_{tx=0}L^{8}_{c=0}[E^{f32,g}_{tx,c}=C^{f32,g}_{c,tx};];"
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*E^{f32,g}_{a,c};];"),
+    # ... the flattened copy bound the same way, read at c*6+a
+    ("layout_transformation", MATMUL, MATMUL_SIG,
+     "B^{6}_{tx=0}L^{8}_{c=0}[E^{f32,g}_{c*6+tx}=C^{f32,g}_{c,tx};];"
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*E^{f32,g}_{c*6+a};];"),
+    # ... a split copy F_{tx,f,a}=A_{tx,f*4+a}, read back at a//4, a%4
+    ("layout_transformation", ROWMAX, ROWMAX_SIG,
+     "B^{4}_{tx=0}L^{2}_{f=0}L^{4}_{a=0}[F^{f32,g}_{tx,f,a}=A^{f32,g}_{tx,f*4+a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},F^{f32,g}_{tx,a//4,a%4});];"),
+    # ... a split of the bound dimension: outer L, inner B
+    ("layout_transformation", ROWMAX, ROWMAX_SIG,
+     "L^{2}_{f=0}B^{2}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{f,tx,a}=A^{f32,g}_{f*2+tx,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},F^{f32,g}_{tx//2,tx%2,a});];"),
+    # set_storage_layout: loop-first flattening D_{tx,a} -> D_{a*4+tx}
+    ("set_storage_layout", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{a*4+tx}=exp(A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{a*4+tx}+A^{f32,g}_{tx,a};];"),
+    # loop_vectorization: V on a short outer loop of a reduction nest
+    ("loop_vectorization",
+     "B^{8}_{tx=0}L^{3}_{a=0}L^{6}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];",
+     "A:f32[8,6] C:f32[6,3] -> D:f32[8,3]",
+     "B^{8}_{tx=0}V^{3}_{a=0}L^{6}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"),
+    # additive_split: the neighbouring element added and subtracted
+    ("additive_split", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}"
+     "+if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1})-if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}));];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a};];"),
+    # ... an operand of the equation added first, x+m-m
+    ("additive_split", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a}"
+     "-A^{f32,g}_{tx,a}+A^{f32,g}_{tx,a};];"),
+    # multiplicative_split: divided and multiplied by the earlier (positive) result
+    ("multiplicative_split", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
+     "+A^{f32,g}_{tx,a}/D^{f32,g}_{tx,a}*D^{f32,g}_{tx,a};];"),
+    # ... by the neighbouring element of a positive tensor, 1 before the first
+    ("multiplicative_split", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
+     "/if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})*if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})"
+     "+A^{f32,g}_{tx,a};];"),
+]
+
+SOFTMAX_SUM = ("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+               "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+               "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];")
+MOVES += [
+    # exponential_split: exp(A-D) -> exp(A-D)*exp(D-D), D the row maximum of an earlier nest
+    ("exponential_split", SOFTMAX_SUM, "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})*exp(D^{f32,g}_{tx}-D^{f32,g}_{tx});];"),
+    # ... split by the neighbouring element
+    ("exponential_split", SOFTMAX_SUM, "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1}))"
+     "*exp(if_then_else(a-1<0,0,A^{f32,g}_{tx,a-1})-D^{f32,g}_{tx});];"),
+]
+
+# reference moves that are unsound in general: a standard-normal input may be 0, so dividing
+# by its neighbour can make 0/0
+REFUSED = [
+    # the reference's quotient form of a longer difference: exp(A-D-D) -> exp(A-m)/exp(-(D-D)-m)
+    # is exp(A+D-D-...) -- not exp(A-D-D) (here with m = D)
+    ("exponential_split",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx}-D^{f32,g}_{tx});];", "A:f32[4,8] -> E:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}"
+     "+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/exp(-(D^{f32,g}_{tx}-D^{f32,g}_{tx})-D^{f32,g}_{tx});];"),
+    ("multiplicative_split", TWO_STAGE, TWO_STAGE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}"
+     "/if_then_else(a-1<0,1,A^{f32,g}_{tx,a-1})*if_then_else(a-1<0,1,A^{f32,g}_{tx,a-1}));];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a};];"),
+]
+
+
+def _canonical_steps(strategy: str, before: str, sig: str) -> set[str]:
+    p = Program.parse(before, Signature.from_short(sig))
+    return {canonical_text(t.after) for t in single_steps(p, strategy)}
+
+
+def _canonical(text: str, sig: str) -> str:
+    return canonical_text(Program.parse(text, Signature.from_short(sig)))
+
+
+@pytest.mark.parametrize("strategy,before,sig,after", MOVES,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(MOVES)])
+def test_reference_move_is_ours(strategy, before, sig, after):
+    assert _canonical(after, sig) in _canonical_steps(strategy, before, sig)
+
+
+@pytest.mark.parametrize("strategy,before,sig,after", REFUSED,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(REFUSED)])
+def test_unsound_reference_move_is_refused(strategy, before, sig, after):
+    assert _canonical(after, sig) not in _canonical_steps(strategy, before, sig)
