@@ -33,10 +33,11 @@ from ...leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
 from ...leir.legality import determined_loops
 from ...leir.memory import layouts, loops_used
 from ...leir.names import index_name_supply
+from ..encoding import loops_term, quoted, subs_term
 from ..facts import LoadedProgram
 from ..guards import Relation
 from ..parameters import ParameterSet
-from .memory_staging import _loops, _q, _stageable_read, _subs, _var, _view
+from .memory_staging import _stageable_read, _var, _view
 
 #: threadIdx.x's limit; the copy binds a loop only strictly below it, as the reference does.
 BIND_LIMIT = 1024
@@ -138,8 +139,8 @@ def _copy_form_facts(loaded: LoadedProgram) -> Iterable[str]:
                 continue
             for label, cl, w, r, new in [*bound_forms(x, n.nest.loops, shape),
                                          *split_forms(x, n.nest.loops)]:
-                out[f"(CopyForm {name} {_var(x)} {_q(label)} {_loops(cl)} {_subs(w)} "
-                    f"{_subs(r)} {_subs(new)})"] = None
+                out[f"(CopyForm {name} {_var(x)} {quoted(label)} {loops_term(cl)} {subs_term(w)} "
+                    f"{subs_term(r)} {subs_term(new)})"] = None
     return list(out)
 
 
