@@ -51,11 +51,6 @@ def recording_rule(strategy: Strategy, rule: Rule) -> str:
             f":name \"{strategy.id}/{rule.name}\")")
 
 
-def saturation_rule(strategy: Strategy, rule: Rule) -> str:
-    """The equality-saturation form of a rule: the rewrite itself, in the strategy's ruleset."""
-    when = f" :when ({' '.join(rule.conditions)})" if rule.conditions else ""
-    return f"(rewrite {rule.lhs} {rule.rhs}{when} :ruleset {ruleset_name(strategy)})"
-
 
 @lru_cache(maxsize=1)
 def _analysis_text() -> str:
