@@ -58,7 +58,7 @@ def _peak_rss_mb() -> float:
 def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
                known: dict | None = None) -> list[tuple[Program, str, str]]:
     """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
-    order, one per distinct (strategy, rule, successor); rewrites that give back ``program``
+    order, one per distinct (strategy, site, successor); rewrites that give back ``program``
     itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
     term -> canonical program across calls (a program reached from several parents is
     decoded and renamed once)."""
@@ -73,9 +73,12 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
             continue
         for path in occurrences(term, m.lhs):
             new_term = replace_at(term, path, m.rhs)
-            if new_term == term or (m.strategy, m.rule, new_term) in seen:
+            # One step per (strategy, site, result), the first rule in match order, as
+            # ``transitions_from`` keeps it: two rules of a strategy that rewrite one site the
+            # same way are one step.
+            if new_term == term or (m.strategy, path, new_term) in seen:
                 continue
-            seen.add((m.strategy, m.rule, new_term))
+            seen.add((m.strategy, path, new_term))
             after = known.get(new_term)
             if after is None:
                 after = known[new_term] = program.with_leir(
