@@ -30,7 +30,6 @@ from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .matching import matches
 from .space import Exploration, Round
 
 
@@ -68,7 +67,7 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
     seen: set = set()
-    for m in matches(engine, program, chosen):
+    for m in engine.matches(program, chosen):
         if m.rhs is None or m.rhs == m.lhs:
             continue
         for path in occurrences(term, m.lhs):
