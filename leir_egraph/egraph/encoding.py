@@ -294,11 +294,6 @@ class OccurrenceIndex:
         return [] if number is None else list(self._paths[number])
 
 
-def occurrences(term: Term, pattern: Term) -> list[tuple[int, ...]]:
-    """Paths (argument positions from the root) of every subterm equal to ``pattern``."""
-    return OccurrenceIndex(term).paths(pattern)
-
-
 def replace_at(term: Term, path: tuple[int, ...], new: Term) -> Term:
     """``term`` with the subterm at ``path`` replaced by ``new``."""
     if not path:

@@ -24,7 +24,7 @@ import resource
 import time
 from typing import Callable
 
-from ..egraph.encoding import Decoder, encode, occurrences, replace_at
+from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at
 from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
@@ -64,13 +64,14 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     decoder = decoder or Decoder()
     known = {} if known is None else known
     term = encode(program.leir)
+    index = OccurrenceIndex(term)  # one walk per program, not one per match
     keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
     seen: set = set()
     for m in engine.matches(program, chosen):
         if m.rhs is None or m.rhs == m.lhs:
             continue
-        for path in occurrences(term, m.lhs):
+        for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
             # One step per (strategy, site, result), the first rule in match order, as
             # ``transitions_from`` keeps it: two rules of a strategy that rewrite one site the
