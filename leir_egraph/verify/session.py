@@ -201,7 +201,7 @@ class _Evaluation:
         try:
             seconds = build(after, EQUAL_TARGET, **EQUAL_OPTIONS).seconds
             if target_kind(target) != "llvm":
-                seconds += build(after, target).seconds  # execution happens on the CPU
+                seconds += build(after, target).seconds  # the device build; runs use the CPU one
             self.note(build_s_after=seconds)
         except Exception as err:  # noqa: BLE001 -- every failure is a verdict, not a crash
             if before_problem is not None:
