@@ -29,13 +29,19 @@ import numpy as np
 import pytest
 
 from leir_egraph.egraph import all_steps, load_strategies, single_steps
-from leir_egraph.egraph.extensions.online import matmul_loops, scan_axis, scan_nest
-from leir_egraph.egraph.extensions.partial_concat import seam_rows, stencil_loops, twins
 from leir_egraph.egraph.rulecheck import example_program
+from leir_egraph.egraph.strategy import DEFAULT_RULES_DIR
+from leir_egraph.egraph.vocabulary import load_provider
 from leir_egraph.leir import Program, Signature, parse
 from leir_egraph.leir.ast import Leir, LoopNest
 from leir_egraph.lower import run
 from leir_egraph.verify.compare import compare
+
+# the fact providers beside the rule files (rules/math/online.py, ...)
+_online = load_provider(str(DEFAULT_RULES_DIR / "math" / "online.py")).module
+_partial = load_provider(str(DEFAULT_RULES_DIR / "math" / "partially_equivalent_then_correct.py")).module
+matmul_loops, scan_axis, scan_nest = _online.matmul_loops, _online.scan_axis, _online.scan_nest
+seam_rows, stencil_loops, twins = _partial.seam_rows, _partial.stencil_loops, _partial.twins
 
 PREFIX_MAX = "normal_loop_max_to_prefix_max"
 PREFIX_SUM = "normal_loop_summation_on_exp_to_prefix_summation_on_exp"

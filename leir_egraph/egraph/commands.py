@@ -61,6 +61,9 @@ def register(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--rules", action="append", default=[], help="extra rule directory")
     s.add_argument("--markdown", action="store_true", help="print the generated Markdown document")
+    s.add_argument("--vocabulary", action="store_true",
+                   help="print the table of each strategy's rule file, providers and the "
+                        "relations it reads (docs/RULES.md section 5)")
     s.set_defaults(handler=run_strategies)
     p = sub.add_parser("steps", help="list single-step rewrites with their chain of thought",
                        description="Enumerate every distinct one-site application of the "
@@ -115,12 +118,15 @@ def run_rules_check(args) -> int:
 
 
 def run_strategies(args) -> int:
-    from .catalog import strategies_markdown
+    from .catalog import strategies_markdown, vocabulary_table
     from .strategy import load_strategies
 
     strategies = load_strategies(*args.rules)
     if args.markdown:
         print(strategies_markdown(strategies), end="")
+        return 0
+    if args.vocabulary:
+        print(vocabulary_table(strategies))
         return 0
     for s in strategies:
         print(f"{s.id:<58} {s.category:<9} {s.difficulty:<10} {s.score:>5}  {', '.join(s.guards)}")

@@ -11,11 +11,7 @@ from dataclasses import dataclass
 
 from ..leir.printer import to_text
 from .encoding import decode
-from .guards import RELATIONS
-from .parameters import PARAMETERS
 from .strategy import Rule, Strategy
-
-_PARAMETER_RELATIONS = {r.name: r for r in PARAMETERS}
 
 
 def fragment_text(value, decoder=decode) -> str:
@@ -97,14 +93,6 @@ def _nest_list(indices: range) -> str:
     return f"nests {indices[0]}-{indices[-1]}"
 
 
-def render_fact(relation: str, args: list[str]) -> str:
-    """The ``holds`` sentence of a guard or parameter relation with rendered arguments."""
-    if relation in RELATIONS:
-        guard, rel = RELATIONS[relation]
-        return f"{guard.name.replace('_', ' ')}: " + rel.holds.format(*args)
-    return _PARAMETER_RELATIONS[relation].holds.format(*args)
-
-
 def atom_args(rule: Rule, bindings: dict[str, str], atom) -> list[str]:
     out = []
     for arg in atom.args:
@@ -123,12 +111,11 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     ``before`` and ``after`` are the two programs' ``Leir``, or their top-level nests in any form
     that ``same`` compares and ``text`` prints (enumeration passes the nest terms, compared by
     identity before their decoded ASTs, and a printer that prints each nest term once)."""
-    facts = []
-    for atom in rule.guard_atoms:
-        if atom.relation in RELATIONS:
-            facts.append(render_fact(atom.relation, atom_args(rule, rendered, atom)))
-    params = [render_fact(a.relation, atom_args(rule, rendered, a))
-              for a in rule.guard_atoms if a.relation in _PARAMETER_RELATIONS
+    vocab = strategy.vocabulary
+    facts = [vocab.holds(a.relation, atom_args(rule, rendered, a))
+             for a in rule.guard_atoms if a.relation in vocab.relations]
+    params = [vocab.holds(a.relation, atom_args(rule, rendered, a))
+              for a in rule.guard_atoms if a.relation in vocab.parameters
               and a.relation != "Root"]
     before, after = getattr(before, "nests", before), getattr(after, "nests", after)
     first, end_before, _, end_after = _changed_span(before, after, same)

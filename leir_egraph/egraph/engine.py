@@ -22,10 +22,9 @@ from functools import lru_cache
 
 from .encoding import Literal, Term, from_termdag
 from .facts import LoadedProgram
-from .guards import GUARDS
-from .parameters import PARAMETER_SETS, PARAMETERS
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
+from .vocabulary import ProviderError, Vocabulary, vocabulary, vocabulary_of
 
 PRELUDE_DIR = DEFAULT_RULES_DIR / "prelude"
 MAX_ROWS = 1_000_000
@@ -53,22 +52,16 @@ def recording_rule(strategy: Strategy, rule: Rule) -> str:
 
 
 @lru_cache(maxsize=1)
-def _analysis_text() -> str:
-    """The egglog text of every analysis rule (guards' rules and prelude files)."""
-    return "\n".join([g.rules for g in GUARDS.values() if g.rules] +
-                     [p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg"))])
+def _prelude_text() -> str:
+    return "\n".join(p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg")))
 
 
-def base_program() -> str:
-    """Schema, rulesets, helpers, guard and parameter relations, guard rules and the prelude."""
-    parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program()]
-    for guard in GUARDS.values():
-        parts.append(guard.declarations())
-    parts.append("\n".join(r.declaration() for r in PARAMETERS))
-    parts.extend(p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg")))
-    for guard in GUARDS.values():
-        if guard.rules:
-            parts.append(guard.rules)
+def base_program(vocab: Vocabulary | None = None) -> str:
+    """Schema, rulesets, helpers, the relations of the vocabulary (default: the shared one), the
+    prelude, the providers' egglog files and the guards' analysis rules."""
+    vocab = vocab or vocabulary()
+    parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
+             vocab.declarations(), _prelude_text(), vocab.analysis_rules]
     return "\n".join(p for p in parts if p)
 
 
@@ -90,8 +83,19 @@ class Engine:
         from egglog import bindings
 
         self.strategies = tuple(strategies)
+        try:
+            self.vocabulary = vocabulary_of(self.strategies)
+        except ProviderError as err:
+            raise RuleFileError(err.path, err.line, err.message) from None
         self._egraph = bindings.EGraph()
-        self._run(base_program())
+        try:
+            self._run(base_program(self.vocabulary))
+        except Exception as err:  # egglog rejects a provider's egglog text
+            message = str(err).splitlines()
+            raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
+                                         if p.endswith(".egg")) or PRELUDE_DIR, None,
+                                f"egglog rejects the vocabulary: "
+                                f"{message[-1] if message else err}") from None
         for strategy in self.strategies:
             self._compile(strategy)
         names = " ".join(ruleset_name(s) for s in self.strategies)
@@ -100,7 +104,8 @@ class Engine:
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
         self._read_relations = ({c.head for s in self.strategies for r in s.rules
                                  for c in r.parsed_conditions}
-                                | set(re.findall(r"\((\w+)", _analysis_text())))
+                                | set(re.findall(r"\((\w+)", _prelude_text()
+                                                 + self.vocabulary.analysis_rules)))
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
@@ -121,13 +126,7 @@ class Engine:
         chosen = self.strategies if strategies is None else tuple(strategies)
         loaded = LoadedProgram(program)
         facts = [loaded.declarations()]
-        wanted = self._read_relations
-        for guard in GUARDS.values():
-            if guard.facts is not None and any(r.name in wanted for r in guard.relations):
-                facts.extend(f for f in guard.facts(loaded) if f[1:f.index(" ")] in wanted)
-        for params in PARAMETER_SETS:
-            if any(r.name in wanted for r in params.relations):
-                facts.extend(f for f in params.facts(loaded) if f[1:f.index(" ")] in wanted)
+        facts.extend(self.vocabulary.facts(loaded, self._read_relations))
         if set(chosen) == set(self.strategies) and len(chosen) > 1:
             step = "(run strategy__all 1)"
         else:

@@ -47,6 +47,26 @@ class LoadedProgram:
     def suffix_name(self, i: int) -> str:
         return f"$s{i}"
 
+    def named_nests(self):
+        """``(let name, nest)`` of every nest, nested ones included, in pre-order."""
+        for k, nest in enumerate(self.nests):
+            yield self.nest_name(k), nest
+
+    def top_nests(self):
+        """``(position, let name, nest)`` of every top-level nest."""
+        for i, nest in enumerate(self.program.leir.nests):
+            yield i, self.top_nest_name(i), nest
+
+    def distinct_nests(self) -> list[tuple[str, LoopNest, list[LoopNest]]]:
+        """Each distinct nest with its let name and the top-level nest -- the GPU kernel --
+        around every one of its occurrences. A fact about a nest term holds wherever the term
+        occurs, so a fact that depends on the surroundings must hold in all of them."""
+        found: dict[LoopNest, tuple[str, list[LoopNest]]] = {}
+        for k, nest in enumerate(self.nests):
+            kernel = self.nests[max(s for s in self.top_level if s <= k)]
+            found.setdefault(nest, (self.nest_name(k), []))[1].append(kernel)
+        return [(name, nest, kernels) for nest, (name, kernels) in found.items()]
+
     def declarations(self) -> str:
         """egglog ``let`` commands binding every nest and suffix; the program is ``$s0``."""
         lines = [f"(let {self.nest_name(k)} {to_egglog(encode(nest))})"

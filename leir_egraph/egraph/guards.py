@@ -13,14 +13,13 @@ rendered as LEIR text, so the chain of thought can state exactly which fact held
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import combinations
 from typing import Callable, Iterable
 
-from ..leir.analysis import accumulation_op, equation_sites, reads, reduction_axes
+from ..leir.analysis import accumulation_op, equation_sites, reads
 from ..leir.ast import Bin, Call, IfThenElse, Leir, Num, Var
 from ..leir.legality import fusible, independent_iterations, loops_swappable
-from .encoding import encode_value, quoted, to_egglog
+from .encoding import quoted
 from .facts import LoadedProgram
 
 
@@ -50,17 +49,6 @@ class Guard:
         return "\n".join(r.declaration() for r in self.relations)
 
 
-def _top_nests(loaded: LoadedProgram):
-    for i, nest in enumerate(loaded.program.leir.nests):
-        yield i, loaded.top_nest_name(i), nest
-
-
-def _all_nests(loaded: LoadedProgram):
-    for k, nest in enumerate(loaded.nests):
-        yield loaded.nest_name(k), nest
-
-
-
 # ---------------------------------------------------------------- 1. pattern match
 
 PATTERN_MATCH = Guard(
@@ -75,7 +63,7 @@ PATTERN_MATCH = Guard(
 
 def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
     leir = loaded.program.leir
-    nests = list(_top_nests(loaded))
+    nests = list(loaded.top_nests())
     rw = [(reads(n), frozenset(s.equation.target.name for s in equation_sites(Leir((n,)))))
           for _, _, n in nests]
     for (i, ni, a), (j, nj, b) in combinations(nests, 2):
@@ -85,7 +73,7 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
             yield f"(Independent {nj} {ni})"
         if j == i + 1 and fusible(a, b):
             yield f"(Fusible {ni} {nj})"
-    for name, nest in _all_nests(loaded):
+    for name, nest in loaded.named_nests():
         loops = nest.loops
         for x, y in combinations(loops, 2):
             if loops_swappable(nest, x.index, y.index):
@@ -101,10 +89,29 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
             read_after |= reads(leir.nests[i - 1])
 
 
+def _first_write_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """``FirstWriteIn t n``: ``t`` is no input and no nest before ``n`` writes it. A nest term
+    at several top-level positions gets the fact only where it holds at every one of them."""
+    inputs = set(loaded.program.signature.input_names)
+    written_before: set[str] = set()
+    common: dict = {}
+    for i, name, nest in loaded.top_nests():
+        written = {site.equation.target.name for site in equation_sites(Leir((nest,)))}
+        first = {t for t in written if t not in inputs and t not in written_before}
+        written_before |= written
+        key = common.setdefault(nest, [name, first])
+        key[1] &= first
+    for name, tensors in common.values():
+        for tensor in sorted(tensors):
+            yield f"(FirstWriteIn {quoted(tensor)} {name})"
+
+
 DEPENDENCY = Guard(
     "dependency",
     "Data dependencies allow the move: computed from read/write sets and the dependence "
     "analyses of leir.legality. Independent: the two nests share no RAW, WAR or WAW conflict. "
+    "FirstWriteIn: no earlier nest writes the tensor, so an accumulation starts from the "
+    "identity. "
     "Fusible: the second nest may run inside the first's loops iteration by iteration. "
     "Swappable: two loops of a nest may exchange nesting positions. UnreadIn: no nest of the "
     "program suffix reads the tensor.",
@@ -121,36 +128,28 @@ DEPENDENCY = Guard(
                  "loops {1} and {2}"),
         Relation("UnreadIn", ("String", "Prog"),
                  "no later nest reads {0}"),
+        Relation("FirstWriteIn", ("String", "Nest"),
+                 "{0} is not an input and no nest before {1} writes it, so an accumulation "
+                 "of {0} in {1} starts from the identity"),
     ),
-    facts=_dependency_facts)
+    facts=lambda loaded: [*_dependency_facts(loaded), *_first_write_facts(loaded)])
 
 
 # ---------------------------------------------------------------- 3. operation identity
 
-def _identity_facts(loaded: LoadedProgram) -> Iterable[str]:
-    seen: dict[str, list[str]] = {}
-    for name, nest in _all_nests(loaded):
-        for eq in nest.equations:
-            seen.setdefault(to_egglog(encode_value(eq.value)), []).append(name)
-    for text, where in seen.items():
-        if len(where) >= 2:
-            yield f"(RepeatedValue {text})"
-
-
 OPERATION_IDENTITY = Guard(
     "operation_identity",
-    "Repeated identical computations exist: the same right-hand side is computed by at least "
-    "two equations of the program.",
-    "no computation is repeated in the program",
-    relations=(Relation("RepeatedValue", ("Expr",),
-                        "the expression {0} is computed by more than one equation"),),
-    facts=_identity_facts)
+    "Repeated identical computations exist: the same computation occurs at least twice. Its "
+    "relations belong to the strategies that use it (their providers): RepeatedIn "
+    "(common_subexpression_elimination), IdenticalOperation (tensor_concat_to_fuse_operators), "
+    "RenamedTwin (partially_equivalent_then_correct).",
+    "no computation is repeated in the program")
 
 
 # ---------------------------------------------------------------- 4. loop nest consistency
 
 def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
-    nests = list(_top_nests(loaded))
+    nests = list(loaded.top_nests())
     for (_, ni, a), (_, nj, b) in combinations(nests, 2):
         if a.loops == b.loops:
             yield f"(SameLoops {ni} {nj})"
@@ -169,7 +168,7 @@ LOOP_NEST_CONSISTENCY = Guard(
 # ---------------------------------------------------------------- 5. equation count
 
 def _equation_count_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest in _all_nests(loaded):
+    for name, nest in loaded.named_nests():
         yield f"(EquationCount {name} {len(nest.equations)})"
 
 
@@ -183,26 +182,18 @@ EQUATION_COUNT = Guard(
 
 # ---------------------------------------------------------------- 6. loop axis count
 
-def _loop_count_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest in _all_nests(loaded):
-        yield f"(LoopCount {name} {len(nest.loops)})"
-
-
 LOOP_AXIS_COUNT = Guard(
     "loop_axis_count",
-    "A nest has enough loop axes (e.g. at least two to reorder or tile them). LoopCount gives "
-    "the number; LoopOuter pairs two loops of one nest, the first enclosing the second, which "
-    "exists only when the nest has at least two axes.",
+    "A nest has enough loop axes (e.g. at least two to reorder or tile them). LoopOuter pairs "
+    "two loops of one nest, the first enclosing the second, and "
+    "LoopNext two adjacent ones; both exist only when the nest has at least two axes.",
     "the nest does not have enough loop axes",
-    relations=(Relation("LoopCount", ("Nest", "i64"), "the nest {0} has {1} loop axes"),
-               Relation("LoopOuter", ("Loops", "Loop", "Loop"),
+    relations=(Relation("LoopOuter", ("Loops", "Loop", "Loop"),
                         "the loop {1} encloses the loop {2} in the same nest, so the nest has "
-                        "at least two loop axes")),
-    facts=_loop_count_facts,
-    rules="""
-(rule ((= ls (LCons l rest)) (LoopIn rest m)) ((LoopOuter ls l m)) :ruleset analysis)
-(rule ((= ls (LCons l rest)) (LoopOuter rest m q)) ((LoopOuter ls m q)) :ruleset analysis)
-""")
+                        "at least two loop axes"),
+               Relation("LoopNext", ("Loops", "Loop", "Loop"),
+                        "the loop {1} immediately encloses the loop {2}, so the nest has at "
+                        "least two loop axes")))
 
 
 # ---------------------------------------------------------------- 7. loop range factorization
@@ -232,13 +223,8 @@ LOOP_RANGE_FACTORIZATION = Guard(
 # ---------------------------------------------------------------- 8. reduction axis
 
 def _axis_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest in _all_nests(loaded):
-        reduced: set[str] = set()
-        for site in equation_sites(Leir((nest,))):
-            reduced.update(reduction_axes(site))
+    for name, nest in loaded.named_nests():
         for loop in nest.loops:
-            if loop.index in reduced:
-                yield f"(ReductionAxis {name} {quoted(loop.index)})"
             if independent_iterations(nest, loop.index):
                 yield f"(IndependentAxis {name} {quoted(loop.index)})"
 
@@ -246,12 +232,11 @@ def _axis_facts(loaded: LoadedProgram) -> Iterable[str]:
 REDUCTION_AXIS = Guard(
     "reduction_axis",
     "Parallelising, vectorising, binding or fusing must not touch a reduction axis. "
-    "ReductionAxis: the loop's index does not index some written tensor. IndependentAxis: "
+    "IndependentAxis: "
     "iterations of the loop write disjoint elements and read only what they write themselves, "
     "so they may run in any order or at once.",
     "the loop is a reduction axis (its iterations combine into the same elements)",
     relations=(
-        Relation("ReductionAxis", ("Nest", "String"), "{1} is a reduction axis of {0}"),
         Relation("IndependentAxis", ("Nest", "String"),
                  "the iterations of loop {1} in {0} are independent (not a reduction axis)"),
     ),
@@ -375,8 +360,8 @@ NONNEGATIVE = Guard(
 
 @dataclass(frozen=True)
 class GuardExtension:
-    """More relations for an existing guard (or a new extra guard), defined next to the
-    strategies that need them in ``leir_egraph/egraph/extensions/``."""
+    """More relations for an existing guard (or a new extra guard): what a fact provider beside
+    a rule file defines (docs/RULES.md §5), or a shared vocabulary module of ``extensions/``."""
     guard: str
     relations: tuple[Relation, ...] = ()
     facts: Callable[[LoadedProgram], Iterable[str]] | None = None
@@ -384,29 +369,19 @@ class GuardExtension:
     new_guard: Guard | None = None  # set to add a guard beyond the base ones
 
 
-def _assemble() -> dict[str, Guard]:
-    """Base guards plus every extension module's additions, merged per guard name."""
-    from .extensions import guard_extensions
-
-    guards = {g.name: g for g in (
+def base_guards() -> dict[str, Guard]:
+    """The nine preconditions and the extra soundness guard defined in this module."""
+    return {g.name: g for g in (
         PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
         LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE,
         NONNEGATIVE)}
-    for ext in guard_extensions():
-        if ext.new_guard is not None:
-            if ext.new_guard.name in guards:
-                raise ValueError(f"guard '{ext.new_guard.name}' is defined twice")
-            guards[ext.new_guard.name] = ext.new_guard
-        if ext.guard not in guards:
-            raise ValueError(f"extension for unknown guard '{ext.guard}'")
-        base = guards[ext.guard]
-        producers = [f for f in (base.facts, ext.facts) if f is not None]
-        guards[ext.guard] = Guard(
-            base.name, base.doc, base.refusal, base.relations + ext.relations,
-            (lambda loaded, ps=tuple(producers): [f for p in ps for f in p(loaded)])
-            if producers else None,
-            "\n".join(r for r in (base.rules, ext.rules) if r), base.structural)
-    return guards
+
+
+def shared_guard_extensions() -> list[GuardExtension]:
+    """The guard extensions of the shared vocabulary modules (``egraph/extensions/``)."""
+    from .extensions import guard_extensions
+
+    return guard_extensions()
 
 
 PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
@@ -414,19 +389,13 @@ PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
                        "loop_range_factorization", "reduction_axis", "intermediate_variable")
 
 
-@lru_cache(maxsize=1)
-def _registry() -> tuple[dict[str, Guard], dict[str, tuple[Guard, Relation]]]:
-    guards = _assemble()
-    relations = {r.name: (g, r) for g in guards.values() for r in g.relations}
-    return guards, relations
-
-
 def __getattr__(name: str):
-    # GUARDS and RELATIONS are assembled on first use, not at import: extension modules import
-    # this module (and parameters.py) while being discovered, so discovery must not run while
-    # those modules are still initialising.
-    if name == "GUARDS":
-        return _registry()[0]
-    if name == "RELATIONS":
-        return _registry()[1]
+    # GUARDS and RELATIONS -- the shared vocabulary's guards and relations, without any rule
+    # file's provider (see vocabulary.py) -- are assembled on first use, not at import: the
+    # shared extension modules import this module while being discovered.
+    if name in ("GUARDS", "RELATIONS"):
+        from .vocabulary import vocabulary
+
+        shared = vocabulary()
+        return shared.guards if name == "GUARDS" else shared.relations
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

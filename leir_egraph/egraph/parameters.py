@@ -9,7 +9,6 @@ Fresh names follow the reference's alphabets: indices ``a c d f g h i j k l m n 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Callable, Iterable
 
 from ..leir.analysis import accesses, nest_loops
@@ -74,18 +73,9 @@ CORE_PARAMETERS = ParameterSet((
 ), _core_facts)
 
 
-@lru_cache(maxsize=1)
-def _parameter_sets() -> tuple[ParameterSet, ...]:
+def shared_parameter_sets() -> tuple[ParameterSet, ...]:
+    """The core parameters and those of the shared vocabulary modules (``egraph/extensions/``);
+    a rule file's own parameters come from its providers (vocabulary.py)."""
     from .extensions import parameter_sets
 
     return (CORE_PARAMETERS, *parameter_sets())
-
-
-def __getattr__(name: str):
-    # Discovered on first use, not at import (extension modules import this module while they
-    # are being discovered; see guards.__getattr__).
-    if name == "PARAMETER_SETS":
-        return _parameter_sets()
-    if name == "PARAMETERS":
-        return tuple(r for p in _parameter_sets() for r in p.relations)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,6 @@ from ..leir.printer import to_text
 from ..leir.program import Program
 from ..leir.signature import Signature
 from .engine import Engine
-from .guards import GUARDS
 from .steps import single_steps
 from .strategy import Rule, Strategy, load_rule_file
 
@@ -29,8 +28,8 @@ def example_program(before: str, signature) -> Program:
     return Program(parse(before), sig)
 
 
-def _guard_relations(guard: str) -> set[str]:
-    return {r.name for r in GUARDS[guard].relations}
+def _guard_relations(strategy: Strategy, guard: str) -> set[str]:
+    return {r.name for r in strategy.vocabulary.guards[guard].relations}
 
 
 def probe_rule(rule: Rule, strip: set[str]) -> Rule:
@@ -84,14 +83,14 @@ def check_examples(strategy: Strategy) -> list[str]:
         if got:
             problems.append(f"{strategy.id}: counterexample {n} was rewritten to {got[0].after.text}")
             continue
-        own = _guard_relations(ce.refused_by)
+        own = _guard_relations(strategy, ce.refused_by)
         used = {a.relation for r in strategy.rules for a in r.guard_atoms}
         if own & used:
             if probe_matches(strategy, program, own) == 0:
                 problems.append(f"{strategy.id}: counterexample {n} is refused, but not by "
                                 f"'{ce.refused_by}': without it the rule still does not match")
         else:
-            others = set().union(*(_guard_relations(g) for g in strategy.guards
+            others = set().union(*(_guard_relations(strategy, g) for g in strategy.guards
                                    if g != ce.refused_by)) if strategy.guards else set()
             if probe_matches(strategy, program, others) != 0:
                 problems.append(f"{strategy.id}: counterexample {n} is refused by another guard, "

@@ -19,20 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from .encoding import SORT_OF
-from .guards import GUARDS, RELATIONS
-from .parameters import PARAMETERS
+from .vocabulary import ProviderError, Vocabulary, provider_path, vocabulary
 
 DEFAULT_RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 CATEGORIES = ("graph", "operator", "memory", "math")
 VALUE_SORTS = ("String", "i64")
 TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IExpr", "Expr",
               "CmpTail")
-PARAMETER_RELATIONS = {r.name: r for r in PARAMETERS}
-
 _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
-             "counterexamples", "note", "direction", "inverse"}
+             "counterexamples", "note", "direction", "inverse", "providers"}
 DIRECTIONS = ("simplify", "expand")
-_RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort"}
+_RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
 _COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
 
@@ -113,6 +110,12 @@ class Strategy:
     path: str
     direction: str = ""   # "simplify" or "expand" for strategies in an inverse pair (balancing)
     inverse: tuple[str, ...] = ()  # ids of the inverse strategies (STRATEGIES.md pairs)
+    providers: tuple[str, ...] = ()  # resolved paths of the fact providers the file names
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The relations this strategy's rules may read: shared ones plus its providers'."""
+        return vocabulary(self.providers)
 
     @property
     def K(self) -> int:
@@ -185,9 +188,24 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("id", f"strategy id '{sid}' must match the file name '{path.stem}.toml'")
     if data["category"] not in CATEGORIES:
         fail("category", f"unknown category '{data['category']}'; expected one of {', '.join(CATEGORIES)}")
+    names = data.get("providers", [])
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        fail("providers", "providers must be a file name or a list of file names (.py, a "
+                          "package directory or .egg, relative to the rule file)")
+    providers = []
+    for name in names:
+        where = provider_path(path, name)
+        if not where.exists():
+            fail("providers", f"provider '{name}' not found (looked for {where})")
+        providers.append(str(where))
+    try:
+        vocab = vocabulary(tuple(sorted(providers)))
+    except ProviderError as err:
+        raise RuleFileError(err.path, err.line, err.message) from None
     for g in data["guards"]:
-        if g not in GUARDS:
-            fail("guards", f"unknown guard '{g}'; known guards: {', '.join(GUARDS)}")
+        if g not in vocab.guards:
+            fail("guards", f"unknown guard '{g}'; known guards: {', '.join(vocab.guards)}")
     if data["P"] < 1 or data["S"] < 0:
         fail("P", "difficulty inputs need P >= 1 and S >= 0")
     if data.get("direction", "simplify") not in DIRECTIONS:
@@ -198,7 +216,9 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("inverse", "inverse must be a strategy id or a list of ids")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
-    rules = tuple(_load_rule(path, text, sid, i, r) for i, r in enumerate(data["rules"]))
+    rules = tuple(_load_rule(path, text, sid, i, r, vocab)
+                  for i, entry in enumerate(data["rules"])
+                  for r in _variants(path, text, i, entry))
     if len({r.name for r in rules}) != len(rules):
         fail("rules", "rule names must be unique within a file")
     examples = []
@@ -225,10 +245,54 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("cot", f"CoT template slot(s) {', '.join(sorted(missing))} are not bindings of any rule")
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
-                    tuple(counters), str(path), data.get("direction", ""), tuple(inverse))
+                    tuple(counters), str(path), data.get("direction", ""), tuple(inverse),
+                    tuple(sorted(providers)))
 
 
-def _load_rule(path: Path, text: str, sid: str, index: int, data: dict) -> Rule:
+_SLOT = re.compile(r"\{(\w+)\}")
+
+
+def _variants(path: Path, text: str, index: int, data) -> list:
+    """A ``[[rules]]`` entry, or the rules its ``variants`` table stands for.
+
+    Rules that differ in a few terms are written once: the ``egglog`` text holds ``{slot}``
+    placeholders and each variant gives its rule ``name``, a text for every slot and, optionally,
+    ``bindings`` of its own (added to the entry's)::
+
+        egglog = "(rewrite (MkEq y {consumer}) ...)"
+        variants = [{ name = "softmax", consumer = "(Div e (Read sv))" },
+                    { name = "log-softmax", consumer = "(Sub x (Log (Read sv)))" }]
+
+    (egglog itself never uses braces.) Each variant becomes one rule, with the entry's other
+    keys; a slot no variant fills, or a key no slot uses, is an error."""
+    if not isinstance(data, dict) or "variants" not in data:
+        return [data]
+    line = _line_of(text, "variants", nth=0)
+    variants, source = data["variants"], data.get("egglog", "")
+    slots = set(_SLOT.findall(source)) if isinstance(source, str) else set()
+    if not isinstance(variants, list) or not variants or "name" in data:
+        raise RuleFileError(path, line, "variants must be a non-empty list of tables, and the "
+                                        "entry's rules are named by its variants, not by 'name'")
+    out = []
+    for variant in variants:
+        if not isinstance(variant, dict) or "name" not in variant:
+            raise RuleFileError(path, line, "each variant needs a name")
+        given = set(variant) - {"name", "bindings"}
+        if given != slots:
+            raise RuleFileError(path, line, f"variant '{variant['name']}' fills "
+                                            f"{', '.join(sorted(given)) or 'no slot'}; the egglog "
+                                            f"text has the slots {', '.join(sorted(slots)) or 'none'}")
+        rule = {k: v for k, v in data.items() if k != "variants"}
+        rule["name"] = variant["name"]
+        if "bindings" in variant:   # more bindings, reported after the entry's own
+            rule["bindings"] = {**data.get("bindings", {}), **variant["bindings"]}
+        rule["egglog"] = _SLOT.sub(lambda m: str(variant[m.group(1)]), source)
+        out.append(rule)
+    return out
+
+
+def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: Vocabulary
+               ) -> Rule:
     line = _line_of(text, "egglog", nth=index)
 
     def fail(message: str, at: int | None = None):
@@ -275,7 +339,7 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict) -> Rule:
         expr = getattr(cond, "expr", None)
         if type(cond).__name__ != "Fact" or type(expr).__name__ != "Call":
             continue
-        if expr.name in RELATIONS or expr.name in PARAMETER_RELATIONS:
+        if expr.name in vocab.relations or expr.name in vocab.parameters:
             args = tuple(str(a) for a in expr.args)
             for a in expr.args:
                 if type(a).__name__ == "Var" and a.name not in declared and a.name != lhs:

@@ -8,6 +8,7 @@ All functions take AST values and return plain values; nothing here mutates or p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Mapping
 
 from .ast import (Bin, Call, Compare, Equation, Expr, IBin, IConst, Idx, IExpr, IfThenElse, IName,
@@ -450,3 +451,21 @@ def intermediate_shapes(leir: Leir, known) -> dict[str, tuple[int, ...]]:
     names = intermediates(leir, frozenset(known))
     extents = written_extents(leir, names)
     return {name: extents[name] for name in names if extents.get(name) is not None}
+
+
+@lru_cache(maxsize=4)
+def program_shapes(program) -> dict[str, tuple[int, ...]]:
+    """Shape of every known tensor (signature) and intermediate (inferred from its writes) of a
+    ``Program``."""
+    shapes = {t.name: t.shape for t in program.signature.tensors}
+    shapes.update(intermediate_shapes(program.leir, set(shapes)))
+    return shapes
+
+
+def single_equation(nest: LoopNest) -> Equation | None:
+    """The nest's only body item, if it is one equation.
+
+    ``L^{4}_{a=0}[D_{a}=A_{a};]`` -> ``D_{a}=A_{a}``; a nest of two items -> ``None``."""
+    if len(nest.body) == 1 and isinstance(nest.body[0], Equation):
+        return nest.body[0]
+    return None

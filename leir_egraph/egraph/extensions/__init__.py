@@ -1,5 +1,7 @@
-"""Extension modules: guard relations and parameters that particular strategies need, kept
-next to each other instead of in one growing file.
+"""Shared vocabulary modules: guard relations and parameters that strategies of more than one
+family read (today the value-range guards of the algebraic math rules). A relation only one
+strategy or family reads belongs in a fact provider beside its rule files (vocabulary.py,
+docs/RULES.md §5).
 
 Every module in this package may define
 

@@ -1,5 +1,5 @@
 """Facts of the memory-level strategies: cache_read_write, layout_transformation,
-set_storage_layout and precompute_indices.
+set_storage_layout and precompute_indices (the ``staging`` provider their rule files name).
 
 * ``access_region`` (a guard beyond the paper's nine, needed for soundness): a copy built over
   a nest's loops must read only existing elements and keep its P/V/B loops independent, and a
@@ -26,18 +26,18 @@ from typing import Iterable
 
 import numpy as np
 
-from ...leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
+from leir_egraph.leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
                               intermediate_shapes)
-from ...leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
-from ...leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
+from leir_egraph.leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
+from leir_egraph.leir.hardware import MAX_SHARED_BYTES
+from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
                             kernel_split, kernel_staging_loops, layouts, loops_used,
                             parallel_loops_determined, staged_extent)
-from ...leir.program import Program
-from ...leir.signature import dtype_name
-from ..encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
-from ..facts import LoadedProgram
-from ..guards import Guard, GuardExtension, Relation
-from ..parameters import ParameterSet
+from leir_egraph.leir.program import Program
+from leir_egraph.leir.signature import dtype_name
+from leir_egraph.egraph.encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
+from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 
 
 
@@ -302,7 +302,6 @@ def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
     """How a nest splits into its kernel's loops and the loops inside them, the inner loops
     each access uses, and the scopes a copy of an access may take: local memory always, shared
     memory when the copy fits one block's share (lower.cuda.MAX_SHARED_BYTES)."""
-    from ...lower.cuda import MAX_SHARED_BYTES
 
     view = _view(loaded.program)
     out: dict[str, None] = {}

@@ -28,16 +28,14 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...frontend.expr import index_as_value
-from ...leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
-from ...leir.finiteness import FINITE, NONZERO
-from ...leir.memory import has_gather, subscript_index_names
-from ...leir.signature import is_float
-from ..encoding import encode, to_egglog
-from ..facts import LoadedProgram
-from ..guards import GuardExtension, Relation
-from ..parameters import ParameterSet
-from .memory_splits import _analysis, _flat_nests, _term, operands
+from leir_egraph.frontend.expr import index_as_value
+from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
+from leir_egraph.leir.finiteness import FINITE, NONZERO
+from leir_egraph.leir.memory import has_gather, subscript_index_names
+from leir_egraph.leir.signature import is_float
+from leir_egraph.egraph.encoding import encode, to_egglog
+from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from .splits import _analysis, _flat_nests, _term, operands
 
 IDENTITY = {"add": "0", "mul": "1"}
 

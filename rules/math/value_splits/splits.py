@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Iterator
 
-from ...leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
-from ...leir.finiteness import FINITE, NONZERO, POSITIVE, value_facts, tensor_facts
-from ...leir.program import Program
-from ...leir.signature import is_float
-from ..encoding import encode, encode_value, to_egglog
-from ..facts import LoadedProgram
-from ..guards import Guard, GuardExtension, Relation
-from ..parameters import ParameterSet
+from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
+from leir_egraph.leir.finiteness import FINITE, NONZERO, POSITIVE, value_facts, tensor_facts
+from leir_egraph.leir.program import Program
+from leir_egraph.leir.signature import is_float
+from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
+from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 
 
 @dataclass(frozen=True)

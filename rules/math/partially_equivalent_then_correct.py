@@ -1,4 +1,5 @@
-"""Facts for partially_equivalent_then_correct (rules/math/partially_equivalent_then_correct.toml).
+"""Fact provider of partially_equivalent_then_correct (rules/math/partially_equivalent_then_correct.toml;
+its egglog helpers are in partially_equivalent_then_correct.egg beside it).
 
 Two padded stencils of the same operation on two inputs (pad A into H, compute D from H; pad C
 into I, compute E from I, with the same loops and weights) are computed as one: the inputs are
@@ -16,16 +17,13 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Iterable
 
-from ..encoding import loops_term, quoted
-from ..facts import LoadedProgram
-from ..guards import GuardExtension, Relation
-from ...leir.analysis import (accesses, accumulated_operand, accumulation_op, affine, reads,
-                              refine, writes)
-from ...leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logic, LoopNest, Neg,
-                         Num, Var)
-from ...leir.traverse import rebuild, walk
-from .online import single_equation
-
+from leir_egraph.egraph.encoding import loops_term, quoted
+from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
+from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op, affine,
+                                       reads, refine, single_equation, writes)
+from leir_egraph.leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logic,
+                                  LoopNest, Neg, Num, Var)
+from leir_egraph.leir.traverse import rebuild, walk
 
 
 def _conjuncts(cond) -> list | None:

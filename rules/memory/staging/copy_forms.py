@@ -29,18 +29,17 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
-from ...leir.legality import determined_loops
-from ...leir.memory import layouts, loops_used
-from ...leir.names import index_name_supply
-from ..encoding import loops_term, quoted, subs_term
-from ..facts import LoadedProgram
-from ..guards import Relation
-from ..parameters import ParameterSet
-from .memory_staging import _stageable_read, _var, _view
+from leir_egraph.leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
+from leir_egraph.leir.hardware import AXIS_LIMITS
+from leir_egraph.leir.legality import determined_loops
+from leir_egraph.leir.memory import layouts, loops_used
+from leir_egraph.leir.names import index_name_supply
+from leir_egraph.egraph.encoding import loops_term, quoted, subs_term
+from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
+from .regions import _stageable_read, _var, _view
 
 #: threadIdx.x's limit; the copy binds a loop only strictly below it, as the reference does.
-BIND_LIMIT = 1024
+BIND_LIMIT = AXIS_LIMITS["tx"]
 
 
 def _rename(sub, old: str, new: str):

@@ -1,16 +1,15 @@
-"""Facts for the online-softmax family (rules/math/normal_loop_max_to_prefix_max.toml,
+"""Fact provider of the online-softmax family, named by rules/math/normal_loop_max_to_prefix_max.toml,
 normal_loop_summation_on_exp_to_prefix_summation_on_exp.toml, online_softmax.toml,
-flashattention_wo_tiling.toml, normal_matmul_to_prefix_matmul_based_on_online_softmax.toml).
+flashattention_wo_tiling.toml and normal_matmul_to_prefix_matmul_based_on_online_softmax.toml.
 
-The rules match the *shape* of the computation with egglog patterns (rules/prelude/online.egg);
-these facts supply the context a pattern cannot see:
+The rules match the *shape* of the computation with egglog patterns (online.egg, beside this
+file, also named by those rule files); these facts supply the context a pattern cannot see:
 
 * ``ScanAxis`` / ``ScanNest`` (reduction_axis): the one loop a single-equation reduction runs
   over, which becomes the scan position of a prefix tensor; and an online pass that scans
   along one loop;
-* ``FirstWriteIn`` / ``ReadOnlyAfter`` / ``UnreadAfter`` (dependency): a reduction starts from
-  its identity in that nest (implicit initialisation), and which reads of a tensor the rest of
-  the program makes;
+* ``ReadOnlyAfter`` / ``UnreadAfter`` (dependency): which reads of a tensor the rest of the
+  program makes (that a reduction starts from its identity is the shared ``FirstWriteIn``);
 * ``MatmulLoops`` (loop_nest_consistency): the index correspondence between a softmax nest
   and the matmul with the values that follows it;
 * ``OnlineFreshIndex`` (parameter): an index name free in two nests, for the value loop that
@@ -21,24 +20,15 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..encoding import encode, encode_value, quoted, to_egglog
-from ..facts import LoadedProgram
-from ..guards import GuardExtension, Relation
-from ...leir.names import fresh, index_name_supply
-from ..parameters import ParameterSet
-from ...leir.analysis import (accesses, accumulated_operand, accumulation_op, equation_reads,
-                              index_names as used_indices)
-from ...leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
+from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
+from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op,
+                                       equation_reads, index_names as used_indices,
+                                       single_equation)
+from leir_egraph.leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
+from leir_egraph.leir.names import fresh, index_name_supply
 
 SERIAL_KINDS = ("L", "U")  # a scan reads what the previous iteration wrote: no P/V/B loop
-
-
-
-def single_equation(nest: LoopNest) -> Equation | None:
-    """The nest's only body item, if it is one equation."""
-    if len(nest.body) == 1 and isinstance(nest.body[0], Equation):
-        return nest.body[0]
-    return None
 
 
 
@@ -141,16 +131,7 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
     """Facts per top-level nest position; a nest term that occurs at several positions gets a
     fact only where it holds at every one of them (facts are keyed by the nest term)."""
     nests = loaded.program.leir.nests
-    inputs = set(loaded.program.signature.input_names)
-    per_position: list[set[str]] = []
-    written_before: set[str] = set()
-    for i, nest in enumerate(nests):
-        facts = set()
-        for name in sorted({eq.target.name for eq in _equations(nest)}):
-            if name not in inputs and name not in written_before:
-                facts.add(f"(FirstWriteIn {quoted(name)} #)")
-        written_before |= {eq.target.name for eq in _equations(nest)}
-        per_position.append(facts)
+    per_position: list[set[str]] = [set() for _ in nests]
     # Only tensors the nest itself accesses: the rules ask about what follows the nest that
     # reads or writes them, and every fact is a command egglog has to load.
     reads: dict[str, set[Var]] = {}
@@ -270,9 +251,6 @@ GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
         relations=(
-            Relation("FirstWriteIn", ("String", "Nest"),
-                     "{0} is not an input and no nest before {1} writes it, so an accumulation "
-                     "of {0} in {1} starts from the identity"),
             Relation("ReadOnlyAfter", ("String", "Var", "Nest"),
                      "no nest after {2} writes {0}, and every later read of {0} is {1}"),
             Relation("UnreadAfter", ("String", "Nest"), "no nest after {1} reads {0}"),

@@ -1,5 +1,6 @@
-"""Facts for splitting and concatenating tensors along a loop axis:
-tensor_split_to_decouple_operators and tensor_concat_to_fuse_operators (leir.partition).
+"""Fact provider of the tensor partition pair, named by both rule files
+rules/graph/tensor_split_to_decouple_operators.toml and tensor_concat_to_fuse_operators.toml
+(plans from ``leir_egraph.leir.partition``; a pure function of the program).
 
 * parameter ``TensorSplitPoint n v``: the cuts offered for an axis of extent n (every divisor v < n);
 * dependency / ``Decouplable nest``: the nest's one equation reads its output only as its own
@@ -20,18 +21,16 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...leir.analysis import accesses
-from ...leir.ast import Equation, Leir
-from ...leir.partition import (concat_axes, divisor_split_points, same_operation, self_contained,
-                               split_axes)
-from ...leir.program import Program
-from ...leir.restructure import implicit_initialisations
-from ..facts import LoadedProgram
-from ..guards import GuardExtension, Relation
-from ...leir.names import fresh, tensor_name_supply
-from ..parameters import ParameterSet
-from .graph_subexpressions import program_shapes
-from ..encoding import loops_term, nests_body_term, quoted
+from leir_egraph.egraph.encoding import loops_term, nests_body_term, quoted
+from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.leir.analysis import accesses, program_shapes
+from leir_egraph.leir.hardware import launch_problems
+from leir_egraph.leir.ast import Equation, Leir
+from leir_egraph.leir.names import fresh, tensor_name_supply
+from leir_egraph.leir.partition import (concat_axes, divisor_split_points, same_operation,
+                                        self_contained, split_axes)
+from leir_egraph.leir.program import Program
+from leir_egraph.leir.restructure import implicit_initialisations
 
 PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
 
@@ -107,7 +106,6 @@ def _same_operation_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 
 def _fits_a_kernel(program: Program, nest) -> bool:
-    from ...lower.cuda import launch_problems
     return not launch_problems(Program(Leir((nest,)), program.signature))
 
 

@@ -1,0 +1,220 @@
+"""The relations a rule may read: the shared vocabulary plus the fact providers of rule files.
+
+The **shared vocabulary** is what several strategies use: the nine preconditions and the extra
+soundness guards of ``guards.py``, the parameters of ``parameters.py`` (Root, FreshIndex,
+FreshTensor, ScopeChange), the value-range guards of ``extensions/`` and the egglog preludes
+``rules/prelude/*.egg``. docs/RULES.md §5 lists every shared relation.
+
+A **fact provider** belongs to one strategy (or one family of strategies) and sits beside its
+rule files. A rule file names its providers, relative to its own directory::
+
+    providers = ["online.py", "online.egg"]
+
+* a ``.py`` file or a package directory (``__init__.py``) is imported from that path and may
+  define ``GUARD_EXTENSIONS`` (a sequence of :class:`GuardExtension`: relations with their CoT
+  sentences, the function computing their facts from a :class:`LoadedProgram`, egglog rules of
+  the ``analysis`` ruleset, or a whole new guard with its refusal sentence) and
+  ``PARAMETER_SETS`` (a sequence of :class:`ParameterSet`);
+* a ``.egg`` file holds egglog declarations and ``analysis`` rules, loaded once into every
+  engine that compiles a strategy naming it.
+
+A provider is a pure function of the program. Because it is loaded from the rule file's own
+directory, a user's ``--rules DIR`` brings its facts with it: no edit of ``leir_egraph/``.
+
+    >>> vocabulary().guards["dependency"].relations[0].name
+    'Independent'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Iterable
+
+from .facts import LoadedProgram
+from .guards import Guard, GuardExtension, Relation, shared_guard_extensions, base_guards
+from .parameters import ParameterSet, shared_parameter_sets
+
+__all__ = ["Guard", "GuardExtension", "LoadedProgram", "ParameterSet", "Provider",
+           "ProviderError", "Relation", "Vocabulary", "load_provider", "vocabulary"]
+
+
+class ProviderError(ValueError):
+    """A fact provider that cannot be loaded, located as ``file:line``."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str):
+        self.path, self.line, self.message = str(path), line, message
+        super().__init__(f"{path}:{line if line is not None else 1}: {message}")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A loaded fact provider: its guard extensions, parameter sets and egglog text."""
+    path: str
+    guard_extensions: tuple[GuardExtension, ...] = ()
+    parameter_sets: tuple[ParameterSet, ...] = ()
+    egglog: str = ""
+    module: object = field(default=None, compare=False, hash=False, repr=False)
+
+
+def provider_path(rule_file: Path, name: str) -> Path:
+    """Where a provider named in a rule file lives (relative to the rule file's directory)."""
+    return (rule_file.parent / name).resolve()
+
+
+@lru_cache(maxsize=None)
+def load_provider(path: str) -> Provider:
+    """Load a provider once per resolved path (``.py`` file, package directory, ``.egg``)."""
+    where = Path(path)
+    if where.suffix == ".egg":
+        try:
+            return Provider(path, egglog=where.read_text())
+        except (OSError, UnicodeDecodeError) as err:
+            raise ProviderError(where, None, f"cannot read the egglog provider: {err}") from None
+    init = where / "__init__.py" if where.is_dir() else where
+    if where.suffix != ".py" and not where.is_dir():
+        raise ProviderError(where, None, "a provider is a .py file, a package directory or "
+                                         "a .egg file")
+    if not init.is_file():
+        raise ProviderError(init, None, "provider not found")
+    digest = hashlib.sha1(str(where).encode()).hexdigest()[:10]
+    name = f"_leir_provider_{digest}_{where.stem}"
+    spec = importlib.util.spec_from_file_location(
+        name, init, submodule_search_locations=[str(where)] if where.is_dir() else None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # dataclasses and relative imports look the module up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 -- a user's provider: located, one line
+        sys.modules.pop(name, None)
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if str(Path(f.filename).resolve()).startswith(str(where))]
+        at = frames[-1] if frames else None
+        raise ProviderError(at.filename if at else init, at.lineno if at else None,
+                            f"the provider failed to load: {type(err).__name__}: {err}") from None
+    extensions = tuple(getattr(module, "GUARD_EXTENSIONS", ()))
+    parameters = tuple(getattr(module, "PARAMETER_SETS", ()))
+    for item in extensions:
+        if not isinstance(item, GuardExtension):
+            raise ProviderError(init, None, "GUARD_EXTENSIONS must hold GuardExtension values, "
+                                            f"got {type(item).__name__}")
+    for item in parameters:
+        if not isinstance(item, ParameterSet):
+            raise ProviderError(init, None, "PARAMETER_SETS must hold ParameterSet values, "
+                                            f"got {type(item).__name__}")
+    if not extensions and not parameters:
+        raise ProviderError(init, None, "the provider defines neither GUARD_EXTENSIONS nor "
+                                        "PARAMETER_SETS")
+    return Provider(str(where), extensions, parameters, module=module)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Guards (with their relations), parameter sets and provider egglog text of one strategy
+    set: the shared vocabulary merged with the providers its rule files name."""
+    guards: dict[str, Guard]
+    parameter_sets: tuple[ParameterSet, ...]
+    egglog: tuple[str, ...] = ()
+
+    def __hash__(self):
+        return id(self)
+
+    @cached_property
+    def relations(self) -> dict[str, tuple[Guard, Relation]]:
+        """Guard relation name -> (its guard, the relation)."""
+        return {r.name: (g, r) for g in self.guards.values() for r in g.relations}
+
+    @cached_property
+    def parameters(self) -> dict[str, Relation]:
+        """Parameter relation name -> relation."""
+        return {r.name: r for p in self.parameter_sets for r in p.relations}
+
+    def holds(self, relation: str, args: list[str]) -> str:
+        """The CoT sentence of a guard or parameter fact with rendered arguments."""
+        if relation in self.relations:
+            guard, rel = self.relations[relation]
+            return f"{guard.name.replace('_', ' ')}: " + rel.holds.format(*args)
+        return self.parameters[relation].holds.format(*args)
+
+    @cached_property
+    def analysis_rules(self) -> str:
+        """Egglog text of the guards' analysis rules and the providers' egglog files."""
+        return "\n".join([g.rules for g in self.guards.values() if g.rules] + list(self.egglog))
+
+    def declarations(self) -> str:
+        """Relation declarations of every guard and parameter (the providers' egglog files
+        declare their own)."""
+        lines = [g.declarations() for g in self.guards.values()]
+        lines += [r.declaration() for r in self.parameters.values()]
+        return "\n".join(line for line in lines if line)
+
+    def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[str]:
+        """The facts of every producer with a relation in ``wanted``, restricted to those."""
+        producers = [(g.facts, g.relations) for g in self.guards.values() if g.facts]
+        producers += [(p.facts, p.relations) for p in self.parameter_sets]
+        for produce, relations in producers:
+            if any(r.name in wanted for r in relations):
+                yield from (f for f in produce(loaded) if f[1:f.index(" ")] in wanted)
+
+
+def merge(guards: dict[str, Guard], extensions: Iterable[GuardExtension], where: str = ""
+          ) -> dict[str, Guard]:
+    """Guards with the extensions' relations, fact producers, rules and new guards merged in,
+    per guard name (in order, so an extension may extend a guard an earlier one added)."""
+    out = dict(guards)
+    for ext in extensions:
+        if ext.new_guard is not None:
+            if ext.new_guard.name in out:
+                raise ProviderError(where, None, f"guard '{ext.new_guard.name}' is defined twice")
+            out[ext.new_guard.name] = ext.new_guard
+        if ext.guard not in out:
+            raise ProviderError(where, None, f"extension for unknown guard '{ext.guard}'")
+        base = out[ext.guard]
+        producers = tuple(f for f in (base.facts, ext.facts) if f is not None)
+        out[ext.guard] = Guard(
+            base.name, base.doc, base.refusal, base.relations + ext.relations,
+            _chain(producers) if producers else None,
+            "\n".join(r for r in (base.rules, ext.rules) if r), base.structural)
+    return out
+
+
+def _chain(producers):
+    if len(producers) == 1:
+        return producers[0]
+    return lambda loaded: [f for p in producers for f in p(loaded)]
+
+
+@lru_cache(maxsize=64)
+def vocabulary(providers: tuple[str, ...] = ()) -> Vocabulary:
+    """The shared vocabulary plus the given providers (resolved paths, loaded once each).
+    Raises :class:`ProviderError` when two providers define one relation differently."""
+    guards = merge(base_guards(), shared_guard_extensions())
+    parameter_sets = tuple(shared_parameter_sets())
+    seen = {r.name for g in guards.values() for r in g.relations}
+    seen |= {r.name for p in parameter_sets for r in p.relations}
+    egglog = []
+    for path in sorted(set(providers)):
+        provider = load_provider(path)
+        for relation in ([r for e in provider.guard_extensions for r in e.relations]
+                         + [r for e in provider.guard_extensions if e.new_guard
+                            for r in e.new_guard.relations]
+                         + [r for p in provider.parameter_sets for r in p.relations]):
+            if relation.name in seen:
+                raise ProviderError(path, None, f"relation '{relation.name}' is already defined "
+                                                "(by the shared vocabulary or another provider)")
+            seen.add(relation.name)
+        guards = merge(guards, provider.guard_extensions, path)
+        parameter_sets += provider.parameter_sets
+        if provider.egglog:
+            egglog.append(provider.egglog)
+    return Vocabulary(guards, parameter_sets, tuple(egglog))
+
+
+def vocabulary_of(strategies) -> Vocabulary:
+    """The vocabulary of a strategy set: shared relations plus all their providers."""
+    return vocabulary(tuple(sorted({p for s in strategies for p in s.providers})))

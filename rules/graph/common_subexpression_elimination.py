@@ -1,0 +1,66 @@
+"""Fact provider of common_subexpression_elimination
+(rules/graph/common_subexpression_elimination.toml), per program suffix starting at a nest
+using ``e`` (suffix terms are unique to their position):
+
+* operation_identity / ``RepeatedIn s e``: ``e`` is computed at least twice in the suffix;
+* loop_nest_consistency / ``SharedFrame s e loops subs dtype``: every nest of the suffix using
+  ``e`` runs its indices over the same loops, outside conditions, in one dtype;
+* dependency / ``UnchangedIn s e``: ``e`` has the same value at every use in the suffix.
+
+From ``leir_egraph.leir.subexpressions.common_subexpressions``; a pure function of the program.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Iterable
+
+from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
+from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
+from leir_egraph.leir.analysis import program_shapes
+from leir_egraph.leir.subexpressions import common_subexpressions
+
+
+@lru_cache(maxsize=4)
+def _common(program):
+    return common_subexpressions(program.leir, program_shapes(program))
+
+
+def _repeated_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for c in _common(loaded.program):
+        if c.repeated:
+            yield f"(RepeatedIn {loaded.suffix_name(c.position)} {expr_term(c.expr)})"
+
+
+def _frame_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for c in _common(loaded.program):
+        if c.shared_frame:
+            yield (f"(SharedFrame {loaded.suffix_name(c.position)} {expr_term(c.expr)} "
+                   f"{loops_term(c.loops)} {subs_term(c.subscripts)} {quoted(c.dtype)})")
+
+
+def _unchanged_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for c in _common(loaded.program):
+        if c.unchanged:
+            yield f"(UnchangedIn {loaded.suffix_name(c.position)} {expr_term(c.expr)})"
+
+
+GUARD_EXTENSIONS = (
+    GuardExtension(
+        "operation_identity",
+        relations=(Relation("RepeatedIn", ("Prog", "Expr"),
+                            "{1} is computed more than once from this nest on"),),
+        facts=_repeated_facts),
+    GuardExtension(
+        "loop_nest_consistency",
+        relations=(Relation("SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
+                            "every nest using {1} from this nest on runs its indices over the "
+                            "same loops {2}, outside any condition and in {4}"),),
+        facts=_frame_facts),
+    GuardExtension(
+        "dependency",
+        relations=(Relation("UnchangedIn", ("Prog", "Expr"),
+                            "no nest from this one to the last use of {1} writes a tensor it "
+                            "reads, and it can be evaluated at every point of its loops"),),
+        facts=_unchanged_facts),
+)
