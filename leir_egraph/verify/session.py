@@ -144,8 +144,11 @@ class _Evaluation:
         self.fields.update(fields)
         self.report(fields=fields)
 
-    def stage(self, text: str):
-        self.report(stage=text)
+    def stage(self, activity: str, program: str | None = None):
+        """Report what the worker does now, structured: the activity and which program
+        ("before", "after" or None); ``stage`` is the sentence for messages."""
+        self.report(stage=f"{activity} {program}" if program else activity, activity=activity,
+                    program=program)
 
     def passed(self, level: str):
         self.level = level
@@ -164,7 +167,7 @@ class _Evaluation:
         before_problem = job.get("before_problem")
 
         # ---- diff and the static checks (here, so that the call's timeout bounds them too)
-        self.stage("parsing after")
+        self.stage("parsing", "after")
         spec = job["after"]
         try:
             after = Program.parse(spec["text"], spec.get("signature") or job["before"]["signature"],
@@ -178,13 +181,13 @@ class _Evaluation:
             return self.result("build: after's signature differs from before's "
                                f"({after.signature.to_json()} vs {before.signature.to_json()})",
                                "signature")
-        self.stage("validating after")
+        self.stage("validating", "after")
         try:
             check(after)
         except LeirValidationError as err:
             return self.result(f"build: invalid LEIR: {err}", "invalid")
         if before_problem is None:
-            self.stage("validating before")
+            self.stage("validating", "before")
             try:
                 check(before)
             except LeirValidationError as err:
@@ -192,12 +195,12 @@ class _Evaluation:
 
         # ---- build: the original first, so that a crash while building it is its own
         if before_problem is None:
-            self.stage("building before")
+            self.stage("building", "before")
             try:
                 self.note(build_s_before=build(before, EQUAL_TARGET, **EQUAL_OPTIONS).seconds)
             except Exception as err:  # noqa: BLE001
                 before_problem = f"before does not build: {describe_error(err)}"
-        self.stage("building after")
+        self.stage("building", "after")
         try:
             seconds = build(after, EQUAL_TARGET, **EQUAL_OPTIONS).seconds
             if target_kind(target) != "llvm":
@@ -220,23 +223,23 @@ class _Evaluation:
             return known["outputs"][t]
 
         if before_problem is None:
-            self.stage("checking the gathers of before")
+            self.stage("checking the gathers of", "before")
             oob = _gather_problem(before, inputs)
             if oob is not None:
                 before_problem = f"before reads out of bounds: {oob}"
         if before_problem is None:
-            self.stage("running before")
+            self.stage("running", "before")
             try:
                 before_out = [run_before(0)]
             except Exception as err:  # noqa: BLE001
                 before_problem = f"before fails to run: {describe_error(err)}"
         if before_problem is not None:
             self.note(before_problem=before_problem)
-        self.stage("checking the gathers of after")
+        self.stage("checking the gathers of", "after")
         oob = _gather_problem(after, inputs)
         if oob is not None:
             return self.result(f"exec: after reads out of bounds: {oob}", "exec")
-        self.stage("running after")
+        self.stage("running", "after")
         try:
             after_out = [run(after, inputs[0], EQUAL_TARGET, **EQUAL_OPTIONS)]
         except Exception as err:  # noqa: BLE001
@@ -271,14 +274,14 @@ class _Evaluation:
         self.passed("equal")
 
         # ---- independent
-        self.stage("checking independence of after")
+        self.stage("checking independence of", "after")
         problem = _independence_problem(after, inputs[0])
         reason = None if problem is None else f"independent: {problem}"
         if problem is None:
             self.passed("independent")
         else:
             self.report(reason=reason)
-        self.stage("checking independence of before")
+        self.stage("checking independence of", "before")
         if "independence" not in known:
             known["independence"] = _independence_problem(before, inputs[0])
         before_issue = known["independence"]
@@ -291,12 +294,12 @@ class _Evaluation:
 
         # ---- timing
         if job.get("timing", True):
-            self.stage("timing before")
+            self.stage("timing", "before")
             if "time_ms" not in known:
                 known["time_ms"] = time_program(before, inputs[0])
             t_before = known["time_ms"]
             self.note(time_before_ms=t_before)
-            self.stage("timing after")
+            self.stage("timing", "after")
             t_after = time_program(after, inputs[0])
             self.note(time_after_ms=t_after,
                       speedup=(t_before / t_after) if t_after > 0 else None)

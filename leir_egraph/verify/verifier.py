@@ -139,11 +139,11 @@ def _interrupted(outcome, timeout: float, kind: str,
     if before_problem is not None:
         fields["before_problem"] = before_problem
     verdict = progress.get("reason")  # after's own verdict, when already known
-    if stage.startswith("timing"):
+    if progress.get("activity") == "timing":
         return VerificationResult.at(level, "; ".join(filter(None, [verdict, f"timing {what}"])),
                                      cause=None if verdict is None else "independence", **fields)
     attempted = LEVELS[min(LEVELS.index(level) + 1, len(LEVELS) - 1)]
-    if stage.endswith("before"):  # building, running, validating or checking the original
+    if progress.get("program") == "before":  # building, running, validating or checking it
         fields["before_problem"] = f"before {what}"
         if LEVELS.index(level) < LEVELS.index("equal"):
             return VerificationResult.at(level, f"{attempted}: cannot tell, before {what}",
