@@ -32,6 +32,12 @@ def children(node) -> tuple:
     return tuple(out)
 
 
+def value_children(node) -> tuple:
+    """The direct sub-expressions of a value expression, without the subscripts of tensor reads:
+    ``exp(A_{a+1})+2`` -> ``(exp(A_{a+1}), 2)``; ``A_{a+1}`` -> ``()``."""
+    return () if isinstance(node, Var) else children(node)
+
+
 def walk(node) -> Iterator:
     """Pre-order iteration over ``node`` and all its descendants."""
     stack = [node]

@@ -25,6 +25,7 @@ import numpy as np
 from ..leir.ast import (Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
                         Var)
 from ..leir.signature import DTYPE_NAMES
+from ..leir.traverse import value_children
 
 
 class LoweringError(ValueError):
@@ -318,7 +319,7 @@ class ExprLowering:
                 elif not -2**31 <= value < 2**31:
                     big = True
                 continue
-            stack.extend(_value_children(node))
+            stack.extend(value_children(node))
         if tensors:
             return widest(tensors)
         if floats_literal:
@@ -332,21 +333,7 @@ def _walk_values(e):
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(_value_children(node))
-
-
-def _value_children(e) -> tuple:
-    if isinstance(e, (Bin, Logic)):
-        return (e.lhs, e.rhs)
-    if isinstance(e, Neg):
-        return (e.operand,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Compare):
-        return e.operands
-    if isinstance(e, IfThenElse):
-        return (e.cond, e.then, e.otherwise)
-    return ()
+        stack.extend(value_children(node))
 
 
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
