@@ -9,6 +9,8 @@ snapshots and exits 1 when they differ.
     python benchmarks/transition_snapshot.py --out before.jsonl          (about 2-4 min)
     python benchmarks/transition_snapshot.py --out after.jsonl
     python benchmarks/transition_snapshot.py --compare before.jsonl after.jsonl
+    (--shard 0/2 and --shard 1/2 in two processes split the work; --compare takes the
+    concatenation)
 
 The corpus: every valid program of ``../shared/data/golden/golden_corpus.jsonl`` (``--golden``)
 and the 20 zoo programs of benchmarks/exploration.py at their smallest shapes.
@@ -51,12 +53,15 @@ def corpus(golden_dir: Path, limit: int | None):
         yield f"zoo:{kind}", from_torch(module, inputs, name=kind)
 
 
-def snapshot(out: Path, golden_dir: Path, limit: int | None) -> None:
+def snapshot(out: Path, golden_dir: Path, limit: int | None, shard: tuple[int, int] = (0, 1)
+             ) -> None:
     from leir_egraph.egraph.steps import all_steps
 
     start, rows, programs = time.perf_counter(), 0, 0
     with open(out, "w") as f:
-        for name, program in corpus(golden_dir, limit):
+        for k, (name, program) in enumerate(corpus(golden_dir, limit)):
+            if k % shard[1] != shard[0]:
+                continue
             programs += 1
             for t in all_steps(program):
                 f.write(json.dumps({
@@ -96,12 +101,16 @@ def main(argv=None) -> int:
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))
     parser.add_argument("--golden", type=Path, default=GOLDEN)
     parser.add_argument("--limit", type=int, help="only the first N golden and N zoo programs")
+    parser.add_argument("--shard", default="0/1", help="K/N: only programs number K mod N, to "
+                                                      "run N processes side by side (concatenate "
+                                                      "their files before --compare)")
     args = parser.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
     if not args.out:
         parser.error("give --out or --compare")
-    snapshot(args.out, args.golden, args.limit)
+    k, n = (int(x) for x in args.shard.split("/"))
+    snapshot(args.out, args.golden, args.limit, (k, n))
     return 0
 
 
