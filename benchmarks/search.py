@@ -4,7 +4,7 @@ Every algorithm runs with the ``rules`` proposer ranked by the CPU cost model, a
 random-ranked ``rules`` proposer as the baseline, each capped at ``--max-samples`` candidates
 per program. Every candidate is verified against the root (Equal and Independent) and timed
 against it back to back (TVM llvm, opt-level 3, interleaved time_evaluator rounds; the
-speedup is the median of the per-round ratios, docs/SEARCH.md §2). At the end of each run the
+speedup is the median of the per-round ratios, docs/SEARCH.md §1). At the end of each run the
 fastest nodes are re-timed against the root; the **confirmed** speedup is the headline
 (``speedup``; 1 when nothing stays faster than NOISE_THRESHOLD), the in-search figure is kept
 as ``search_speedup``. Every row records the 1-minute load average at its start and end, so

@@ -13,7 +13,7 @@ Metrics, exactly as the paper defines them:
 * ``strategies``: distinct strategy types on the trajectory from the root to the best node;
 * ``efficiency``: speedup / samples.
 
-How speedup is measured (judge.py, docs/SEARCH.md §2): every valid candidate is timed
+How speedup is measured (judge.py, docs/SEARCH.md §1): every valid candidate is timed
 against the root back to back (interleaved rounds; the median of the per-round ratios), and
 only a node whose paired speedup is beyond noise (``faster``: >= ``NOISE_THRESHOLD``) can be
 the best. With ``confirm`` (the default) the ``CONFIRM_TOP`` fastest such nodes are re-timed
