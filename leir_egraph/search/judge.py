@@ -8,7 +8,7 @@ as in the dataset pipeline), and has a time.
 
 **Timing is paired.** After verification (without timing) the root and the candidate are
 timed in the verifier's worker, interleaved: ``rounds`` rounds of one ``time_evaluator``
-repeat each (>= 10 ms of kernel calls), alternating which goes first
+repeat each (>= 2 ms of kernel calls), alternating which goes first
 (``lower.build.time_pair``). The speedup is the median of the per-round ratios root /
 candidate, so both sides of every ratio saw the same machine load. A candidate counts as
 **faster** only when that median and the ratio of the two minima both reach
@@ -22,8 +22,8 @@ a candidate's paired timing compiles only the candidate, and ``confirm`` compile
 
 Verdicts are cached by canonical text, in memory and optionally in a JSONL file keyed by the
 root's text, so that a resumed run or another algorithm on the same workload does not verify
-the same program twice. Valid verdicts of older caches without a paired speedup are not
-reused (they are judged again).
+the same program twice. Valid verdicts timed unpaired (older caches) or with another number
+of rounds are not reused (they are judged again).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from ..verify import TimingError, VerificationResult, Verifier, time_pair, verif
 
 
 NOISE_THRESHOLD = 1.05   # a paired speedup below this is noise, not an improvement
-ROUNDS = 7               # interleaved rounds per candidate
-CONFIRM_ROUNDS = 15      # ... when the best programs are re-timed at the end of a run
+ROUNDS = 31              # interleaved rounds (>= 2 ms of kernel calls a side) per candidate
+CONFIRM_ROUNDS = 61      # ... when the best programs are re-timed at the end of a run
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Verdict:
     min_speedup: float | None = None   # fastest root round / fastest candidate round
     faster: bool = False               # both ratios >= the judge's threshold
     load: float | None = None          # 1-minute load average when it was timed
+    rounds: int | None = None          # paired rounds it was timed with
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -116,8 +117,9 @@ class Judge:
                     continue
                 fields = {k: v for k, v in row["verdict"].items()
                           if k in Verdict.__dataclass_fields__}
-                if fields.get("valid") and fields.get("speedup") is None:
-                    continue   # timed unpaired (an older cache): judge it again
+                if fields.get("valid") and (fields.get("speedup") is None
+                                            or fields.get("rounds") != self.rounds):
+                    continue   # timed unpaired or with other rounds: judge it again
                 if fields.get("valid"):
                     fields["faster"] = self._faster(fields["speedup"], fields["min_speedup"])
                 self.cache[row["key"]] = Verdict(**fields)
@@ -202,4 +204,4 @@ class Judge:
         except TimingError as err:
             return Verdict(False, r.level, f"equal but not timed: {err}")
         return Verdict(True, r.level, None, t.time_ms, t.root_ms, t.speedup, t.min_speedup,
-                       t.faster, t.load)
+                       t.faster, t.load, t.rounds)

@@ -4,7 +4,7 @@
         -> VerificationResult        (never raises; TVM work in a persistent worker process)
     verify_many(pairs, ..., workers=1) -> [VerificationResult]   (one worker, or several in parallel)
     check_independent(program) -> Independence        (static P/V/B claim check, no TVM)
-    time_pair(before, after, rounds=7) -> lower.build.PairedTiming   (interleaved timing;
+    time_pair(before, after, rounds=31) -> lower.build.PairedTiming   (interleaved timing;
         raises TimingError when the worker cannot time the pair)
 """
 

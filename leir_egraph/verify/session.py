@@ -149,7 +149,7 @@ def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:
                           spec.get("name") or before.name, values)
     inputs = random_inputs(before, int(job.get("seed", 0)), 0, integer_ranges(before))
     report(stage="timing before and after, interleaved")
-    paired = time_pair(before, after, inputs, rounds=int(job.get("rounds", 7)))
+    paired = time_pair(before, after, inputs, rounds=int(job.get("rounds", 31)))
     return {"kind": "time", **paired.to_dict()}
 
 

@@ -100,7 +100,7 @@ class Verifier:
                     ) -> list[VerificationResult]:
         return [self.verify(before, after, **options) for before, after in pairs]
 
-    def time_pair(self, before: Program, after: Program, rounds: int = 7,
+    def time_pair(self, before: Program, after: Program, rounds: int = 31,
                   timeout: float = 60.0, seed: int = 0) -> PairedTiming:
         """``before`` and ``after`` timed back to back in the worker, ``rounds`` interleaved
         rounds on the optimised CPU build (``lower.build.time_pair``), on the first random
@@ -209,7 +209,7 @@ def verify(before: Program, after: Program | str, target: TargetLike = "llvm", t
     return verifier.verify(before, after, target, trials, timeout, seed, timing, started=started)
 
 
-def time_pair(before: Program, after: Program, rounds: int = 7, timeout: float = 60.0,
+def time_pair(before: Program, after: Program, rounds: int = 31, timeout: float = 60.0,
               seed: int = 0) -> PairedTiming:
     """``Verifier.time_pair`` with the process-wide worker of ``verify``."""
     return _shared_verifier().time_pair(before, after, rounds, timeout, seed)
