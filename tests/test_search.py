@@ -14,6 +14,7 @@ from leir_egraph import Program
 from leir_egraph.search import (ALGORITHMS, DEFAULTS, Judge, ReplayProposer, RulesProposer,
                                 parse_answer, search)
 from leir_egraph.search.answers import AnswerError
+from leir_egraph.search.judge import NOISE_THRESHOLD
 from leir_egraph.verify import Verifier
 
 SIG = {"inputs": [{"name": "A", "dtype": "float32", "shape": [32, 64]}],
@@ -108,6 +109,95 @@ def test_judge_cache_resumes_without_verifying_again(root, verifier, tmp_path):
     again = Judge(root, verifier=None, trials=1, cache_file=cache)   # would need a worker
     key = again.key(first.nodes[1].program)
     assert key in again.cache and again.root_ms == pytest.approx(first.root_ms)
+    assert again.cache[key].speedup == pytest.approx(first.samples[0].speedup)
+
+
+def test_unpaired_verdicts_of_an_older_cache_are_judged_again(root, tmp_path):
+    cache = tmp_path / "verdicts.jsonl"
+    rows = [{"root": root.text, "key": "old-valid", "verdict": {
+                "valid": True, "level": "independent", "reason": None, "time_ms": 0.1,
+                "root_ms": 0.2}},
+            {"root": root.text, "key": "old-invalid", "verdict": {
+                "valid": False, "level": "exec", "reason": "equal: trial 1: D differs"}}]
+    cache.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = Judge(root, verifier=None, cache_file=cache)
+    assert "old-valid" not in judge.cache and "old-invalid" in judge.cache
+    assert judge.root_ms is None
+
+
+# ---------------------------------------------------------------- paired timing
+
+N = 64
+MM_SIG = {"inputs": [{"name": "A", "dtype": "float32", "shape": [N, N]},
+                     {"name": "E", "dtype": "float32", "shape": [N, N]}],
+          "outputs": [{"name": "C", "dtype": "float32", "shape": [N, N]}]}
+MM_BODY = "[C^{f32,g}_{a,d}=C^{f32,g}_{a,d}+A^{f32,g}_{a,c}*E^{f32,g}_{c,d};];"
+MM = "L^{64}_{a=0}L^{64}_{d=0}L^{64}_{c=0}" + MM_BODY            # inner loop: a reduction chain
+MM_REORDER = "L^{64}_{a=0}L^{64}_{c=0}L^{64}_{d=0}" + MM_BODY    # inner loop: contiguous
+MM_UNROLL = "L^{64}_{a=0}L^{64}_{d=0}U^{64}_{c=0}" + MM_BODY
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    return Program.parse(MM, MM_SIG, "matmul")
+
+
+@pytest.fixture(scope="module")
+def mm_verifier():
+    with Verifier() as v:     # its own worker: the build counts below start from nothing
+        yield v
+
+
+def test_a_no_op_measures_about_one_and_is_never_faster(matmul, mm_verifier):
+    judge = Judge(matmul, verifier=mm_verifier, trials=1)
+    for _ in range(3):
+        t = judge.time(matmul)              # the root against itself, interleaved
+        assert 0.7 < t.speedup < 1.0 / 0.7 and not t.faster, t
+    # a copy of the root, renamed or not, is never a sample, let alone a speedup
+    assert not judge.judge(matmul, "").valid
+
+
+def _replay(tmp_path, rows) -> ReplayProposer:
+    path = tmp_path / "answers.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return ReplayProposer(path)
+
+
+def test_a_genuinely_faster_program_is_faster_and_confirmed(matmul, mm_verifier, tmp_path):
+    # reordering the reduction loop outwards turns a serial dependency chain into
+    # independent, contiguous updates: several times faster, whatever the machine load
+    proposer = _replay(tmp_path, [{"transformed_IR": MM_REORDER,
+                                   "applied_strategy": "loop_reorder"}])
+    result = search(matmul, "chain", proposer, iterations=1,
+                    judge=Judge(matmul, verifier=mm_verifier, trials=1))
+    sample = result.samples[0]
+    assert sample.valid and sample.faster and sample.speedup > NOISE_THRESHOLD
+    assert result.best.strategy == "loop_reorder" and result.confirmations
+    assert result.confirmed == result.speedup > NOISE_THRESHOLD
+    assert result.metrics()["speedup"] == result.confirmed and result.strategies == 1
+
+
+def test_root_is_built_once_and_confirmation_builds_nothing(matmul, mm_verifier):
+    judge = Judge(matmul, verifier=mm_verifier, trials=1)
+    first = Program.parse(MM_UNROLL, MM_SIG, "matmul")
+    second = Program.parse(MM_REORDER, MM_SIG, "matmul")
+    a = judge.time(first)
+    b = judge.time(second)
+    assert a.compiled <= 2 and b.compiled <= 1     # root's optimised build is reused
+    assert judge.time(first).compiled == 0 and judge.confirm(second).compiled == 0
+
+
+def test_noise_keeps_the_root_as_the_best_and_the_speedup_at_one(matmul, mm_verifier,
+                                                                   tmp_path):
+    """A candidate whose paired speedup is below the threshold is valid (a child the search
+    may move to) but never the best: the headline stays 1."""
+    judge = Judge(matmul, verifier=mm_verifier, trials=1, threshold=1e9)   # nothing is faster
+    proposer = _replay(tmp_path, [{"transformed_IR": MM_REORDER,
+                                   "applied_strategy": "loop_reorder"}])
+    result = search(matmul, "chain", proposer, iterations=1, judge=judge)
+    assert result.samples[0].valid and not result.samples[0].faster
+    assert result.best is result.root and result.speedup == 1.0 and result.strategies == 0
+    assert result.search_speedup == 1.0 and result.confirmations == []
 
 
 def test_paper_budgets_are_the_defaults():

@@ -131,10 +131,12 @@ def search(program: Program, algorithm: str = "greedy", proposer: Proposer | Non
            max_samples: int | None = None, judge: Judge | None = None, trials: int = 3,
            timeout: float = 60.0, seed: int = 0, cache_file=None,
            progress: Callable[[Search], None] | None = None,
-           confirm: bool = False) -> SearchResult:
+           confirm: bool = True) -> SearchResult:
     """Run one search from ``program``. Budgets default to the paper's for the algorithm
-    (``budgets.DEFAULTS``); ``max_samples`` caps the candidates judged; ``confirm``
-    re-times the best program against the root back to back (``confirmed_speedup``)."""
+    (``budgets.DEFAULTS``); ``max_samples`` caps the candidates judged. Every candidate is
+    timed against the root back to back (judge.py); ``confirm`` re-times the fastest nodes
+    against the root at the end, and the confirmed speedup is the result's ``speedup``
+    (``run.confirm_best``)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
     budget = DEFAULTS[algorithm]

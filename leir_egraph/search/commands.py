@@ -43,7 +43,9 @@ def register(sub) -> None:
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
     p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per verification")
     p.add_argument("--seed", type=natural, default=0)
-    p.add_argument("--confirm", action="store_true", help="re-time the best against the root")
+    p.add_argument("--confirm", action=argparse.BooleanOptionalAction, default=True,
+                   help="re-time the fastest programs against the root at the end; the "
+                        "confirmed speedup is the result (default: on)")
     p.add_argument("--json", action="store_true", help="the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_search)
@@ -83,18 +85,23 @@ def _proposer(args):
 
 
 def table(result) -> str:
-    lines = ["| step | strategy | speedup | time ms |", "|---|---|---|---|"]
+    lines = ["| step | strategy | paired speedup | time ms |", "|---|---|---|---|"]
     for n in result.trajectory:
         t = f"{n.time_ms:.4g}" if n.time_ms else (f"{result.root_ms:.4g}" if n.parent is None
                                                  and result.root_ms else "-")
-        lines.append(f"| {n.depth} | {n.strategy or '(root)'} | {n.speedup:.3g}x | {t} |")
+        noise = "" if n.parent is None or n.faster else " (noise)"
+        lines.append(f"| {n.depth} | {n.strategy or '(root)'} | {n.speedup:.3g}x{noise} | {t} |")
     m = result.metrics()
     lines.append("")
     lines.append(f"samples {m['samples']} (valid {m['valid']}, repeats {m['repeats']}), speedup "
                  f"{m['speedup']:.3g}x, strategies {m['strategies']}, efficiency "
                  f"{m['efficiency']:.3g}; {result.stopped}")
     if result.confirmed is not None:
-        lines.append(f"confirmed speedup (re-timed against the root): {result.confirmed:.3g}x")
+        lines.append(f"speedup confirmed by re-timing against the root (in search: "
+                     f"{result.search_speedup:.3g}x); {len(result.confirmations)} node(s) "
+                     f"re-timed")
+    else:
+        lines.append("speedup not confirmed (--no-confirm): the paired in-search figure")
     return "\n".join(lines)
 
 
@@ -114,7 +121,7 @@ def run_search(args) -> int:
     def progress(state):
         if bar is not None:
             bar.n = len(state.samples)
-            best = max(n.speedup for n in state.nodes)
+            best = max(n.speedup if n.faster else 1.0 for n in state.nodes)
             bar.set_postfix_str(f"query {state.queries}, best {best:.3g}x")
             bar.refresh()
 

@@ -1,14 +1,29 @@
-"""Judging a candidate: verified against the **root** (Equal and Independent) and timed.
+"""Judging a candidate: verified against the **root** (Equal and Independent) and timed
+against it, back to back.
 
 A candidate is a valid child when it differs from the root and from the node it was proposed
 for (up to renaming, ``leir.canonical``), reaches Equal against the root and Independent
 (or Equal only, when the root's own P/V/B claims are false: the candidate cannot be blamed,
-as in the dataset pipeline), and has a time. Its speedup is ``root time / its time``, both
-measured by the verifier's worker on the optimised CPU build.
+as in the dataset pipeline), and has a time.
+
+**Timing is paired.** After verification (without timing) the root and the candidate are
+timed in the verifier's worker, interleaved: ``rounds`` rounds of one ``time_evaluator``
+repeat each (>= 2 ms of kernel calls), alternating which goes first
+(``lower.build.time_pair``). The speedup is the median of the per-round ratios root /
+candidate, so both sides of every ratio saw the same machine load. A candidate counts as
+**faster** only when that median and the ratio of the two minima both reach
+``NOISE_THRESHOLD`` (1.05): a no-op rewrite measures 1 +- a few percent on a loaded machine,
+and is never an improvement. ``confirm`` re-times a program the same way with more rounds.
+
+Builds: the worker compiles every program once per target and lowering options, keyed by its
+text (``lower.build``); the root's optimised build is made once and reused by every pair, so
+a candidate's paired timing compiles only the candidate, and ``confirm`` compiles nothing
+(``PairedTiming.compiled``).
 
 Verdicts are cached by canonical text, in memory and optionally in a JSONL file keyed by the
 root's text, so that a resumed run or another algorithm on the same workload does not verify
-the same program twice.
+the same program twice. Valid verdicts timed unpaired (older caches) or with another number
+of rounds are not reused (they are judged again).
 """
 
 from __future__ import annotations
@@ -21,7 +36,12 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..verify import VerificationResult, Verifier, verify
+from ..verify import TimingError, VerificationResult, Verifier, time_pair, verify
+
+
+NOISE_THRESHOLD = 1.05   # a paired speedup below this is noise, not an improvement
+ROUNDS = 31              # interleaved rounds (>= 2 ms of kernel calls a side) per candidate
+CONFIRM_ROUNDS = 61      # ... when the best programs are re-timed at the end of a run
 
 
 @dataclass(frozen=True)
@@ -29,26 +49,59 @@ class Verdict:
     valid: bool
     level: str
     reason: str | None
-    time_ms: float | None = None
-    root_ms: float | None = None
+    time_ms: float | None = None       # the candidate's median over its paired rounds
+    root_ms: float | None = None       # the root's median over the same rounds
+    speedup: float | None = None       # median of the per-round ratios root / candidate
+    min_speedup: float | None = None   # fastest root round / fastest candidate round
+    faster: bool = False               # both ratios >= the judge's threshold
+    load: float | None = None          # 1-minute load average when it was timed
+    rounds: int | None = None          # paired rounds it was timed with
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class Timed:
+    """One paired measurement of a program against the root (``Judge.time``)."""
+    speedup: float
+    min_speedup: float
+    faster: bool
+    root_ms: float
+    time_ms: float
+    rounds: int
+    compiled: int | None
+    load: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
 class Judge:
-    """Verifies candidates of one root. ``cache_file``: JSONL of earlier verdicts (resume)."""
+    """Verifies candidates of one root and times them against it, paired. ``cache_file``:
+    JSONL of earlier verdicts (resume). ``rounds``/``confirm_rounds``: interleaved timing
+    rounds when judging / confirming; ``threshold``: the paired speedup a program must reach
+    to count as faster (``NOISE_THRESHOLD``)."""
 
     def __init__(self, root: Program, *, verifier: Verifier | None = None, trials: int = 3,
-                 timeout: float = 60.0, seed: int = 0, cache_file: str | Path | None = None):
+                 timeout: float = 60.0, seed: int = 0, cache_file: str | Path | None = None,
+                 rounds: int = ROUNDS, confirm_rounds: int = CONFIRM_ROUNDS,
+                 threshold: float = NOISE_THRESHOLD):
         self.root = root
         self.root_key = canonical_text(root)
         self.verifier = verifier
-        self.options = dict(trials=trials, timeout=timeout, seed=seed, timing=True)
+        self.options = dict(trials=trials, timeout=timeout, seed=seed, timing=False)
+        self.rounds, self.confirm_rounds, self.threshold = rounds, confirm_rounds, threshold
         self.root_ms: float | None = None
         self.cache: dict[str, Verdict] = {}
         self.cache_file = Path(cache_file) if cache_file else None
-        self._confirmations = 0
         self._load()
 
     def _load(self):
@@ -60,10 +113,22 @@ class Judge:
                     row = json.loads(line)
                 except json.JSONDecodeError:
                     continue   # a line cut off by an interrupted run
-                if row.get("root") == self.root.text:
-                    self.cache[row["key"]] = Verdict(**row["verdict"])
-                    if row["verdict"].get("root_ms"):
-                        self.root_ms = self.root_ms or row["verdict"]["root_ms"]
+                if row.get("root") != self.root.text:
+                    continue
+                fields = {k: v for k, v in row["verdict"].items()
+                          if k in Verdict.__dataclass_fields__}
+                if fields.get("valid") and (fields.get("speedup") is None
+                                            or fields.get("rounds") != self.rounds):
+                    continue   # timed unpaired or with other rounds: judge it again
+                if fields.get("valid"):
+                    fields["faster"] = self._faster(fields["speedup"], fields["min_speedup"])
+                self.cache[row["key"]] = Verdict(**fields)
+                if fields.get("valid") and fields.get("root_ms"):
+                    self.root_ms = self.root_ms or fields["root_ms"]
+
+    def _faster(self, speedup: float | None, min_speedup: float | None) -> bool:
+        return bool(speedup and min_speedup and speedup >= self.threshold
+                    and min_speedup >= self.threshold)
 
     def _store(self, key: str, verdict: Verdict):
         self.cache[key] = verdict
@@ -95,19 +160,34 @@ class Judge:
             return Verdict(False, "none", "same as the current program (up to renaming)")
         if key in self.cache:
             return self.cache[key]
-        result = self._verify(program, **self.options)
-        verdict = self._verdict(result)
+        verdict = self._verdict(program, self._verify(program, **self.options))
         self._store(key, verdict)
         return verdict
 
-    def confirm(self, program: Program) -> float | None:
-        """A paired re-measurement: root and ``program`` timed back to back (a fresh seed makes
-        the worker re-time the root), so that a speedup picked as the best of many noisy
-        timings is checked once more. ``None`` when it does not verify."""
-        self._confirmations += 1
-        r = self._verify(program, trials=1, timeout=self.options["timeout"],
-                         seed=10_000 + self._confirmations, timing=True)
-        return r.speedup if r.equal else None
+    def time(self, program: Program, rounds: int | None = None) -> Timed:
+        """``program`` and the root timed back to back, ``rounds`` interleaved rounds
+        (default: the judge's). Raises ``verify.TimingError``."""
+        rounds = rounds or self.rounds
+        options = dict(rounds=rounds, timeout=self.options["timeout"],
+                       seed=self.options["seed"])
+        if self.verifier is not None:
+            paired = self.verifier.time_pair(self.root, program, **options)
+        else:
+            paired = time_pair(self.root, program, **options)
+        self.root_ms = self.root_ms or paired.before_median_ms
+        return Timed(paired.speedup, paired.min_speedup,
+                     self._faster(paired.speedup, paired.min_speedup),
+                     paired.before_median_ms, paired.after_median_ms, rounds, paired.compiled,
+                     load_average())
+
+    def confirm(self, program: Program) -> Timed | None:
+        """A final paired re-measurement with ``confirm_rounds`` rounds: a speedup picked as
+        the best of many measurements is biased upward, this one is not. ``None`` when the
+        pair cannot be timed."""
+        try:
+            return self.time(program, self.confirm_rounds)
+        except TimingError:
+            return None
 
     def _verify(self, program: Program, **options) -> VerificationResult:
         """With the given verifier, else the process-wide one of ``verify.verify``."""
@@ -115,13 +195,13 @@ class Judge:
             return self.verifier.verify(self.root, program, **options)
         return verify(self.root, program, **options)
 
-    def _verdict(self, r: VerificationResult) -> Verdict:
-        if r.time_before_ms:
-            self.root_ms = self.root_ms or r.time_before_ms
+    def _verdict(self, program: Program, r: VerificationResult) -> Verdict:
         independent = r.independent or (r.equal and r.before_independent is False)
         if not r.equal or not independent:
-            return Verdict(False, r.level, r.reason or "not equal", root_ms=r.time_before_ms)
-        if not r.time_after_ms:
-            return Verdict(False, r.level, r.reason or "equal but not timed",
-                           root_ms=r.time_before_ms)
-        return Verdict(True, r.level, None, r.time_after_ms, r.time_before_ms)
+            return Verdict(False, r.level, r.reason or "not equal")
+        try:
+            t = self.time(program)
+        except TimingError as err:
+            return Verdict(False, r.level, f"equal but not timed: {err}")
+        return Verdict(True, r.level, None, t.time_ms, t.root_ms, t.speedup, t.min_speedup,
+                       t.faster, t.load, t.rounds)

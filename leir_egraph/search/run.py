@@ -12,6 +12,14 @@ Metrics, exactly as the paper defines them:
 * ``speedup``: root time / best time, over the root and every valid node (so at least 1);
 * ``strategies``: distinct strategy types on the trajectory from the root to the best node;
 * ``efficiency``: speedup / samples.
+
+How speedup is measured (judge.py, docs/SEARCH.md §1): every valid candidate is timed
+against the root back to back (interleaved rounds; the median of the per-round ratios), and
+only a node whose paired speedup is beyond noise (``faster``: >= ``NOISE_THRESHOLD``) can be
+the best. With ``confirm`` (the default) the ``CONFIRM_TOP`` fastest such nodes are re-timed
+against the root with more rounds at the end; the fastest that is still faster beyond noise
+is the best node and its confirmed speedup is the headline ``speedup``; when none is, the
+best node is the root and the speedup 1. ``search_speedup`` keeps the in-search figure.
 """
 
 from __future__ import annotations
@@ -22,9 +30,12 @@ from typing import Any, Callable
 
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
-from .judge import Judge
+from .judge import Judge, load_average
 from .proposer import Request
 from .tree import Node, Proposal, Sample
+
+
+CONFIRM_TOP = 3   # nodes re-timed at the end of a run (the fastest faster-than-noise ones)
 
 
 class BudgetSpent(Exception):
@@ -44,7 +55,10 @@ class SearchResult:
     root_ms: float | None
     elapsed_s: float
     stopped: str
-    confirmed: float | None = None   # the best node's speedup re-measured (Judge.confirm)
+    confirmed: float | None = None   # the best node's confirmed speedup (1.0: none confirmed)
+    search_best: Node | None = None  # the best node before confirmation
+    confirmations: list[dict[str, Any]] = field(default_factory=list)
+    load: tuple[float, float] | None = None   # 1-minute load average at the start and end
 
     @property
     def trajectory(self) -> list[Node]:
@@ -52,7 +66,16 @@ class SearchResult:
 
     @property
     def speedup(self) -> float:
-        return self.best.speedup
+        """The headline: the confirmed speedup when the run was confirmed, else the paired
+        in-search speedup of the best node (1 for the root)."""
+        if self.confirmed is not None:
+            return self.confirmed
+        return self.search_speedup
+
+    @property
+    def search_speedup(self) -> float:
+        node = self.search_best or self.best
+        return node.speedup if node.faster else 1.0
 
     @property
     def n_samples(self) -> int:
@@ -69,14 +92,16 @@ class SearchResult:
     def metrics(self) -> dict[str, Any]:
         return {"samples": self.n_samples, "speedup": self.speedup,
                 "strategies": self.strategies, "efficiency": self.efficiency,
-                "valid": sum(s.valid for s in self.samples), "repeats": self.repeats,
+                "valid": sum(s.valid for s in self.samples),
+                "faster": sum(s.faster for s in self.samples), "repeats": self.repeats,
                 "queries": self.queries, "depth": self.best.depth,
-                "confirmed_speedup": self.confirmed}
+                "search_speedup": self.search_speedup, "confirmed_speedup": self.confirmed}
 
     def to_dict(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "proposer": self.proposer,
                 "metrics": self.metrics(), "root_ms": self.root_ms, "stopped": self.stopped,
-                "elapsed_s": self.elapsed_s,
+                "elapsed_s": self.elapsed_s, "load": self.load,
+                "confirmations": self.confirmations,
                 "trajectory": [n.to_dict() for n in self.trajectory],
                 "samples": [s.to_dict() for s in self.samples]}
 
@@ -153,37 +178,64 @@ class Search:
         self.consecutive_repeats = 0
         self.seen.add(key)
         verdict = self.judge.judge(program, node.key)
-        root_ms = self.judge.root_ms
-        speedup = (root_ms / verdict.time_ms) if verdict.valid and root_ms else None
         self._sample(node, proposal, verdict.valid, verdict.level, verdict.reason,
-                     verdict.time_ms, speedup)
+                     verdict.time_ms, verdict.speedup, verdict.faster)
         if not verdict.valid:
             node.failures.append((proposal.text, verdict.reason or "not valid"))
             return None
         child = Node(len(self.nodes), program, key, node, node.depth + 1, proposal.strategy,
-                     proposal.cot, speedup or 1.0, verdict.time_ms)
+                     proposal.cot, verdict.speedup or 1.0, verdict.time_ms, verdict.faster)
         node.children.append(child)
         self.nodes.append(child)
         return child
 
-    def _sample(self, node, proposal, valid, level, reason, time_ms=None, speedup=None):
+    def _sample(self, node, proposal, valid, level, reason, time_ms=None, speedup=None,
+                faster=False):
         self.samples.append(Sample(len(self.samples) + 1, node.id, proposal.strategy, valid,
-                                   level, reason, time_ms, speedup, proposal.text))
+                                   level, reason, time_ms, speedup, proposal.text, faster))
 
     # ------------------------------------------------------------ the result
 
     def best(self) -> Node:
-        return max(self.nodes, key=lambda n: (n.speedup, -n.id))
+        """The node with the highest paired speedup among those faster beyond noise; the root
+        when there is none."""
+        faster = [n for n in self.nodes if n.faster]
+        return max(faster, key=lambda n: (n.speedup, -n.id)) if faster else self.root
 
     def result(self, elapsed: float, stopped: str) -> SearchResult:
+        best = self.best()
         return SearchResult(self.algorithm, getattr(self.proposer, "name", "?"), self.root,
-                            self.best(), self.samples, self.nodes, self.repeats, self.queries,
-                            self.judge.root_ms, elapsed, stopped)
+                            best, self.samples, self.nodes, self.repeats, self.queries,
+                            self.judge.root_ms, elapsed, stopped, search_best=best)
 
 
-def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = False
+def confirm_best(search: Search, result: SearchResult, top: int = CONFIRM_TOP) -> None:
+    """Re-time the ``top`` fastest faster-than-noise nodes against the root (``Judge.confirm``,
+    more rounds); the best node becomes the fastest that is still faster beyond noise, with
+    its confirmed speedup as the headline, else the root with 1."""
+    ranked = sorted((n for n in search.nodes if n.faster), key=lambda n: (-n.speedup, n.id))
+    held: list[tuple[float, Node]] = []
+    for node in ranked[:top]:
+        timed = search.judge.confirm(node.program)
+        entry: dict[str, Any] = {"node": node.id, "strategy": node.strategy,
+                                 "search_speedup": node.speedup}
+        if timed is None:
+            entry["error"] = "could not be timed"
+        else:
+            entry.update(timed.to_dict())
+            if timed.faster:
+                held.append((timed.speedup, node))
+        result.confirmations.append(entry)
+    if held:
+        result.confirmed, result.best = max(held, key=lambda x: (x[0], -x[1].id))
+    else:
+        result.confirmed, result.best = 1.0, result.root
+
+
+def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = True
         ) -> SearchResult:
     start = time.perf_counter()
+    load = load_average()
     stopped = "finished"
     try:
         algorithm(search)
@@ -191,6 +243,7 @@ def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = Fal
         stopped = "sample budget spent"
     result = search.result(time.perf_counter() - start, stopped)
     if confirm:
-        result.confirmed = 1.0 if result.best is result.root else \
-            search.judge.confirm(result.best.program)
+        confirm_best(search, result)
+    result.load = (load, load_average())
     return result
+

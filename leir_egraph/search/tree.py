@@ -33,8 +33,9 @@ class Sample:
     level: str                   # verification level reached ("none" for unparsable answers)
     reason: str | None
     time_ms: float | None = None
-    speedup: float | None = None
+    speedup: float | None = None   # paired: median of root / candidate over interleaved rounds
     text: str | None = None
+    faster: bool = False           # the speedup is beyond noise (judge.NOISE_THRESHOLD)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -42,7 +43,9 @@ class Sample:
 
 @dataclass(eq=False)
 class Node:
-    """A program in the search tree. The root has ``parent=None`` and ``speedup=1``."""
+    """A program in the search tree. The root has ``parent=None`` and ``speedup=1``.
+    ``speedup`` is the paired measurement against the root (judge.py); ``faster`` says
+    whether it is beyond noise."""
     id: int
     program: Program
     key: str                      # canonical text (leir.canonical): identity up to renaming
@@ -52,6 +55,7 @@ class Node:
     cot: str = ""
     speedup: float = 1.0
     time_ms: float | None = None
+    faster: bool = False
     children: list["Node"] = field(default_factory=list)
     trials: int = 0               # times this node was expanded
     failures: list[tuple[str, str]] = field(default_factory=list)  # (candidate text, reason)
@@ -68,4 +72,5 @@ class Node:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "parent": None if self.parent is None else self.parent.id,
                 "depth": self.depth, "strategy": self.strategy, "speedup": self.speedup,
-                "time_ms": self.time_ms, "text": self.program.text, "cot": self.cot}
+                "faster": self.faster, "time_ms": self.time_ms, "text": self.program.text,
+                "cot": self.cot}

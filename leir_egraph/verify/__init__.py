@@ -4,6 +4,8 @@
         -> VerificationResult        (never raises; TVM work in a persistent worker process)
     verify_many(pairs, ..., workers=1) -> [VerificationResult]   (one worker, or several in parallel)
     check_independent(program) -> Independence        (static P/V/B claim check, no TVM)
+    time_pair(before, after, rounds=31) -> lower.build.PairedTiming   (interleaved timing;
+        raises TimingError when the worker cannot time the pair)
 """
 
 from __future__ import annotations
@@ -16,4 +18,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "integer_ranges": "inputs", "random_inputs": "inputs",
     "LEVELS": "result", "VerificationResult": "result",
     "Verifier": "verifier", "verify": "verifier", "verify_many": "verifier",
+    "TimingError": "verifier", "time_pair": "verifier",
 })

@@ -23,7 +23,7 @@ from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.validate import LeirValidationError, check
-from ..lower.build import build, run, time_program
+from ..lower.build import build, run, time_pair, time_program
 from ..lower.targets import CPU_TARGET, target_kind
 from .compare import compare
 from .gathers import gather_problem
@@ -130,8 +130,27 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
     """Verify ``job['after']`` (LEIR text, optionally its own signature) against
     ``job['before']``; returns VerificationResult fields. The original is always built and run
     before ``after``, so a defect of the original (``before_problem``) is never taken for
-    ``after``'s."""
+    ``after``'s. A job with ``kind="time"`` only times the pair (``time_job``)."""
+    if job.get("kind") == "time":
+        return time_job(job, report or (lambda **_: None))
     return _Evaluation(job, report or (lambda **_: None)).run()
+
+
+def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:
+    """``job['after']`` and ``job['before']`` timed back to back (``lower.build.time_pair``,
+    ``job['rounds']`` interleaved rounds) on the first random input set of ``job['seed']`` --
+    the inputs a verification with that seed times on. No equivalence is checked: the pair is
+    expected to be verified already. Both optimised builds come from the worker's build cache
+    when they were compiled before (``compiled`` says how many were not)."""
+    values = job.get("values") or {}
+    before = program_of(job["before"], values)
+    spec = job["after"]
+    after = Program.parse(spec["text"], spec.get("signature") or job["before"]["signature"],
+                          spec.get("name") or before.name, values)
+    inputs = random_inputs(before, int(job.get("seed", 0)), 0, integer_ranges(before))
+    report(stage="timing before and after, interleaved")
+    paired = time_pair(before, after, inputs, rounds=int(job.get("rounds", 31)))
+    return {"kind": "time", **paired.to_dict()}
 
 
 class _Evaluation:

@@ -18,6 +18,7 @@ import time
 from typing import Any, Iterable, Mapping
 
 from ..leir.program import Program
+from ..lower.build import PairedTiming
 from ..lower.targets import TargetLike, target_kind
 from .result import LEVELS, VerificationResult
 from .worker import Worker
@@ -99,6 +100,35 @@ class Verifier:
                     ) -> list[VerificationResult]:
         return [self.verify(before, after, **options) for before, after in pairs]
 
+    def time_pair(self, before: Program, after: Program, rounds: int = 31,
+                  timeout: float = 60.0, seed: int = 0) -> PairedTiming:
+        """``before`` and ``after`` timed back to back in the worker, ``rounds`` interleaved
+        rounds on the optimised CPU build (``lower.build.time_pair``), on the first random
+        input set of ``seed``. Builds come from the worker's cache when it compiled them
+        already (a verification with ``timing=True`` or an earlier pair). Equivalence is not
+        checked: verify the pair first. Raises ``TimingError`` (timeout, crash, error)."""
+        values = dict(before.values)
+        values.update(after.values)
+        job = {"kind": "time", "before": _spec(before), "after": _spec(after),
+               "values": {k: v for k, v in values.items() if k in before.signature.input_names},
+               "rounds": rounds, "seed": seed}
+        if self._worker is None:
+            from .session import evaluate
+            fields = evaluate(job)
+        else:
+            outcome = self._worker.request(job, time.monotonic() + timeout)
+            if outcome.status != "done":
+                what = {"timeout": f"timed out after {timeout:g} s"}.get(
+                    outcome.status, f"{outcome.status}: {outcome.detail}")
+                raise TimingError(f"paired timing {what}")
+            fields = outcome.result
+        return PairedTiming(tuple(fields["before_ms"]), tuple(fields["after_ms"]),
+                            fields.get("compiled"))
+
+
+class TimingError(RuntimeError):
+    """The worker could not time a pair (``Verifier.time_pair``)."""
+
 
 def _spec(program: Program) -> dict[str, Any]:
     return {"text": program.text, "signature": program.signature.to_dict(), "name": program.name}
@@ -177,6 +207,12 @@ def verify(before: Program, after: Program | str, target: TargetLike = "llvm", t
     """
     verifier = _shared_verifier() if isolate else Verifier(isolate=False)
     return verifier.verify(before, after, target, trials, timeout, seed, timing, started=started)
+
+
+def time_pair(before: Program, after: Program, rounds: int = 31, timeout: float = 60.0,
+              seed: int = 0) -> PairedTiming:
+    """``Verifier.time_pair`` with the process-wide worker of ``verify``."""
+    return _shared_verifier().time_pair(before, after, rounds, timeout, seed)
 
 
 def verify_many(pairs: Iterable[tuple[Program, Program | str]], target: TargetLike = "llvm",
