@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from ..leir.analysis import equation_sites, guarded_accesses, intermediate_shapes
-from ..leir.ast import IBin, IConst, IfThenElse, IName, Var
+from ..leir.ast import IConst, IfThenElse, IName, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
 from ..leir.traverse import walk

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..leir.analysis import affine
-from ..leir.ast import Equation, IBin, IConst, IName, Loop, LoopNest, Var
+from ..leir.ast import Equation, IBin, IName, Loop, LoopNest, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
 from .gathers import evaluate_index, has_gather
