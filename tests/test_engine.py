@@ -152,10 +152,11 @@ def test_intermediate_variable_guard():
     assert '(Intermediate "C")' not in facts and '(Intermediate "A")' not in facts
 
 
-def test_nonnegative_guard_follows_values_through_intermediates():
+def test_operand_range_follows_values_through_intermediates():
     facts = facts_of(SOFTMAX)
-    assert '(NonNegativeTensor "E")' in facts   # a sum of exp
-    assert '(NonNegativeTensor "D")' not in facts  # a max of inputs
+    read = '(MathNonNegative (Read (MkVar "{}" "f32" "g" (SCons (IName "tx") (SNil)))))'
+    assert read.format("E") in facts          # a sum of exp
+    assert read.format("D") not in facts      # a max of inputs
 
 
 # ---------------------------------------------------------------- enumeration

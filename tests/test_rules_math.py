@@ -30,7 +30,7 @@ import pytest
 import sympy
 
 from leir_egraph.egraph import all_steps, load_strategies, single_steps
-from leir_egraph.egraph.extensions.math_ranges import (ANY, Span, analyse_ranges, natural_literal,
+from leir_egraph.egraph.extensions.math_ranges import (analyse_ranges, natural_literal,
                                                        rewrite_sites)
 from leir_egraph.egraph.encoding import decode, encode, encode_value, subterm
 from leir_egraph.egraph.rulecheck import example_program
@@ -38,6 +38,7 @@ from leir_egraph.leir import Program, Signature, parse
 from leir_egraph.leir.analysis import equation_sites
 from leir_egraph.leir.ast import (Bin, Call, Compare, Idx, IfThenElse, Logic, Neg, Num, Var)
 from leir_egraph.leir.printer import to_text
+from leir_egraph.leir.ranges import ANY, Span
 
 OURS = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
         "together", "powsimp", "expand_powsimp", "collect", "expand_collect")

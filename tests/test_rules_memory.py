@@ -4,8 +4,8 @@ additive_split).
 
 Every example is verified numerically on TVM (Equal, and Independent: the copy nests bring
 their own P/V/B loops), a seeded sample of golden programs has its transitions verified the same
-way, the layouts are bijections, the finiteness analysis proves what the split guards rely on,
-and the hand-written helper walks cover every schema constructor.
+way, the layouts are bijections, the value ranges (FINITE domain) prove what the split guards
+rely on, and the hand-written helper walks cover every schema constructor.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from leir_egraph.egraph.traversals import schema_constructors
 from leir_egraph.leir import Program, parse
 from leir_egraph.leir.analysis import index_range
 from leir_egraph.leir.ast import IConst, Var
-from leir_egraph.leir.finiteness import FINITE, NONZERO, POSITIVE, tensor_facts
 from leir_egraph.leir.memory import covers_shape, in_bounds, layouts
+from leir_egraph.leir.ranges import FINITE, analyse
 
 from conftest import GOLDEN_DIR, assert_verified, golden_sample
 
@@ -126,17 +126,18 @@ def test_region_checks():
     assert not covers_shape(shifted, nest.loops, (4, 7))
 
 
-# ---------------------------------------------------------------- finiteness
+# ---------------------------------------------------------------- finite values
 
 def test_finiteness_of_softmax_statistics():
     p = program("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
                 "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];"
                 "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];",
                 "A:f32[4,8] -> C:f32[4,8]")
-    facts = tensor_facts(p.leir, {"A": "f32"}, {"C": (4, 8)})
-    assert FINITE in facts["D"] and NONZERO not in facts["D"]      # a completed max
-    assert POSITIVE in facts["E"]                                   # a sum of exponentials
-    assert FINITE in facts["C"]
+    spans = analyse(p, FINITE).after
+    assert spans["D"].real and not spans["D"].nonzero               # a completed max
+    assert spans["E"].real and spans["E"].positive                  # a sum of exponentials
+    assert spans["C"].real
+    assert not analyse(p, FINITE).held["D"].real                    # -inf before its first update
 
 
 def test_finiteness_refuses_what_can_be_infinite_or_zero():
@@ -146,11 +147,11 @@ def test_finiteness_refuses_what_can_be_infinite_or_zero():
                 "B^{4}_{tx=0}L^{8}_{a=0}[G^{f32,g}_{tx}=G^{f32,g}_{tx}+A^{f32,g}_{tx,a}*A^{f32,g}_{tx,a};];"
                 "B^{4}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx,0}+E^{f32,g}_{tx}+F^{f32,g}_{tx}+G^{f32,g}_{tx};];",
                 "A:f32[4,8] -> C:f32[4]")
-    facts = tensor_facts(p.leir, {"A": "f32"}, {"C": (4,)})
-    assert facts["D"] == frozenset()          # -inf outside the window
-    assert facts["E"] == frozenset()          # the divisor may be zero
-    assert facts["F"] == frozenset()          # log(0)
-    assert FINITE in facts["G"] and NONZERO not in facts["G"]      # a sum of squares may be 0
+    spans = analyse(p, FINITE).after
+    assert not spans["D"].real                # -inf outside the window
+    assert not spans["E"].real                # the divisor may be zero
+    assert not spans["F"].real                # log(0)
+    assert spans["G"].real and not spans["G"].nonzero              # a sum of squares may be 0
 
 
 def test_partial_reductions_prove_nothing_inside_their_nest():

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Iterable
 
-from ..leir.analysis import accumulation_op, equation_sites, reads
-from ..leir.ast import Bin, Call, IfThenElse, Leir, Num, Var
+from ..leir.analysis import equation_sites, reads
+from ..leir.ast import Leir
 from ..leir.legality import fusible, independent_iterations, loops_swappable
 from .encoding import quoted
 from .facts import LoadedProgram
@@ -269,95 +269,6 @@ INTERMEDIATE_VARIABLE = Guard(
     facts=_intermediate_facts)
 
 
-# ---------------------------------------------------------------- extra: non-negative operands
-
-def nonnegative(expr, tensors: frozenset[str]) -> bool:
-    """Is a value expression >= 0 (or NaN only where its operands are) for every input?
-    ``tensors`` are the tensor names already known to hold only such values."""
-    if isinstance(expr, Num):
-        return True  # literals are non-negative; negatives are Neg(Num)
-    if isinstance(expr, Var):
-        return expr.name in tensors
-    if isinstance(expr, Call):
-        if expr.fn in ("exp", "sqrt", "abs"):
-            return True
-        if expr.fn == "max":
-            return any(nonnegative(a, tensors) for a in expr.args)
-        if expr.fn == "min":
-            return all(nonnegative(a, tensors) for a in expr.args)
-        return False
-    if isinstance(expr, Bin):
-        if expr.op in ("+", "*", "/"):
-            return nonnegative(expr.lhs, tensors) and nonnegative(expr.rhs, tensors)
-        if expr.op == "**":
-            return nonnegative(expr.lhs, tensors)
-        return False
-    if isinstance(expr, IfThenElse):
-        return nonnegative(expr.then, tensors) and nonnegative(expr.otherwise, tensors)
-    return False
-
-
-def nonnegative_tensors(leir: Leir, inputs: frozenset[str]) -> frozenset[str]:
-    """Tensors every write of which stores a non-negative value (accumulations with the
-    identities 0 and 1 included), computed to a fixpoint; inputs are never assumed."""
-    writers: dict[str, list] = {}
-    for site in equation_sites(leir):
-        writers.setdefault(site.equation.target.name, []).append(site.equation)
-    known: frozenset[str] = frozenset()
-    while True:
-        grown = set(known)
-        for name, eqs in writers.items():
-            if name in inputs or name in known:
-                continue
-            ok = True
-            for eq in eqs:
-                op = accumulation_op(eq)
-                if op in ("+", "*"):
-                    other = eq.value.rhs if eq.value.lhs == eq.target else eq.value.lhs
-                    ok = ok and nonnegative(other, known | {name})
-                else:
-                    ok = ok and nonnegative(eq.value, known)
-            if ok:
-                grown.add(name)
-        if grown == known:
-            return known
-        known = frozenset(grown)
-
-
-def _nonnegative_facts(loaded: LoadedProgram) -> Iterable[str]:
-    inputs = frozenset(loaded.program.signature.input_names)
-    for name in sorted(nonnegative_tensors(loaded.program.leir, inputs)):
-        yield f"(NonNegativeTensor {quoted(name)})"
-
-
-NONNEGATIVE = Guard(
-    "nonnegative_operand",
-    "Extra soundness guard (not one of the paper's nine): an expression is provably >= 0 "
-    "(exp, sqrt, abs, non-negative literals, tensors all of whose writes are such values, and "
-    "sums/products/quotients/powers/max of such), so identities like log(a*b) = log(a)+log(b) "
-    "hold for every input, NaN positions included.",
-    "an operand may be negative, where the identity would turn NaN into a number or back",
-    relations=(Relation("NonNegative", ("Expr",), "{0} is never negative"),
-               Relation("NonNegativeTensor", ("String",), "every value written to {0} is "
-                                                          "non-negative")),
-    facts=_nonnegative_facts,
-    rules="""
-(rule ((= e (Num s))) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Read (MkVar x d sc subs))) (NonNegativeTensor x)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Exp a))) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Sqrt a))) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Abs a))) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Add a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Mul a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Div a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Pow a b)) (NonNegative a)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Max a b)) (NonNegative a)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Max a b)) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Min a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-(rule ((= e (Ite c a b)) (NonNegative a) (NonNegative b)) ((NonNegative e)) :ruleset analysis)
-""")
-
-
 @dataclass(frozen=True)
 class GuardExtension:
     """More relations for an existing guard (or a new extra guard): what a fact provider beside
@@ -370,11 +281,10 @@ class GuardExtension:
 
 
 def base_guards() -> dict[str, Guard]:
-    """The nine preconditions and the extra soundness guard defined in this module."""
+    """The nine preconditions of the paper, defined in this module."""
     return {g.name: g for g in (
         PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
-        LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE,
-        NONNEGATIVE)}
+        LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE)}
 
 
 def shared_guard_extensions() -> list[GuardExtension]:

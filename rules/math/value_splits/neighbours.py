@@ -18,8 +18,9 @@ not read yet, in the forms real LEIR data uses (``ExtraSplitBy`` facts).
         -> ..[C_{tx,a}=(A_{tx,a}+D_{tx,a}-D_{tx,a})*2;]
 
 Soundness stays with the ``finite_operand`` guard, whose FiniteOperand / NonZeroOperand facts
-are given here for these values too (leir.finiteness): the neighbour is finite (non-zero) when
-the operand's tensor is, and its identity 0 (1) is; an earlier result is judged by its tensor.
+are given here for these values too (leir.ranges, FINITE domain): the neighbour is finite
+(non-zero) when the operand's tensor is, and its identity 0 (1) is; an earlier result is judged by
+its tensor.
 A value that may be zero never divides (``x/0*0`` is NaN), one that may be infinite is never
 subtracted (``x+inf-inf`` is NaN).
 """
@@ -28,13 +29,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.frontend.expr import index_as_value
-from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
-from leir_egraph.leir.finiteness import FINITE, NONZERO
-from leir_egraph.leir.memory import has_gather, subscript_index_names
-from leir_egraph.leir.signature import is_float
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.frontend.expr import index_as_value
+from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
+from leir_egraph.leir.memory import has_gather, subscript_index_names
+from leir_egraph.leir.ranges import ANY, point
+from leir_egraph.leir.signature import is_float
 from .splits import _analysis, _flat_nests, _term, operands
 
 IDENTITY = {"add": "0", "mul": "1"}
@@ -75,10 +76,11 @@ def _earlier_results(loaded: LoadedProgram):
 
 
 def _extra(loaded: LoadedProgram):
-    """``(nest name, eq, site, m, "add" | "mul" | "exp", facts of m)`` for every extra
+    """``(nest name, eq, site, m, "add" | "mul" | "exp", spans of m)`` for every extra
     splitting value of a split of that kind ("exp": exponential_split's, the add-form
-    neighbour and earlier results the equation already reads)."""
-    facts = _analysis(loaded.program)
+    neighbour and earlier results the equation already reads); m is one of the values
+    ``spans`` describe."""
+    ranges = _analysis(loaded.program)
     earlier = _earlier_results(loaded)
     positions = {id(n): i for i, n in enumerate(loaded.program.leir.nests)}
     for name, nest in _flat_nests(loaded):
@@ -94,14 +96,14 @@ def _extra(loaded: LoadedProgram):
                                   if isinstance(op.node, Var) and not op.branch
                                   and not op.condition and op.node.name != eq.target.name)
             for x in reads:
-                known = frozenset() if x.name in written else facts.get(x.name, frozenset())
+                known = ANY if x.name in written else ranges.after.get(x.name, ANY)
                 for kind in ("add", "mul"):
                     m = neighbour(x, kind)
                     if m is not None:
-                        # the identity 0 may be the value: only the mul form keeps NONZERO
+                        # the value is x's neighbour or the identity (0 or 1)
+                        spans = (known, point(float(IDENTITY[kind])))
                         for k in (("add", "exp") if kind == "add" else ("mul",)):
-                            yield (name, eq, x, m, k,
-                                   known - {NONZERO} if kind == "add" else known)
+                            yield name, eq, x, m, k, spans
                 for v in results:
                     # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
                     if (v.name not in written
@@ -111,7 +113,7 @@ def _extra(loaded: LoadedProgram):
                         # overflows where exp(x) did not, and 0*inf is NaN
                         kinds = ("add", "mul", "exp") if v in reads else ("add", "mul")
                         for kind in kinds:
-                            yield name, eq, x, v, kind, facts.get(v.name, frozenset())
+                            yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
 
 
 def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -124,10 +126,10 @@ def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
-    for name, _, x, m, _, known in _extra(loaded):
-        if FINITE in known:
+    for name, _, x, m, _, spans in _extra(loaded):
+        if all(s.real for s in spans):
             out[f"(FiniteOperand {name} {_term(m)})"] = None
-            if NONZERO in known:
+            if all(s.nonzero for s in spans):
                 out[f"(NonZeroOperand {name} {_term(m)})"] = None
     return list(out)
 

@@ -3,7 +3,7 @@ multiplicative_split (x -> (x/m)*m) and additive_split (x -> (x-m)+m).
 
 * ``finite_operand`` (a guard beyond the paper's nine, needed for soundness): the split keeps
   every value finite where it was. The splitting value m is provably finite -- and non-zero
-  where the identity divides by it -- for finite inputs (leir.finiteness); and the split operand
+  where the identity divides by it -- for finite inputs (leir.ranges); and the split operand
   x does not sit where rounding could push a value onto a singularity: inside a divisor, a
   logarithm's argument or a power's base. A relative split (``x/m*m``, ``exp(a-m)*exp(m)``)
   keeps the sign and zero-ness of what it rewrites, so it may sit in such an operand when that
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Iterator
 
-from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
-from leir_egraph.leir.finiteness import FINITE, NONZERO, POSITIVE, value_facts, tensor_facts
-from leir_egraph.leir.program import Program
-from leir_egraph.leir.signature import is_float
 from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
 from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
+from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
+from leir_egraph.leir.program import Program
+from leir_egraph.leir.ranges import ANY, FINITE, analyse, expression_range
+from leir_egraph.leir.signature import is_float
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,7 @@ def split_sites(eq: Equation) -> tuple[list[Operand], list[Var]]:
 
 @lru_cache(maxsize=16)
 def _analysis(program: Program):
-    sig = program.signature
-    inputs = {t.name: t.code for t in sig.inputs}
-    return tensor_facts(program.leir, inputs, {t.name: t.shape for t in sig.tensors})
+    return analyse(program, FINITE)
 
 
 def _flat_nests(loaded: LoadedProgram):
@@ -110,30 +108,32 @@ def _term(node) -> str:
     return to_egglog(encode_value(node))
 
 
+def _positive(span) -> bool:
+    return span.real and span.positive
+
+
 def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
-    facts = _analysis(loaded.program)
+    ranges = _analysis(loaded.program)
     out: dict[str, None] = {}
     for name, nest in _flat_nests(loaded):
-        written = {eq.target.name for eq in nest.equations}
-
-        def tensor(var: Var) -> frozenset[str]:
-            return frozenset() if var.name in written else facts.get(var.name, frozenset())
-
+        reads = ranges.reads_outside({eq.target.name for eq in nest.equations})
+        loops = {l.index: (0, l.extent - 1) for l in nest.loops}
         for eq in nest.equations:
             if not is_float(eq.target.dtype):
                 continue
             sites, splitters = split_sites(eq)
             e = to_egglog(encode(eq))
             for m in splitters:
-                known = tensor(m)
-                if FINITE in known:
+                known = reads.get(m.name, ANY)
+                if known.real:
                     out[f"(FiniteOperand {name} {_term(m)})"] = None
-                if NONZERO in known:
+                if known.real and known.nonzero:
                     out[f"(NonZeroOperand {name} {_term(m)})"] = None
             for site in sites:
                 if not site.singular:
                     out[f"(ShiftableOperand {name} {e} {_term(site.node)})"] = None
-                if all(POSITIVE in value_facts(d, tensor) for d in site.singular):
+                if all(_positive(expression_range(d, reads, loops, FINITE))
+                       for d in site.singular):
                     out[f"(ScalableOperand {name} {e} {_term(site.node)})"] = None
     return list(out)
 
@@ -142,12 +142,12 @@ FINITE_OPERAND = Guard(
     "finite_operand",
     "Extra soundness guard (not one of the paper's nine): a split keeps every value finite where "
     "it was. FiniteOperand/NonZeroOperand: the splitting value is provably finite (and non-zero "
-    "for a division) for finite inputs, by leir.finiteness: literals, loop indices, inputs, and "
-    "what exp, sums, products, quotients by non-zero values, max/min and completed reductions "
-    "make of them (a tensor the nest itself writes proves nothing there: it may hold a partial "
-    "reduction). ShiftableOperand: the operand sits in no divisor, logarithm argument or power "
-    "base, where x-m+m rounding a tiny value to zero would make an infinity. ScalableOperand: "
-    "every divisor, logarithm argument or power base around the operand is provably positive, "
+    "for a division) for finite inputs, by the value ranges of leir.ranges in its FINITE domain "
+    "(inputs finite, exact real arithmetic), read after the nests writing the value completed "
+    "(a tensor the nest itself writes proves nothing there: it may hold a partial reduction or "
+    "an initial identity). ShiftableOperand: the operand sits in no divisor, logarithm argument "
+    "or power base, where x-m+m rounding a tiny value to zero would make an infinity. "
+    "ScalableOperand: every divisor, logarithm argument or power base around the operand is provably positive, "
     "which x/m*m and exp(a-m)*exp(m) keep, as they keep sign and zero-ness.",
     "the split could put NaN or inf where the program had none: the splitting value may be "
     "infinite, NaN or zero, or the operand sits where rounding could reach a singularity",
