@@ -38,6 +38,16 @@ def value_children(node) -> tuple:
     return () if isinstance(node, Var) else children(node)
 
 
+def walk_values(node) -> Iterator:
+    """Pre-order iteration over a value expression and its value sub-expressions, not into the
+    subscripts of tensor reads: ``exp(A_{a})`` -> ``exp(A_{a})``, ``A_{a}``."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(value_children(current)))
+
+
 def walk(node) -> Iterator:
     """Pre-order iteration over ``node`` and all its descendants."""
     stack = [node]

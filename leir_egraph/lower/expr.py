@@ -25,7 +25,7 @@ import numpy as np
 from ..leir.ast import (Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
                         Var)
 from ..leir.signature import DTYPE_NAMES
-from ..leir.traverse import value_children
+from ..leir.traverse import value_children, walk_values
 
 
 class LoweringError(ValueError):
@@ -239,7 +239,7 @@ class ExprLowering:
         simplified = Analyzer().simplify(b)
         zero = isinstance(simplified, (self.tirx.FloatImm, self.tirx.IntImm)) and \
             simplified.value == 0
-        if not zero and not any(isinstance(n, Idx) for n in _walk_values(rhs)):
+        if not zero and not any(isinstance(n, Idx) for n in walk_values(rhs)):
             return b
         bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
                 "float64": "int64"}[dtype]
@@ -325,15 +325,6 @@ class ExprLowering:
         if floats_literal:
             return "float64"
         return "int64" if big else "int32"
-
-
-def _walk_values(e):
-    """``e`` and its value sub-expressions (not the subscripts of tensor reads)."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(value_children(node))
 
 
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}

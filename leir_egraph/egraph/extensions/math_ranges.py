@@ -39,12 +39,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ...leir.analysis import accumulation_op, equation_sites
 from ...leir.ast import (Bin, Call, Compare, Equation, IfThenElse, Logic, Neg, Var)
 from ...leir.program import Program
 from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join
+from ...leir.traverse import value_children, walk_values
 from ..encoding import Term, decode, encode_value, quoted, to_egglog
 from ..facts import LoadedProgram
 from ..guards import Guard, GuardExtension, Relation
@@ -97,24 +98,8 @@ def _value_children(e) -> tuple:
     return ()
 
 
-def _all_children(e) -> tuple:
-    if isinstance(e, IfThenElse):
-        return (e.cond, e.then, e.otherwise)
-    if isinstance(e, Compare):
-        return e.operands
-    if isinstance(e, Logic):
-        return (e.lhs, e.rhs)
-    return _value_children(e)
-
-
-def _subexpressions(e) -> Iterator:
-    yield e
-    for child in _all_children(e):
-        yield from _subexpressions(child)
-
-
 def _reads_own_element(eq: Equation) -> bool:
-    return any(isinstance(x, Var) and x == eq.target for x in _subexpressions(eq.value))
+    return any(isinstance(x, Var) and x == eq.target for x in walk_values(eq.value))
 
 
 @lru_cache(maxsize=64)
@@ -138,7 +123,7 @@ def rewrite_sites(program: Program) -> tuple[frozenset[Term], frozenset[Term]]:
                 whole = True
             else:
                 held.add(id(eq.value))
-                held.update(id(c) for c in _all_children(eq.value) if c == eq.target)
+                held.update(id(c) for c in value_children(eq.value) if c == eq.target)
 
         def visit(e, allowed: bool):
             key = encode_value(e)
@@ -146,11 +131,11 @@ def rewrite_sites(program: Program) -> tuple[frozenset[Term], frozenset[Term]]:
             for child in _value_children(e):
                 visit(child, allowed)
             if isinstance(e, IfThenElse):
-                for node in _subexpressions(e.cond):
+                for node in walk_values(e.cond):
                     refused.add(encode_value(node))
             elif isinstance(e, (Compare, Logic)):
-                for child in _all_children(e):
-                    for node in _subexpressions(child):
+                for child in value_children(e):
+                    for node in walk_values(child):
                         refused.add(encode_value(node))
 
         visit(eq.value, not whole)
