@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, Signature, parse
 from leir_egraph.leir.analysis import equation_sites
-from leir_egraph.leir.ast import Bin, Call, Compare, Idx, IfThenElse, IName, Logic, Neg, Num, Var
+from leir_egraph.leir.ast import Bin, Call, Compare, Idx, IfThenElse, IName, Neg, Num, Var
 from leir_egraph.leir.printer import to_text
 from leir_egraph.leir.ranges import (ANY, FINITE, FLOAT, INF, REALS, Domain, Span, analyse, point,
                                      power, sign_class)
+from leir_egraph.leir.traverse import value_children
 
 EXTENT = 5
 
@@ -106,23 +107,9 @@ def one_equation(expr, dtype: str) -> Program:
         f"A:{dtype}[{EXTENT}] D:{dtype}[{EXTENT}] -> C:{dtype}[{EXTENT}]"))
 
 
-def children(e) -> tuple:
-    if isinstance(e, (Bin, Logic)):
-        return (e.lhs, e.rhs)
-    if isinstance(e, Neg):
-        return (e.operand,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, IfThenElse):
-        return (e.cond, e.then, e.otherwise)
-    if isinstance(e, Compare):
-        return e.operands
-    return ()
-
-
 def nodes(e):
     yield e
-    for c in children(e):
+    for c in value_children(e):
         yield from nodes(c)
 
 

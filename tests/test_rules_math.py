@@ -39,6 +39,7 @@ from leir_egraph.leir.analysis import equation_sites
 from leir_egraph.leir.ast import (Bin, Call, Compare, Idx, IfThenElse, Logic, Neg, Num, Var)
 from leir_egraph.leir.printer import to_text
 from leir_egraph.leir.ranges import ANY, Span
+from leir_egraph.leir.traverse import value_children
 
 OURS = ("factorization", "expand_factorization", "cancellation", "expand_cancellation", "apart",
         "together", "powsimp", "expand_powsimp", "collect", "expand_collect")
@@ -88,26 +89,12 @@ def leaves(*exprs) -> dict[str, object]:
         if isinstance(e, (Var, Idx)):
             out.setdefault(to_text(e), e)
             return
-        for child in _children(e):
+        for child in value_children(e):
             visit(child)
 
     for e in exprs:
         visit(e)
     return out
-
-
-def _children(e) -> tuple:
-    if isinstance(e, (Bin, Logic)):
-        return (e.lhs, e.rhs)
-    if isinstance(e, Neg):
-        return (e.operand,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, IfThenElse):
-        return (e.cond, e.then, e.otherwise)
-    if isinstance(e, Compare):
-        return e.operands
-    return ()
 
 
 # ---------------------------------------------------------------- sympy

@@ -598,7 +598,8 @@ def _widen(old: Span, new: Span) -> Span:
                 new.nan, new.lo_open and new.lo >= old.lo, new.hi_open and new.hi <= old.hi)
 
 
-def _written_before(sites) -> list[frozenset[str]]:
+def written_before(sites) -> list[frozenset[str]]:
+    """For each equation site in order, the tensors earlier sites write."""
     out, seen = [], set()
     for site in sites:
         out.append(frozenset(seen))
@@ -615,7 +616,7 @@ def _held(program: Program, domain: Domain, sites, record=None) -> dict[str, Spa
         writers[site.equation.target.name] = writers.get(site.equation.target.name, 0) + 1
     for name in writers:
         tensors.setdefault(name, EMPTY)
-    written_before = _written_before(sites)
+    earlier = written_before(sites)
 
     def equation_span(k: int, site, record=None) -> Span:
         eq = site.equation
@@ -627,7 +628,7 @@ def _held(program: Program, domain: Domain, sites, record=None) -> dict[str, Spa
         if record is not None:
             ev(eq.value)  # record the spans of the whole right-hand side as well
         target = eq.target.name
-        fresh = target not in written_before[k] and target not in inputs
+        fresh = target not in earlier[k] and target not in inputs
         if fresh and writers[target] == 1:
             start = point(IDENTITY[op])
         elif fresh:

@@ -44,7 +44,7 @@ from typing import Iterable
 from ...leir.analysis import accumulation_op, equation_sites
 from ...leir.ast import (Bin, Call, Compare, Equation, IfThenElse, Logic, Neg, Var)
 from ...leir.program import Program
-from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join
+from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join, written_before
 from ...leir.traverse import value_children, walk_values
 from ..encoding import Term, decode, encode_value, quoted, to_egglog
 from ..facts import LoadedProgram
@@ -75,14 +75,6 @@ def analyse_ranges(program: Program) -> RangeAnalysis:
     return RangeAnalysis(dict(ranges.held), values, tuple(sorted(formats)))
 
 
-def _written_before(sites) -> list[frozenset[str]]:
-    out, seen = [], set()
-    for site in sites:
-        out.append(frozenset(seen))
-        seen.add(site.equation.target.name)
-    return out
-
-
 # ---------------------------------------------------------------- where rules may rewrite
 
 def _value_children(e) -> tuple:
@@ -109,11 +101,11 @@ def rewrite_sites(program: Program) -> tuple[frozenset[Term], frozenset[Term]]:
     ok: set[Term] = set()
     refused: set[Term] = set()
     sites = equation_sites(program.leir)
-    written_before = _written_before(sites)
+    earlier = written_before(sites)
     inputs = set(program.signature.input_names)
     for k, site in enumerate(sites):
         eq = site.equation
-        fresh = eq.target.name not in written_before[k] and eq.target.name not in inputs
+        fresh = eq.target.name not in earlier[k] and eq.target.name not in inputs
         held: set[int] = set()  # ids of nodes refused because they decide the initialisation
         whole = False
         if eq.target.dtype not in REWRITABLE:
