@@ -31,11 +31,11 @@ from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
-from leir_egraph.frontend.expr import index_as_value
 from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
 from leir_egraph.leir.memory import has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
+from leir_egraph.leir.values import index_as_value
 from .splits import _analysis, _flat_nests, _term, operands
 
 IDENTITY = {"add": "0", "mul": "1"}
