@@ -59,6 +59,7 @@ class SearchResult:
     search_best: Node | None = None  # the best node before confirmation
     confirmations: list[dict[str, Any]] = field(default_factory=list)
     load: tuple[float, float] | None = None   # 1-minute load average at the start and end
+    confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing took
 
     @property
     def trajectory(self) -> list[Node]:
@@ -100,7 +101,7 @@ class SearchResult:
     def to_dict(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "proposer": self.proposer,
                 "metrics": self.metrics(), "root_ms": self.root_ms, "stopped": self.stopped,
-                "elapsed_s": self.elapsed_s, "load": self.load,
+                "elapsed_s": self.elapsed_s, "confirm_s": self.confirm_s, "load": self.load,
                 "confirmations": self.confirmations,
                 "trajectory": [n.to_dict() for n in self.trajectory],
                 "samples": [s.to_dict() for s in self.samples]}
@@ -243,7 +244,10 @@ def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = Tru
         stopped = "sample budget spent"
     result = search.result(time.perf_counter() - start, stopped)
     if confirm:
+        searched = time.perf_counter()
         confirm_best(search, result)
+        result.confirm_s = time.perf_counter() - searched
+        result.elapsed_s += result.confirm_s   # the whole run, the re-timing included
     result.load = (load, load_average())
     return result
 
