@@ -52,7 +52,8 @@ def recording_rule(strategy: Strategy, rule: Rule) -> str:
 
 
 @lru_cache(maxsize=1)
-def _prelude_text() -> str:
+def prelude_text() -> str:
+    """The shared egglog preludes, ``rules/prelude/*.egg``, in name order."""
     return "\n".join(p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg")))
 
 
@@ -61,7 +62,7 @@ def base_program(vocab: Vocabulary | None = None) -> str:
     prelude, the providers' egglog files and the guards' analysis rules."""
     vocab = vocab or vocabulary()
     parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
-             vocab.declarations(), _prelude_text(), vocab.analysis_rules]
+             vocab.declarations(), prelude_text(), vocab.analysis_rules]
     return "\n".join(p for p in parts if p)
 
 
@@ -104,7 +105,7 @@ class Engine:
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
         self._read_relations = ({c.head for s in self.strategies for r in s.rules
                                  for c in r.parsed_conditions}
-                                | set(re.findall(r"\((\w+)", _prelude_text()
+                                | set(re.findall(r"\((\w+)", prelude_text()
                                                  + self.vocabulary.analysis_rules)))
 
     def _run(self, text: str):

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Iterable
 
-from ..leir.analysis import equation_sites, reads
-from ..leir.ast import Leir
+from ..leir.analysis import equation_sites, reads, writes
 from ..leir.legality import fusible, independent_iterations, loops_swappable
 from .encoding import quoted
 from .facts import LoadedProgram
@@ -64,8 +63,7 @@ PATTERN_MATCH = Guard(
 def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
     leir = loaded.program.leir
     nests = list(loaded.top_nests())
-    rw = [(reads(n), frozenset(s.equation.target.name for s in equation_sites(Leir((n,)))))
-          for _, _, n in nests]
+    rw = [(reads(n), writes(n)) for _, _, n in nests]
     for (i, ni, a), (j, nj, b) in combinations(nests, 2):
         (ra, wa), (rb, wb) = rw[i], rw[j]
         if not (wa & rb or ra & wb or wa & wb):
@@ -79,8 +77,7 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
             if loops_swappable(nest, x.index, y.index):
                 yield f"(Swappable {name} {quoted(x.index)} {quoted(y.index)})"
     read_after: set[str] = set()
-    names = sorted({v for n in leir.nests for v in reads(n)} |
-                   {s.equation.target.name for s in equation_sites(leir)})
+    names = sorted(reads(leir) | writes(leir))
     for i in reversed(range(len(leir.nests) + 1)):
         for name in names:
             if name not in read_after:
@@ -96,7 +93,7 @@ def _first_write_facts(loaded: LoadedProgram) -> Iterable[str]:
     written_before: set[str] = set()
     common: dict = {}
     for i, name, nest in loaded.top_nests():
-        written = {site.equation.target.name for site in equation_sites(Leir((nest,)))}
+        written = writes(nest)
         first = {t for t in written if t not in inputs and t not in written_before}
         written_before |= written
         key = common.setdefault(nest, [name, first])

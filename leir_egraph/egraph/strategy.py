@@ -199,8 +199,9 @@ def load_rule_file(path: str | Path) -> Strategy:
         if not where.exists():
             fail("providers", f"provider '{name}' not found (looked for {where})")
         providers.append(str(where))
+    providers = tuple(sorted(providers))
     try:
-        vocab = vocabulary(tuple(sorted(providers)))
+        vocab = vocabulary(providers)
     except ProviderError as err:
         raise RuleFileError(err.path, err.line, err.message) from None
     for g in data["guards"]:
@@ -246,7 +247,7 @@ def load_rule_file(path: str | Path) -> Strategy:
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
                     tuple(counters), str(path), data.get("direction", ""), tuple(inverse),
-                    tuple(sorted(providers)))
+                    providers)
 
 
 _SLOT = re.compile(r"\{(\w+)\}")

@@ -61,6 +61,14 @@ class Provider:
     egglog: str = ""
     module: object = field(default=None, compare=False, hash=False, repr=False)
 
+    @property
+    def relations(self) -> tuple[Relation, ...]:
+        """Every guard and parameter relation the provider defines (new guards' included)."""
+        return tuple([r for e in self.guard_extensions for r in e.relations]
+                     + [r for e in self.guard_extensions if e.new_guard
+                        for r in e.new_guard.relations]
+                     + [r for p in self.parameter_sets for r in p.relations])
+
 
 def provider_path(rule_file: Path, name: str) -> Path:
     """Where a provider named in a rule file lives (relative to the rule file's directory)."""
@@ -192,7 +200,8 @@ def _chain(producers):
 @lru_cache(maxsize=64)
 def vocabulary(providers: tuple[str, ...] = ()) -> Vocabulary:
     """The shared vocabulary plus the given providers (resolved paths, loaded once each).
-    Raises :class:`ProviderError` when two providers define one relation differently."""
+    Raises :class:`ProviderError` when a provider defines a relation the shared vocabulary or
+    another provider already defines."""
     guards = merge(base_guards(), shared_guard_extensions())
     parameter_sets = tuple(shared_parameter_sets())
     seen = {r.name for g in guards.values() for r in g.relations}
@@ -200,10 +209,7 @@ def vocabulary(providers: tuple[str, ...] = ()) -> Vocabulary:
     egglog = []
     for path in sorted(set(providers)):
         provider = load_provider(path)
-        for relation in ([r for e in provider.guard_extensions for r in e.relations]
-                         + [r for e in provider.guard_extensions if e.new_guard
-                            for r in e.new_guard.relations]
-                         + [r for p in provider.parameter_sets for r in p.relations]):
+        for relation in provider.relations:
             if relation.name in seen:
                 raise ProviderError(path, None, f"relation '{relation.name}' is already defined "
                                                 "(by the shared vocabulary or another provider)")

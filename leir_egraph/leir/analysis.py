@@ -469,3 +469,18 @@ def single_equation(nest: LoopNest) -> Equation | None:
     if len(nest.body) == 1 and isinstance(nest.body[0], Equation):
         return nest.body[0]
     return None
+
+
+def picked_indices(subscripts, indices) -> list[str] | None:
+    """The loop indices a written element is picked by, when every subscript is a distinct one
+    of ``indices`` or the constant 0 (so the writes form a full box of elements); else ``None``.
+
+    ``D_{tx,0,a}`` over loops ``tx, a, c`` -> ``['tx', 'a']``; ``D_{tx,tx}`` or ``D_{a+1}`` ->
+    ``None``."""
+    picked: list[str] = []
+    for sub in subscripts:
+        if isinstance(sub, IName) and sub.name in indices and sub.name not in picked:
+            picked.append(sub.name)
+        elif not (isinstance(sub, IConst) and sub.value == 0):
+            return None
+    return picked

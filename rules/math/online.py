@@ -24,7 +24,7 @@ from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op,
                                        equation_reads, index_names as used_indices,
-                                       single_equation)
+                                       picked_indices, single_equation)
 from leir_egraph.leir.ast import Bin, Call, Equation, IBin, IConst, IfThenElse, IName, LoopNest, Var
 from leir_egraph.leir.names import fresh, index_name_supply
 
@@ -51,13 +51,9 @@ def scan_axis(nest: LoopNest) -> tuple[Var, str, int] | None:
         return None
     if any(v.name == eq.target.name for s in eq.target.subscripts for v in accesses(s)):
         return None
-    indices = [l.index for l in nest.loops]
-    picked = []
-    for sub in eq.target.subscripts:
-        if isinstance(sub, IName) and sub.name in indices and sub.name not in picked:
-            picked.append(sub.name)
-        elif not (isinstance(sub, IConst) and sub.value == 0):
-            return None
+    picked = picked_indices(eq.target.subscripts, [l.index for l in nest.loops])
+    if picked is None:
+        return None
     free = [l for l in nest.loops if l.index not in picked]
     if len(free) != 1 or free[0].kind not in SERIAL_KINDS:
         return None
@@ -89,13 +85,9 @@ def scan_nest(nest: LoopNest) -> tuple[str, int] | None:
     for t in targets:
         if not t.subscripts or t.subscripts[-1] != IName(r):
             return None
-        rest, picked = t.subscripts[:-1], []
-        for sub in rest:
-            if isinstance(sub, IName) and sub.name in loops and sub.name not in picked:
-                picked.append(sub.name)
-            elif not (isinstance(sub, IConst) and sub.value == 0):
-                return None
-        if set(picked) | {r} != set(loops) or r in picked:
+        rest = t.subscripts[:-1]
+        picked = picked_indices(rest, loops)
+        if picked is None or set(picked) | {r} != set(loops) or r in picked:
             return None
         allowed.setdefault(t.name, set()).update({t.subscripts, rest + (previous,)})
     if len(allowed) != 2:

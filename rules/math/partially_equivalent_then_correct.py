@@ -20,8 +20,9 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import loops_term, quoted
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op, affine,
-                                       reads, refine, single_equation, writes)
-from leir_egraph.leir.ast import (Compare, Equation, IConst, Idx, IfThenElse, IName, Logic,
+                                       picked_indices, reads, refine, single_equation,
+                                       writes)
+from leir_egraph.leir.ast import (Compare, Equation, Idx, IfThenElse, IName, Logic,
                                   LoopNest, Neg, Num, Var)
 from leir_egraph.leir.traverse import rebuild, walk
 
@@ -110,13 +111,8 @@ def stencil_shape(nest: LoopNest) -> tuple[list[str], Var] | None:
     if eq is None or accumulation_op(eq) != "+" or accumulated_operand(eq) is None:
         return None
     indices = [l.index for l in nest.loops]
-    picked = []
-    for s in eq.target.subscripts:
-        if isinstance(s, IName) and s.name in indices and s.name not in picked:
-            picked.append(s.name)
-        elif not (isinstance(s, IConst) and s.value == 0):
-            return None
-    if len(picked) == len(indices):
+    picked = picked_indices(eq.target.subscripts, indices)
+    if picked is None or len(picked) == len(indices):
         return None
     if any(v.name == eq.target.name for v in accesses(accumulated_operand(eq))):
         return None
