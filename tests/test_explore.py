@@ -18,7 +18,8 @@ import pytest
 
 from leir_egraph.cli import main
 from leir_egraph.explore import explore, naive
-from leir_egraph.explore.measure import measure, rank, sample
+from leir_egraph.explore.factored import KERNEL_LOCAL_RELATIONS, unfactorable_reason
+from leir_egraph.explore.measure import best_keys, measure, rank, sample
 from leir_egraph.leir.canonical import canonical_text
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "leir_egraph" / "examples"
@@ -175,3 +176,122 @@ def test_explorer_equals_naive_at_depth_1_with_every_strategy(kind):
     labels = {e: sorted(a["steps"]) for e, a in fast.graph.edges.items()}
     assert labels == {e: sorted(a["steps"]) for e, a in slow.graph.edges.items()}
 
+
+
+# ---------------------------------------------------------------- factored exploration
+
+# The kernel-local strategies (explore/factored.py): every loop strategy.
+KERNEL_LOCAL = ["loop_reorder", "loop_split", "loop_tiling", "loop_unrolling",
+                "loop_parallelization", "loop_vectorization", "loop_binding", "loop_fusion"]
+# Ten programs of one to three kernels; the first three are the smallest (depth 3).
+FACTORED_KINDS = ["Matrix_vector_multiplication", "Sigmoid", "Max_reduction_over_a_dimension",
+                  "softmax", "ReLU", "Matmul_with_small_K_dimension", "L1Norm",
+                  "conv_standard_1D", "MSELoss", "Gemm_Add_ReLU"]
+
+
+@lru_cache(maxsize=None)
+def factored_and_naive(kind: str, depth: int):
+    p = zoo_program(kind)
+    return explore(p, KERNEL_LOCAL, depth=depth), naive(p, KERNEL_LOCAL, depth=depth)
+
+
+def _same_space(fast, slow):
+    assert fast.method == "factored" and slow.method == "naive"
+    assert fast.keys() == slow.keys()
+    assert fast.counts() == slow.counts() == fast.space_counts()
+    assert set(fast.graph.edges) == set(slow.graph.edges)
+    labels = {e: sorted(a["steps"]) for e, a in fast.graph.edges.items()}
+    assert labels == {e: sorted(a["steps"]) for e, a in slow.graph.edges.items()}
+    assert fast.stopped == slow.stopped
+    depth = {k: a["depth"] for k, a in slow.graph.nodes(data=True)}
+    assert {k: a["depth"] for k, a in fast.graph.nodes(data=True)} == depth
+
+
+@pytest.mark.parametrize("kind", FACTORED_KINDS)
+def test_factored_explorer_equals_naive_at_depth_2(kind):
+    """Programs, depths, steps and their labels: the product of the kernels' spaces is exactly
+    what breadth-first search over all_steps finds."""
+    fast, slow = factored_and_naive(kind, 2)
+    _same_space(fast, slow)
+    assert all(k == canonical_text(p) for k, p in fast.programs.items())
+
+
+@pytest.mark.parametrize("kind", FACTORED_KINDS[:3])
+def test_factored_explorer_equals_naive_at_depth_3(kind):
+    _same_space(*factored_and_naive(kind, 3))
+
+
+def test_factored_suite_is_not_trivial():
+    multi = [k for k in FACTORED_KINDS if len(zoo_program(k).leir.nests) > 1]
+    assert len(multi) >= 4
+    assert all(factored_and_naive(k, 2)[0].counts()[2] > 20 for k in FACTORED_KINDS[3:])
+
+
+def test_factored_space_is_counted_beyond_what_it_holds():
+    full, _ = factored_and_naive("Gemm_Add_ReLU", 2)
+    capped = explore(zoo_program("Gemm_Add_ReLU"), KERNEL_LOCAL, depth=2, max_programs=100)
+    assert capped.stopped == "max_programs" and len(capped) == 100
+    assert capped.space_counts() == full.counts()
+    # depth by depth: all 1 + 54 programs of depth <= 1, then the first 45 of depth 2
+    assert capped.keys() <= full.keys() and capped.keys(1) == full.keys(1)
+    assert capped.counts() == [1, 54, 45]
+    summary = capped.summary()
+    assert summary["programs"] == 100 and summary["space_programs"] == len(full)
+
+
+def test_factored_space_egraph_shares_kernels():
+    fast, _ = factored_and_naive("Gemm_Add_ReLU", 2)
+    r1, r2 = fast.rounds
+    assert r2.enodes > r1.enodes > 0
+    from leir_egraph.egraph.encoding import encode
+
+    def size(t):
+        return 1 + sum(size(a) for a in t[1:] if isinstance(a, tuple))
+    # each kernel variant is stored once, whatever number of programs holds it
+    total = sum(size(encode(p.leir)) for p in fast.programs.values())
+    assert r2.enodes < total / 10
+
+
+def test_kernel_costs_add_up_to_the_program_cost():
+    from leir_egraph.cost import cost, kernel_cost
+    fast, _ = factored_and_naive("softmax", 2)
+    seconds = kernel_cost(fast.root)
+    rest = {round(cost(p).seconds - sum(seconds(n) for n in p.leir.nests), 15)
+            for p in fast.programs.values()}
+    assert len(rest) == 1   # the fill, the same for every program of the space
+
+
+def test_factored_top_k_comes_from_the_whole_space():
+    full, _ = factored_and_naive("Gemm_Add_ReLU", 2)
+    capped = explore(zoo_program("Gemm_Add_ReLU"), KERNEL_LOCAL, depth=2, max_programs=5)
+    keys = best_keys(capped, 3)
+    ranked = [c for k, c in rank(full) if k != full.root_key]
+    assert [dict(rank(full))[k] for k in keys] == pytest.approx(ranked[:3])
+    assert all(capped.graph.nodes[k]["depth"] == full.graph.nodes[k]["depth"] for k in keys)
+
+
+def test_factored_samples_are_equal_to_the_root():
+    space, _ = factored_and_naive("Gemm_Add_ReLU", 2)
+    keys = sample(space, 2, seed=2, per_depth=True)
+    for m in measure(space, keys, trials=2, timing=False):
+        assert m.equal and m.independent, (m.program, m.reason)
+
+
+def test_unfactorable_spaces_fall_back_or_refuse():
+    p = zoo_program("softmax")
+    mixed = ["loop_reorder", "compute_inline"]
+    assert explore(p, mixed, depth=1).method == "egraph"
+    with pytest.raises(ValueError, match="compute_inline"):
+        explore(p, mixed, depth=1, method="factored")
+    from leir_egraph import Program
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]}
+    twice = Program.parse("L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];"
+                          "L^{4}_{a=0}[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a};];", sig)
+    assert "both write C" in unfactorable_reason(twice, KERNEL_LOCAL)
+    assert explore(twice, KERNEL_LOCAL, depth=1).method == "egraph"
+    # the audit: a kernel-local strategy reads only kernel-local relations
+    from leir_egraph.egraph.steps import resolve
+    for strategy in resolve(KERNEL_LOCAL):
+        heads = {c.head for r in strategy.rules for c in r.parsed_conditions}
+        assert {h for h in heads if h[0].isupper() and not h.startswith("Mk")} <= KERNEL_LOCAL_RELATIONS

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..leir.analysis import accumulation_op, affine, equation_reads, intermediate_shapes
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
@@ -379,6 +379,24 @@ def cost(program: Program, machine: Machine = CPU) -> Cost:
         return Cost(sum(n.seconds for n in nests) + fill, nests, fill)
     except Exception as err:  # noqa: BLE001 -- ranking must go on; the reason is kept
         return Cost(math.inf, problem=f"{type(err).__name__}: {err}")
+
+
+def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest], float]:
+    """Modelled seconds of one top-level nest in ``program``'s tensor shapes. ``cost(p)`` is
+    the sum of these over ``p``'s nests plus the fill of its accumulations, so programs with
+    the same tensors and accumulations -- the loop strategies' variants of one program, which
+    the factored exploration extracts from -- rank by the sum over their nests."""
+    sig = program.signature
+    shapes = {t.name: tuple(t.shape) for t in sig.tensors}
+    shapes.update(intermediate_shapes(program.leir, {t.name for t in sig.tensors}))
+    frozen = tuple(sorted(shapes.items()))
+
+    def seconds(nest: LoopNest) -> float:
+        try:
+            return _cached_nest_cost(nest, frozen, machine).seconds
+        except Exception:  # noqa: BLE001 -- as cost(): an unreadable nest ranks last
+            return math.inf
+    return seconds
 
 
 def costs(programs: Iterable[Program], machine: Machine = CPU) -> list[Cost]:

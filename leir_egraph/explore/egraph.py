@@ -51,6 +51,7 @@ class SpaceEGraph:
         self._handle: dict[str, int] = {}   # representative program -> its P handle
         self._pending: list[str] = []
         self._nests: dict = {}   # LoopNest -> handle number
+        self._nest_parent: dict[int, int] = {}   # union-find over nest handles (union_nests)
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
@@ -61,22 +62,44 @@ class SpaceEGraph:
         nest is sent once; programs refer to it by its handle."""
         if key in self._find:
             return
-        items = []
-        for nest in program.leir.nests:
-            k = self._nests.get(nest)
-            if k is None:
-                k = self._nests[nest] = len(self._nests)
-                self._pending.append(f"(union (N {k}) {to_egglog(encode(nest))})")
-            items.append(k)
-        term = "(PNil)"
-        for k in reversed(items):
-            term = f"(PCons (N {k}) {term})"
+        term = _program_term([self.add_nest(nest) for nest in program.leir.nests])
         if parent is None:
             self._find[key] = key
             self._handle[key] = len(self._handle)
         else:
             self._find[key] = self.find(parent)
         self._pending.append(f"(union (P {self._handle[self.find(key)]}) (State {term}))")
+
+    def add_nest(self, nest) -> int:
+        """The handle of ``nest``'s e-class (the nest is sent once, whole: egglog's cost per
+        command grows with the e-graph, so sending shared subterms as commands of their own
+        was slower, measured on LayerNorm and attention explorations)."""
+        k = self._nests.get(nest)
+        if k is None:
+            k = self._nests[nest] = len(self._nests)
+            self._nest_parent[k] = k
+            self._pending.append(f"(union (N {k}) {to_egglog(encode(nest))})")
+        return k
+
+    def union_nests(self, a: int, b: int) -> None:
+        """``(union (N a) (N b))``: two kernels that compute the same (factored exploration:
+        every program containing one is, by congruence, equivalent to the same program with
+        the other)."""
+        ra, rb = self._nest_root(a), self._nest_root(b)
+        if ra != rb:
+            self._nest_parent[rb] = ra
+            self._pending.append(f"(union (N {a}) (N {b}))")
+
+    def _nest_root(self, k: int) -> int:
+        while self._nest_parent[k] != k:
+            self._nest_parent[k] = self._nest_parent[self._nest_parent[k]]
+            k = self._nest_parent[k]
+        return k
+
+    def add_program(self, nests: list[int]) -> None:
+        """Insert the program of these nest handles, in order, as a ``State`` of its own."""
+        self._pending.append(f"(union (P {len(self._handle)}) (State {_program_term(nests)}))")
+        self._handle[f"#{len(self._handle)}"] = len(self._handle)
 
     def find(self, key: str) -> str:
         """The representative program of ``key``'s e-class (kept on the Python side, so that a
@@ -115,3 +138,10 @@ class SpaceEGraph:
             classes |= outputs
         out["total"] = (nodes, len(classes))
         return out
+
+
+def _program_term(nests: list[int]) -> str:
+    term = "(PNil)"
+    for k in reversed(nests):
+        term = f"(PCons (N {k}) {term})"
+    return term

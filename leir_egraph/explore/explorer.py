@@ -148,13 +148,30 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
 
 def explore(program: Program, strategies=None, *, depth: int, max_programs: int | None = None,
             time_limit: float | None = None, seed: int = 0,
-            progress: Callable[[Round], None] | None = None) -> Exploration:
+            progress: Callable[[Round], None] | None = None,
+            method: str = "auto") -> Exploration:
     """Every program reachable from ``program`` in at most ``depth`` single steps of
     ``strategies`` (ids or Strategy objects; default all), up to renaming, with the state graph
     and per-round statistics. Stops at closure, ``depth``, ``max_programs`` distinct programs
     (the root counts) or ``time_limit`` seconds, and says which (``Exploration.stopped``).
-    ``seed`` is kept for the seeded choices made on the result (``sample``)."""
+    ``seed`` is kept for the seeded choices made on the result (``sample``).
+
+    ``method``: ``"factored"`` matches each kernel variant once and counts the product space
+    (``explore/factored.py``; only when every strategy is kernel-local and no two kernels write
+    one tensor), ``"egraph"`` matches every program in its own context, ``"auto"`` (default)
+    takes ``factored`` where it applies. A factored exploration holds at most ``max_programs``
+    programs in its graph and counts the whole space (``Exploration.space_counts``)."""
+    if method not in ("auto", "factored", "egraph"):
+        raise ValueError(f"method must be auto, factored or egraph, not {method!r}")
     chosen = resolve(strategies)
+    if method != "egraph":
+        from .factored import unfactorable_reason
+        reason = unfactorable_reason(program, chosen)
+        if reason is None:
+            return _explore_factored(program, chosen, depth, max_programs, time_limit, seed,
+                                     progress)
+        if method == "factored":
+            raise ValueError(f"the space is not a product of kernels: {reason}")
     engine = engine_for(default_strategies() if strategies is None else chosen)
     decoder, known = Decoder(), {}
 
@@ -165,6 +182,29 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
     return _search(program, strategies, depth, max_programs, time_limit, seed, "egraph",
                    expand, SpaceEGraph(), progress)
+
+
+def _explore_factored(program: Program, chosen, depth: int, max_programs, time_limit, seed,
+                      progress) -> Exploration:
+    from .factored import explore_factored, materialise
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, not {depth}")
+    start = time.perf_counter()
+    space = Exploration(program, tuple(s.id for s in chosen), depth, method="factored",
+                        seed=seed)
+    factored = explore_factored(program, chosen, depth=depth, time_limit=time_limit,
+                                progress=progress, rounds=space.rounds)
+    space.factored = factored
+    fits = materialise(factored, space, max_programs)
+    reached = len(factored.counts()) - 1
+    if not factored.complete:
+        space.stopped = "time_limit"
+    elif not fits:
+        space.stopped = "max_programs"
+    else:
+        space.stopped = "closure" if reached < depth else "depth"
+    space.seconds = time.perf_counter() - start
+    return space
 
 
 def naive(program: Program, strategies=None, *, depth: int, max_programs: int | None = None,

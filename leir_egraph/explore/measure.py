@@ -77,11 +77,32 @@ def measure(space: Exploration, keys, *, trials: int = 3, timeout: float = 60.0,
     return out
 
 
+def best_keys(space: Exploration, k: int) -> list[str]:
+    """The ``k`` programs the cost model ranks best, the root excluded. A factored exploration
+    extracts them from its whole product space (``FactoredSpace.best`` with the per-kernel
+    cost, ``cost.kernel_cost``), adding any its graph does not hold to the graph; otherwise
+    they are ranked over the graph's programs."""
+    if space.factored is None:
+        return [key for key, _ in rank(space) if key != space.root_key][:k]
+    from ..cost import kernel_cost
+    factored = space.factored
+    seconds = kernel_cost(factored.root)
+    out = []
+    for _, choice in factored.best(k + 1, lambda _, nest: seconds(nest)):
+        key = factored.text(choice)
+        if key == space.root_key:
+            continue
+        if key not in space.programs:
+            depth = sum(kern.distance[v] for kern, v in zip(factored.kernels, choice))
+            space._add_node(factored.program(choice), depth, key)
+        out.append(key)
+    return out[:k]
+
+
 def top_k(space: Exploration, k: int, **options) -> list[Measured]:
-    """The ``k`` programs the cost model ranks best (the root excluded), verified and timed
-    against the root, in ranking order."""
-    keys = [key for key, _ in rank(space) if key != space.root_key][:k]
-    return measure(space, keys, **options)
+    """The ``k`` programs the cost model ranks best (``best_keys``: the root excluded), verified
+    and timed against the root, in ranking order."""
+    return measure(space, best_keys(space, k), **options)
 
 
 def sample(space: Exploration, n: int, *, seed: int | None = None,

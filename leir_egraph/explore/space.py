@@ -2,6 +2,7 @@
 per-round statistics; export as GraphML and JSONL.
 
 >>> from leir_egraph import Program
+>>> from leir_egraph.leir.canonical import canonical
 >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
 ...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
 >>> root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
@@ -65,15 +66,18 @@ class Exploration:
     seconds: float = 0.0
     root_key: str = ""
     seed: int = 0
+    factored: object = None   # the FactoredSpace of a factored exploration (explore/factored.py)
 
     def add_root(self, program: Program) -> str:
         self.root_key = program.text
         self._add_node(program, 0)
         return self.root_key
 
-    def _add_node(self, program: Program, depth: int) -> None:
-        self.programs[program.text] = program
-        self.graph.add_node(program.text, depth=depth, index=len(self.programs) - 1)
+    def _add_node(self, program: Program, depth: int, key: str | None = None) -> None:
+        """Add a node; ``key`` is ``program.text`` when the caller already has it."""
+        key = program.text if key is None else key
+        self.programs[key] = program
+        self.graph.add_node(key, depth=depth, index=len(self.programs) - 1)
 
     def add_step(self, source: str, target: Program, strategy: str, rule: str,
                  depth: int) -> bool:
@@ -105,6 +109,12 @@ class Exploration:
             out[a["depth"]] += 1
         return out
 
+    def space_counts(self) -> list[int]:
+        """Distinct programs at each depth in the whole explored space: counted from the
+        kernels for a factored exploration (which may hold fewer in its graph, up to
+        ``max_programs``), else the graph's own ``counts()``."""
+        return self.factored.counts() if self.factored is not None else self.counts()
+
     def keys(self, max_depth: int | None = None) -> set[str]:
         return {k for k, a in self.graph.nodes(data=True)
                 if max_depth is None or a["depth"] <= max_depth}
@@ -115,6 +125,8 @@ class Exploration:
     def summary(self) -> dict:
         return {"method": self.method, "strategies": list(self.strategies), "depth": self.depth,
                 "programs": len(self), "per_depth": self.counts(),
+                "space_programs": sum(self.space_counts()),
+                "space_per_depth": self.space_counts(),
                 "steps": self.graph.number_of_edges(), "stopped": self.stopped,
                 "seconds": self.seconds, "rounds": [r.to_dict() for r in self.rounds]}
 

@@ -98,6 +98,12 @@ def canonical_renaming(leir: Leir, keep: Iterable[str]) -> tuple[Leir, dict[str,
     return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests)), tensors
 
 
+def canonical_kernel(nest: LoopNest) -> LoopNest:
+    """A top-level nest with its loop indices renamed canonically and its tensors kept: the
+    kernel's part of ``canonical_leir`` when the program's tensors are already canonical."""
+    return _rename_nest(nest, {}, {})
+
+
 def canonical(program: Program) -> Program:
     """The canonical representative of ``program`` up to renaming (same signature and values)."""
     return program.with_leir(canonical_leir(program.leir, program.signature.names))
@@ -109,5 +115,5 @@ def canonical_text(program: Program) -> str:
     return to_text(canonical_leir(program.leir, program.signature.names))
 
 
-__all__ = ["canonical", "canonical_leir", "canonical_renaming", "canonical_text",
+__all__ = ["canonical", "canonical_kernel", "canonical_leir", "canonical_renaming", "canonical_text",
            "is_hardware_index"]
