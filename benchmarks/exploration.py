@@ -1,18 +1,24 @@
 """Exhaustive exploration on a fixed suite of tiny zoo programs (issue 12, docs/EXPLORE.md).
 
-Per program (smallest zoo shapes, seed 0): programs at each depth (closure where reached),
-the space e-graph's classes and nodes, the time of the e-graph explorer and of the naive
-oracle side by side (ratio) at ``--naive-depth``, the best measured speedup over the root among
-the cost model's top ``--top`` (verified Equal/Independent against the root, TVM llvm opt-level 3)
-and torch eager on the same inputs, and the Spearman rank correlation between the cost model and
-the measured time on a seeded sample of ``--sample`` explored programs. Writes JSON and two
-plots (times explorer vs naive; modelled vs measured time).
+Per program (smallest zoo shapes, seed 0): programs at each depth (closure where reached; for
+a factored exploration counted over the whole space, ``complete`` says whether the time limit
+cut it), the space e-graph's classes and nodes, the time of the e-graph explorer and of the
+naive oracle side by side (ratio) at ``--naive-depth`` (no program cap there), the best
+measured speedup over the root among the cost model's top ``--top`` (extracted from the whole
+space; verified Equal/Independent against the root, TVM llvm opt-level 3) and torch eager on
+the same inputs, and the Spearman rank correlation between the cost model and the measured
+time on a seeded sample of ``--sample`` explored programs. Writes JSON and three plots
+(programs per depth, log scale; time vs programs explored for both explorers; modelled vs
+measured time).
 
     python benchmarks/exploration.py                           (the whole suite: long)
     python benchmarks/exploration.py --programs 5 --depth 2 --top 4 --sample 6   (minutes)
+    python benchmarks/exploration.py --strategies mixed ...    (all four categories)
 
-Every exploration runs under ``--time-limit`` seconds and ``--max-programs`` programs; a row
-says which budget stopped it.
+``--strategies kernel`` (default) is the eight loop strategies, explored factored
+(docs/EXPLORE.md); ``mixed`` is ten strategies of all four categories, explored program by
+program. Every exploration runs under ``--time-limit`` seconds and holds at most
+``--max-programs`` programs; a row says which budget stopped it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ SUITE = ["ReLU", "Sigmoid", "softmax", "GELU", "Matmul_with_small_K_dimension",
          "Sum_reduction_over_a_dimension", "cumsum", "Max_Pooling_1D", "Average_Pooling_2D",
          "conv_standard_1D", "conv_transposed_1D", "MSELoss", "Gemm_Add_ReLU",
          "Gemm_Divide_Sum_Scaling", "ScaledDotProductAttention", "RMSNorm"]
+# The kernel-local strategies (every loop strategy): explored factored (explore/factored.py).
+KERNEL = ["loop_reorder", "loop_split", "loop_tiling", "loop_unrolling", "loop_parallelization",
+          "loop_vectorization", "loop_binding", "loop_fusion"]
+# A mixed set of all four categories: explored program by program.
 STRATEGIES = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vectorization",
               "loop_unrolling", "compute_inline", "set_storage_scope", "expression_splitting",
               "exponential_split", "operator_fission"]
@@ -41,7 +51,7 @@ STRATEGIES = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vecto
 
 def run_one(kind: str, args) -> dict:
     from leir_egraph.explore import explore, naive
-    from leir_egraph.explore.measure import measure, rank, sample, torch_eager_ms, tvm_ms
+    from leir_egraph.explore.measure import best_keys, measure, sample, torch_eager_ms, tvm_ms
     from leir_egraph.frontend import from_torch
     from leir_egraph.workloads import KINDS, instantiate
 
@@ -50,24 +60,27 @@ def run_one(kind: str, args) -> dict:
     budget = dict(max_programs=args.max_programs, time_limit=args.time_limit)
     row: dict = {"kind": kind, "family": KINDS[kind].family, "nests": len(root.leir.nests)}
     space = explore(root, args.strategies, depth=args.depth, **budget)
-    row.update(per_depth=space.counts(), programs=len(space), stopped=space.stopped,
-               explore_s=space.seconds,
+    row.update(per_depth=space.space_counts(), programs=sum(space.space_counts()),
+               held=len(space), complete=space.space_complete, method=space.method,
+               stopped=space.stopped, explore_s=space.seconds,
                eclasses=space.rounds[-1].eclasses if space.rounds else 0,
                enodes=space.rounds[-1].enodes if space.rounds else 0,
                rounds=[r.to_dict() for r in space.rounds])
     # explorer vs oracle at the same depth and budgets
     d = min(args.naive_depth, args.depth)
-    fast = explore(root, args.strategies, depth=d, **budget)
-    slow = naive(root, args.strategies, depth=d, **budget)
+    compare = dict(time_limit=args.time_limit)   # no program cap: both must find everything
+    fast = explore(root, args.strategies, depth=d, **compare)
+    slow = naive(root, args.strategies, depth=d, **compare)
     row.update(compare_depth=d, egraph_s=fast.seconds, naive_s=slow.seconds,
                ratio=slow.seconds / fast.seconds if fast.seconds and d > 0 else None,
+               compare_programs=len(slow),
                same_programs=fast.keys() == slow.keys(), compare_stopped=[fast.stopped,
                                                                          slow.stopped])
-    print(f"{kind}: {space.counts()} ({space.stopped}), e-graph {row['eclasses']} classes / "
+    print(f"{kind}: {space.space_counts()} ({space.stopped}, {space.method}), e-graph {row['eclasses']} classes / "
           f"{row['enodes']} nodes; depth {d}: explorer {fast.seconds:.2f} s, naive "
           f"{slow.seconds:.2f} s, same {row['same_programs']}", file=sys.stderr, flush=True)
     # top-k by the cost model and a seeded sample, measured once each
-    ranked = [k for k, _ in rank(space) if k != space.root_key][:args.top]
+    ranked = best_keys(space, args.top)
     sampled = sample(space, args.sample, seed=args.seed)
     keys = list(dict.fromkeys(ranked + sampled))
     measured = {m.program: m for m in measure(space, keys, timeout=args.timeout,
@@ -100,13 +113,26 @@ def plots(rows: list[dict], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
-    fig, ax = plt.subplots(figsize=(10, 4))
-    xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["egraph_s"] for r in rows], 0.4, label="e-graph explorer")
-    ax.bar([x + 0.2 for x in xs], [r["naive_s"] for r in rows], 0.4, label="naive oracle")
-    ax.set_xticks(list(xs), [r["kind"][:18] for r in rows], rotation=60, ha="right", fontsize=7)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for r in rows:
+        ax.plot(range(len(r["per_depth"])), [max(c, 1) for c in r["per_depth"]], marker="o",
+                label=r["kind"][:18])
     ax.set_yscale("log")
-    ax.set_ylabel(f"seconds to depth {rows[0]['compare_depth']}")
+    ax.set_xlabel("depth")
+    ax.set_ylabel("distinct programs")
+    ax.legend(fontsize=5)
+    fig.tight_layout()
+    files.append(str(out.with_suffix(".programs.png")))
+    fig.savefig(files[-1], dpi=120)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    ax.scatter([r["compare_programs"] for r in rows], [r["egraph_s"] for r in rows],
+               label="e-graph explorer")
+    ax.scatter([r["compare_programs"] for r in rows], [r["naive_s"] for r in rows],
+               label="naive oracle")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"programs explored (depth <= {rows[0]['compare_depth']})")
+    ax.set_ylabel("seconds")
     ax.legend()
     fig.tight_layout()
     files.append(str(out.with_suffix(".times.png")))
@@ -135,7 +161,9 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=3)
     ap.add_argument("--naive-depth", type=int, default=2,
                     help="depth of the side-by-side timing (0: skip it)")
-    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--strategies", default="kernel",
+                    help="comma-separated ids, or 'kernel' (the loop strategies, explored "
+                         "factored) or 'mixed' (ten of all four categories, program by program)")
     ap.add_argument("--max-programs", type=int, default=20_000)
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per exploration")
     ap.add_argument("--top", type=int, default=16)
@@ -144,7 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="exploration.json")
     args = ap.parse_args(argv)
-    args.strategies = [s for s in args.strategies.split(",") if s]
+    named = {"kernel": KERNEL, "mixed": STRATEGIES}
+    args.strategies = named.get(args.strategies) or [s for s in args.strategies.split(",") if s]
     kinds = args.kinds.split(",") if args.kinds else SUITE[:args.programs]
     start = time.perf_counter()
     rows = [run_one(k, args) for k in kinds]
@@ -163,12 +192,13 @@ def main(argv=None) -> int:
     out = Path(args.out)
     summary["plots"] = plots(rows, out)
     out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
-    print("| kind | per depth | stopped | classes | nodes | explorer s | naive s | ratio | "
-          "best top-k | vs torch | spearman |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| kind | per depth | method | stopped | classes | nodes | explorer s | naive s | "
+          "ratio | best top-k | vs torch | spearman |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = (lambda v, p="": f"{v:.3g}{p}" if isinstance(v, (int, float)) else "-")
-        print(f"| {r['kind'][:28]} | {r['per_depth']} | {r['stopped']} | {r['eclasses']} | "
+        print(f"| {r['kind'][:28]} | {r['per_depth']} | {r['method']} | {r['stopped']} | "
+              f"{r['eclasses']} | "
               f"{r['enodes']} | {f(r['egraph_s'])} | {f(r['naive_s'])} | {f(r['ratio'], 'x')} | "
               f"{f(r['best_speedup'], 'x')} | {f(r.get('best_vs_torch'), 'x')} | "
               f"{f(r['spearman'])} |")

@@ -273,8 +273,16 @@ def test_factored_top_k_comes_from_the_whole_space():
 def test_factored_samples_are_equal_to_the_root():
     space, _ = factored_and_naive("Gemm_Add_ReLU", 2)
     keys = sample(space, 2, seed=2, per_depth=True)
-    for m in measure(space, keys, trials=2, timing=False):
-        assert m.equal and m.independent, (m.program, m.reason)
+    # and from a depth-3 space whose graph holds ten programs: drawn from the whole space
+    deep = explore(zoo_program("Gemm_Add_ReLU"), KERNEL_LOCAL, depth=3, max_programs=10)
+    drawn = sample(deep, 3, seed=2)
+    assert drawn == sample(deep, 3, seed=2) and len(set(drawn)) == 3
+    assert all(k in deep.programs and k == canonical_text(deep.programs[k]) for k in drawn)
+    depths = [deep.graph.nodes[k]["depth"] for k in drawn]
+    assert set(depths) <= {1, 2, 3} and 3 in depths   # 96% of the space is at depth 3
+    for s, ks in ((space, keys), (deep, drawn)):
+        for m in measure(s, ks, trials=2, timing=False):
+            assert m.equal and m.independent, (m.program, m.reason)
 
 
 def test_unfactorable_spaces_fall_back_or_refuse():

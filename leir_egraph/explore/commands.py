@@ -42,6 +42,10 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=positive_float, default=60.0,
                    help="seconds per verification")
     p.add_argument("--naive", action="store_true", help="run the naive oracle instead")
+    p.add_argument("--method", choices=["auto", "factored", "egraph"], default="auto",
+                   help="factored: each kernel variant matched once, the product space counted "
+                        "(kernel-local strategies only); egraph: every program matched; auto "
+                        "(default): factored where it applies")
     p.add_argument("--json", action="store_true", help="the result as one JSON object")
     p.add_argument("--graph", metavar="OUT", help="write the state graph (.graphml or .jsonl)")
     p.set_defaults(handler=run_explore)
@@ -96,9 +100,13 @@ def run_explore(args) -> int:
               f"{r.new_programs} new programs, e-graph {r.eclasses} classes / {r.enodes} nodes, "
               f"{r.seconds:.2f} s, peak {r.peak_rss_mb:.0f} MB", file=sys.stderr, flush=True)
 
-    run = naive if args.naive else explore
-    space = run(program, strategies, depth=args.depth, max_programs=args.max_programs,
-                time_limit=args.time_limit, seed=args.seed, progress=progress)
+    budget = dict(depth=args.depth, max_programs=args.max_programs, time_limit=args.time_limit,
+                  seed=args.seed, progress=progress)
+    try:
+        space = (naive(program, strategies, **budget) if args.naive
+                 else explore(program, strategies, method=args.method, **budget))
+    except ValueError as err:   # --method factored on a space that is not a product
+        raise InputError(f"--method {args.method}: {err}") from None
     if args.graph:
         (space.write_graphml if args.graph.endswith(".graphml") else space.write_jsonl)(args.graph)
     best = top_k(space, args.top, timeout=args.timeout, seed=args.seed) if args.top else []
@@ -127,7 +135,12 @@ def table(space, best, torch_ms, root_tvm, best_tvm, has_torch: bool) -> str:
         lines.append(f"| {r.depth} | {r.new_programs} | {r.steps} | {r.eclasses} | {r.enodes} | "
                      f"{r.seconds:.2f} |")
     lines.append(f"\n{len(space)} distinct programs (up to renaming), {space.graph.number_of_edges()}"
-                 f" steps between them; stopped: {space.stopped}; {space.seconds:.2f} s")
+                 f" steps between them; stopped: {space.stopped}; method: {space.method}; "
+                 f"{space.seconds:.2f} s")
+    if space.factored is not None:
+        counted = space.space_counts()
+        lines.append(f"the space (counted from its kernels, {'complete' if space.space_complete else 'incomplete: time limit'}): "
+                     f"{sum(counted):,} programs, per depth {counted}")
     if best:
         lines += ["", "| rank | depth | modelled us | level | root ms | ms | speedup |",
                   "|---|---|---|---|---|---|---|"]

@@ -200,7 +200,7 @@ def _explore_factored(program: Program, chosen, depth: int, max_programs, time_l
     if not factored.complete:
         space.stopped = "time_limit"
     elif not fits:
-        space.stopped = "max_programs"
+        space.stopped = "max_programs"   # the graph holds the first max_programs; all counted
     else:
         space.stopped = "closure" if reached < depth else "depth"
     space.seconds = time.perf_counter() - start

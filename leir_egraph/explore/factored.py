@@ -201,6 +201,38 @@ class FactoredSpace:
         return self.root.with_leir(Leir(tuple(k.variants[v]
                                               for k, v in zip(self.kernels, choice))))
 
+    def sample(self, n: int, rng) -> list[tuple[int, ...]]:
+        """``n`` distinct programs drawn uniformly from the whole space, the root excluded (all
+        of them when there are fewer): a depth with probability proportional to its count, then
+        each kernel's distance in proportion to the ways the later kernels can make up the
+        rest, then a variant at that distance."""
+        polys = [k.polynomial(self.depth) for k in self.kernels]
+        ways = [[0] * (self.depth + 1) for _ in range(len(polys) + 1)]
+        ways[-1][0] = 1
+        for i in reversed(range(len(polys))):
+            for b in range(self.depth + 1):
+                ways[i][b] = sum(polys[i][d] * ways[i + 1][b - d] for d in range(b + 1))
+        total = sum(ways[0]) - 1
+        groups = [{} for _ in self.kernels]
+        for g, k in zip(groups, self.kernels):
+            for v, d in enumerate(k.distance):
+                g.setdefault(d, []).append(v)
+        chosen: set[tuple[int, ...]] = set()
+        out: list[tuple[int, ...]] = []
+        while len(out) < min(n, total):
+            budget = rng.choices(range(1, self.depth + 1), weights=ways[0][1:])[0]
+            choice = []
+            for i, g in enumerate(groups):
+                d = rng.choices(range(budget + 1), weights=[
+                    polys[i][d] * ways[i + 1][budget - d] for d in range(budget + 1)])[0]
+                choice.append(rng.choice(g[d]))
+                budget -= d
+            t = tuple(choice)
+            if t not in chosen:
+                chosen.add(t)
+                out.append(t)
+        return out
+
     def best(self, n: int, kernel_cost: Callable[[int, LoopNest], float]
              ) -> list[tuple[float, tuple[int, ...]]]:
         """The ``n`` programs of least total ``kernel_cost`` (summed over kernels) within the

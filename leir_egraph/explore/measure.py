@@ -87,16 +87,19 @@ def best_keys(space: Exploration, k: int) -> list[str]:
     from ..cost import kernel_cost
     factored = space.factored
     seconds = kernel_cost(factored.root)
-    out = []
-    for _, choice in factored.best(k + 1, lambda _, nest: seconds(nest)):
-        key = factored.text(choice)
-        if key == space.root_key:
-            continue
-        if key not in space.programs:
-            depth = sum(kern.distance[v] for kern, v in zip(factored.kernels, choice))
-            space._add_node(factored.program(choice), depth, key)
-        out.append(key)
-    return out[:k]
+    keys = [_hold(space, choice)
+            for _, choice in factored.best(k + 1, lambda _, nest: seconds(nest))]
+    return [key for key in keys if key != space.root_key][:k]
+
+
+def _hold(space: Exploration, choice: tuple[int, ...]) -> str:
+    """The key of a factored space's program, added to the graph if it does not hold it."""
+    factored = space.factored
+    key = factored.text(choice)
+    if key not in space.programs:
+        depth = sum(kern.distance[v] for kern, v in zip(factored.kernels, choice))
+        space._add_node(factored.program(choice), depth, key)
+    return key
 
 
 def top_k(space: Exploration, k: int, **options) -> list[Measured]:
@@ -108,8 +111,12 @@ def top_k(space: Exploration, k: int, **options) -> list[Measured]:
 def sample(space: Exploration, n: int, *, seed: int | None = None,
            per_depth: bool = False) -> list[str]:
     """A seeded sample of ``n`` explored programs (the root excluded); ``per_depth``: ``n`` from
-    every depth."""
+    every depth (of the graph). A factored exploration whose graph holds only part of its space
+    draws uniformly from the whole space (``FactoredSpace.sample``)."""
     rng = random.Random(space.seed if seed is None else seed)
+    if space.factored is not None and len(space) < sum(space.space_counts()) and not per_depth:
+        # the graph holds part of the space: draw from the whole product instead
+        return [_hold(space, c) for c in space.factored.sample(n, rng)]
     ordered = sorted(space.programs, key=lambda k: space.graph.nodes[k]["index"])
     if not per_depth:
         pool = [k for k in ordered if k != space.root_key]

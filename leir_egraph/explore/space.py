@@ -115,6 +115,15 @@ class Exploration:
         ``max_programs``), else the graph's own ``counts()``."""
         return self.factored.counts() if self.factored is not None else self.counts()
 
+    @property
+    def space_complete(self) -> bool:
+        """Whether ``space_counts`` counts every program within the depth: a factored
+        exploration that ran out of neither time nor depth rounds (whatever its graph holds), or
+        a per-program one that stopped at closure or depth."""
+        if self.factored is not None:
+            return self.factored.complete
+        return self.stopped in ("closure", "depth")
+
     def keys(self, max_depth: int | None = None) -> set[str]:
         return {k for k, a in self.graph.nodes(data=True)
                 if max_depth is None or a["depth"] <= max_depth}
@@ -127,6 +136,7 @@ class Exploration:
                 "programs": len(self), "per_depth": self.counts(),
                 "space_programs": sum(self.space_counts()),
                 "space_per_depth": self.space_counts(),
+                "space_complete": self.space_complete,
                 "steps": self.graph.number_of_edges(), "stopped": self.stopped,
                 "seconds": self.seconds, "rounds": [r.to_dict() for r in self.rounds]}
 
