@@ -11,16 +11,18 @@ from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, check, parse, to_text
 from leir_egraph.leir.ast import Idx, IName, Leir, LoopNest, Var
-from leir_egraph.leir.canonical import canonical, canonical_text, is_hardware_index
+from leir_egraph.leir.canonical import (canonical, canonical_kernel, canonical_text,
+                                        is_hardware_index)
 from leir_egraph.leir.names import index_name_supply, tensor_name_supply
 from leir_egraph.leir.traverse import rebuild, walk
 
 
-def _random_renaming(program: Program, rng: random.Random) -> Program:
-    """Rename intermediates and (per top-level nest) loop indices at random, keeping hardware
-    prefixes: a program that must have the same canonical form."""
+def _random_renaming(program: Program, rng: random.Random, tensors: bool = True) -> Program:
+    """Rename intermediates (unless ``tensors`` is false) and (per top-level nest) loop indices
+    at random, keeping hardware prefixes: a program that must have the same canonical form."""
     keep = set(program.signature.names)
     inter = sorted({n.name for n in walk(program.leir) if isinstance(n, Var)} - keep)
+    inter = inter if tensors else []
     pool = [n for n, _ in zip((n for n in tensor_name_supply() if n not in keep), range(200))]
     tensors = dict(zip(inter, rng.sample(pool, len(inter))))
     nests = []
@@ -56,6 +58,20 @@ def test_renaming_never_changes_the_canonical_form(reference_rows, row, seed):
     once = canonical(program)
     assert canonical_text(once) == once.text  # idempotent
     assert to_text(parse(once.text)) == once.text
+
+
+@settings(max_examples=60, deadline=None)
+@given(row=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
+def test_canonical_kernels_compose_the_canonical_program(reference_rows, row, seed):
+    """Once the tensors are canonical, the canonical program is its kernels' canonical forms
+    side by side (the factored exploration's keys), renamed or already canonical alike."""
+    r = reference_rows[row % len(reference_rows)]
+    program = canonical(Program.parse(r["leir"], r["signature"]))
+    kernels = Leir(tuple(canonical_kernel(n) for n in program.leir.nests))
+    assert to_text(kernels) == program.text        # already canonical: left as it is
+    only_indices = _random_renaming(program, random.Random(seed), tensors=False)
+    kernels = Leir(tuple(canonical_kernel(n) for n in only_indices.leir.nests))
+    assert to_text(kernels) == canonical_text(only_indices) == program.text
 
 
 def test_canonical_programs_stay_valid_and_keep_the_signature(reference_rows):

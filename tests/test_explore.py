@@ -239,6 +239,13 @@ def test_factored_space_is_counted_beyond_what_it_holds():
     assert summary["programs"] == 100 and summary["space_programs"] == len(full)
 
 
+def test_factored_time_limit_says_so():
+    timed = explore(zoo_program("Gemm_Add_ReLU"), KERNEL_LOCAL, depth=3, time_limit=1e-6)
+    assert timed.method == "factored" and timed.stopped == "time_limit"
+    assert not timed.space_complete and not timed.summary()["space_complete"]
+    assert len(timed) >= 1 and timed.root_key in timed.programs
+
+
 def test_factored_space_egraph_shares_kernels():
     fast, _ = factored_and_naive("Gemm_Add_ReLU", 2)
     r1, r2 = fast.rounds

@@ -98,10 +98,21 @@ def canonical_renaming(leir: Leir, keep: Iterable[str]) -> tuple[Leir, dict[str,
     return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests)), tensors
 
 
+def _canonical_indices(nest: LoopNest, taken: frozenset = frozenset()) -> bool:
+    """Whether renaming ``nest``'s loop indices canonically would leave every one as it is
+    (then the nest needs no rebuilding)."""
+    for loop in nest.loops:
+        if _new_index(loop.index, taken) != loop.index:
+            return False
+        taken = taken | {loop.index}
+    return all(_canonical_indices(item, taken) for item in nest.body
+               if isinstance(item, LoopNest))
+
+
 def canonical_kernel(nest: LoopNest) -> LoopNest:
     """A top-level nest with its loop indices renamed canonically and its tensors kept: the
     kernel's part of ``canonical_leir`` when the program's tensors are already canonical."""
-    return _rename_nest(nest, {}, {})
+    return nest if _canonical_indices(nest) else _rename_nest(nest, {}, {})
 
 
 def canonical(program: Program) -> Program:
