@@ -98,7 +98,26 @@ MOVES += [
 
 # reference moves that are unsound in general: a standard-normal input may be 0, so dividing
 # by its neighbour can make 0/0
+# expression_splitting: the reference writes the new intermediate over the frame loops reversed,
+# subscripted in that order
+MOVES += [
+    ("expression_splitting", MATMUL, MATMUL_SIG,
+     "L^{8}_{c=0}L^{6}_{a=0}B^{4}_{tx=0}[E^{f32,g}_{c,a,tx}=A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+E^{f32,g}_{c,a,tx};];"),
+    ("expression_splitting", "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})*2;];",
+     "A:f32[4,8] -> C:f32[4,8]",
+     "L^{8}_{a=0}B^{4}_{tx=0}[D^{f32,g}_{a,tx}=exp(A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{a,tx}*2;];"),
+]
+
 REFUSED = [
+    # cache_read_write: the reference accumulates into a local tensor in one kernel and copies it
+    # out in the next; local (and shared) memory does not outlive its kernel (docs/LEIR.md,
+    # CUDA), so the staged copy must stay inside the nest's kernel
+    ("cache_read_write", MATMUL, MATMUL_SIG,
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
+     "[E^{f32,l}_{tx,a}=E^{f32,l}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+     "B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=E^{f32,l}_{tx,a};];"),
     # the reference's quotient form of a longer difference: exp(A-D-D) -> exp(A-m)/exp(-(D-D)-m)
     # is exp(A+D-D-...) -- not exp(A-D-D) (here with m = D)
     ("exponential_split",

@@ -4,6 +4,8 @@ so keying by the nest term is exact):
 
 * parameter ``SubexpressionFrame nest e loops subs dtype``: ``e`` is a compound sub-expression
   of the nest that may be stored: its frame loops, the intermediate's subscript and dtype;
+  ``ReversedSubexpressionFrame``: the same frame with its loops (and the subscript) in reverse
+  order, the order the reference writes the intermediate in (a frame of two loops or more);
 * dependency / ``Hoistable nest e``: ``e`` may be computed in a nest right before this one.
 
 From ``leir_egraph.leir.subexpressions``; a pure function of the program.
@@ -22,8 +24,12 @@ from leir_egraph.leir.subexpressions import hoistable, subexpressions
 def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
     for i, name, nest in loaded.top_nests():
         for sub in subexpressions(nest):
-            yield (f"(SubexpressionFrame {name} {expr_term(sub.expr)} "
-                   f"{loops_term(sub.loops)} {subs_term(sub.subscripts)} {quoted(sub.dtype)})")
+            e, dtype = expr_term(sub.expr), quoted(sub.dtype)
+            yield (f"(SubexpressionFrame {name} {e} {loops_term(sub.loops)} "
+                   f"{subs_term(sub.subscripts)} {dtype})")
+            if len(sub.loops) > 1:   # the reference's order: loops and subscript reversed
+                yield (f"(ReversedSubexpressionFrame {name} {e} {loops_term(sub.loops[::-1])} "
+                       f"{subs_term(sub.subscripts[::-1])} {dtype})")
 
 
 def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -38,7 +44,10 @@ PARAMETER_SETS = (
     ParameterSet((Relation("SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
                            "{1} is a compound sub-expression of {0}, used outside conditions; on "
                            "its own it varies over the loops {2}, as the element {3} of a {4} "
-                           "tensor"),),
+                           "tensor"),
+                  Relation("ReversedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+                           "the same, with the frame loops {2} in reverse order and the "
+                           "intermediate's subscript {3} in that order"),),
                  _split_parameters),
 )
 
