@@ -110,7 +110,23 @@ MOVES += [
      "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{a,tx}*2;];"),
 ]
 
+# additive_split: the whole right-hand side split after its last term, also by itself
+MOVES += [
+    ("additive_split", "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+D^{f32,g}_{tx,a};];",
+     "A:f32[4,8] D:f32[4,8] -> E:f32[4,8]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+D^{f32,g}_{tx,a}"
+     "+A^{f32,g}_{tx,a}-A^{f32,g}_{tx,a};];"),
+    ("additive_split", "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{a,tx};];",
+     "A:f32[8,4] -> E:f32[4,8]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{a,tx}+A^{f32,g}_{a,tx}-A^{f32,g}_{a,tx};];"),
+]
+
 REFUSED = [
+    # additive_split of an accumulation's whole right-hand side: D=D+A*C+A-A is no accumulation
+    # (docs/LEIR.md), it reads D before anything writes it
+    ("additive_split", MATMUL, MATMUL_SIG,
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
+     "+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a}+A^{f32,g}_{tx,c}-A^{f32,g}_{tx,c};];"),
     # cache_read_write: the reference accumulates into a local tensor in one kernel and copies it
     # out in the next; local (and shared) memory does not outlive its kernel (docs/LEIR.md,
     # CUDA), so the staged copy must stay inside the nest's kernel

@@ -11,7 +11,8 @@ multiplicative_split (x -> (x/m)*m) and additive_split (x -> (x-m)+m).
   never sits in one.
 * Parameters: the sites (a tensor read, or an exp(...) call, occurring once in an equation of a
   flat top-level nest, outside any condition, not a read of the equation's own target, in an
-  equation of a floating-point target) and the existing variables m a site may be split by
+  equation of a floating-point target; for additive_split also the whole right-hand side of an
+  equation that reads nothing it writes) and the existing variables m a site may be split by
   (tensor reads of the same equation evaluated whenever the equation is: not inside an
   if_then_else branch or a condition).
 
@@ -30,6 +31,7 @@ from typing import Iterable, Iterator
 from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
 from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
+from leir_egraph.leir.analysis import reads
 from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.ranges import ANY, FINITE, analyse, expression_range
@@ -179,6 +181,8 @@ def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
                 out[f"(SplitSite {name} {e} {_term(site.node)})"] = None
             for m in splitters:
                 out[f"(SplitBy {name} {e} {_term(m)})"] = None
+            if eq.target.name not in reads(eq):   # no accumulation or scan
+                out[f"(WholeValueSite {name} {e} {_term(eq.value)})"] = None
     return list(out)
 
 
@@ -187,4 +191,7 @@ PARAMETER_SETS = (ParameterSet((
              "{2} occurs once in {1}, outside any condition, and is not the equation's target"),
     Relation("SplitBy", ("Nest", "Eqn", "Expr"),
              "{2} is read by {1} whenever it is evaluated"),
+    Relation("WholeValueSite", ("Nest", "Eqn", "Expr"),
+             "{2} is the whole right-hand side of {1}, which reads nothing it writes (no "
+             "accumulation, whose form X=X op e must stay)"),
 ), _site_facts),)
