@@ -146,7 +146,8 @@ def plots(rows: list[dict], out: Path) -> list[str]:
     ax.set_yscale("log")
     ax.set_xlabel("cost model (ms)")
     ax.set_ylabel("measured TVM llvm (ms)")
-    ax.legend(fontsize=5)
+    if any(r["sample_points"] for r in rows):
+        ax.legend(fontsize=5)
     fig.tight_layout()
     files.append(str(out.with_suffix(".cost.png")))
     fig.savefig(files[-1], dpi=120)
