@@ -121,7 +121,29 @@ MOVES += [
      "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=A^{f32,g}_{a,tx}+A^{f32,g}_{a,tx}-A^{f32,g}_{a,tx};];"),
 ]
 
+# operator_fusion: the producer's intermediate kept in shared memory of the fused kernel
+THREE = ("B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx,a}=1-J^{f32,g}_{tx,a};];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=max(E^{f32,g}_{tx,a},0);];")
+THREE_SIG = "A:f32[4,8] -> F:f32[4,8]"
+MOVES += [
+    ("operator_fusion", THREE, THREE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,s}_{tx,a}=1-J^{f32,g}_{tx,a};"
+     "F^{f32,g}_{tx,a}=max(E^{f32,s}_{tx,a},0);];"),
+]
+
 REFUSED = [
+    # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
+    # the program's output: shared memory does not outlive the fused kernel
+    ("operator_fusion", THREE.replace("max(E^{f32,g}_{tx,a},0)",
+                                      "max(E^{f32,g}_{tx,a},0)+J^{f32,g}_{tx,a}"), THREE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,s}_{tx,a}=A^{f32,g}_{tx,a}*2;E^{f32,g}_{tx,a}=1-J^{f32,s}_{tx,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=max(E^{f32,g}_{tx,a},0)+J^{f32,s}_{tx,a};];"),
+    ("operator_fusion", THREE, THREE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,s}_{tx,a}=1-J^{f32,g}_{tx,a};"
+     "F^{f32,s}_{tx,a}=max(E^{f32,s}_{tx,a},0);];"),
     # additive_split of an accumulation's whole right-hand side: D=D+A*C+A-A is no accumulation
     # (docs/LEIR.md), it reads D before anything writes it
     ("additive_split", MATMUL, MATMUL_SIG,

@@ -161,6 +161,8 @@ def _round_trip_failures(sid: str, programs) -> list[str]:
     failures = []
     for program in programs:
         for t in single_steps(program, sid):
+            if (sid, t.rule) in ONE_WAY_RULES:
+                continue
             back = {u.after.text for u in single_steps(t.after, inverse)}
             if program.text not in back:
                 failures.append(f"{sid} then {inverse} on {program.text}: {t.after.text}")
@@ -177,6 +179,12 @@ def test_the_inverse_strategy_undoes_every_example_transition(sid):
                 for n, ex in enumerate(STRATEGIES[sid].examples) if (sid, n) not in ONE_WAY]
     assert _round_trip_failures(sid, programs) == []
 
+
+# Rules whose transitions the inverse strategy is not meant to undo, with the reason.
+ONE_WAY_RULES = {
+    ("operator_fusion", "fuse-adjacent-shared"): "the fusion also moves an intermediate to "
+    "shared memory; fission splits the nest back but leaves the scope (set_storage_scope's move)",
+}
 
 # Example transitions the inverse strategy is not meant to undo, with the reason.
 ONE_WAY = {
