@@ -34,7 +34,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=natural, default=0, help="zoo instance and sampling seed")
     p.add_argument("--depth", type=natural, required=True, help="steps from the root")
     p.add_argument("--strategies", help="comma-separated strategy ids (default all)")
-    p.add_argument("--max-programs", type=positive_int, help="stop at this many programs")
+    p.add_argument("--max-programs", type=positive_int,
+                   help="stop at this many programs (factored: hold this many in the graph, "
+                        "100000 by default, and count the rest)")
     p.add_argument("--time-limit", type=positive_float, metavar="S",
                    help="stop exploring after S seconds")
     p.add_argument("--top", type=natural, default=0, metavar="K",

@@ -160,7 +160,8 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     (``explore/factored.py``; only when every strategy is kernel-local and no two kernels write
     one tensor), ``"egraph"`` matches every program in its own context, ``"auto"`` (default)
     takes ``factored`` where it applies. A factored exploration holds at most ``max_programs``
-    programs in its graph and counts the whole space (``Exploration.space_counts``)."""
+    programs in its graph (``GRAPH_LIMIT`` when None) and counts the whole space
+    (``Exploration.space_counts``)."""
     if method not in ("auto", "factored", "egraph"):
         raise ValueError(f"method must be auto, factored or egraph, not {method!r}")
     chosen = resolve(strategies)
@@ -184,6 +185,12 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
                    expand, SpaceEGraph(), progress)
 
 
+# A factored exploration counts its whole space but holds at most this many programs in its
+# graph when no max_programs is given (SDPA to depth 3 has 2.4 million: the graph would need
+# tens of gigabytes, the count needs none).
+GRAPH_LIMIT = 100_000
+
+
 def _explore_factored(program: Program, chosen, depth: int, max_programs, time_limit, seed,
                       progress) -> Exploration:
     from .factored import explore_factored, materialise
@@ -195,7 +202,8 @@ def _explore_factored(program: Program, chosen, depth: int, max_programs, time_l
     factored = explore_factored(program, chosen, depth=depth, time_limit=time_limit,
                                 progress=progress, rounds=space.rounds)
     space.factored = factored
-    fits = materialise(factored, space, max_programs)
+    held = GRAPH_LIMIT if max_programs is None else max_programs
+    fits = materialise(factored, space, held)
     reached = len(factored.counts()) - 1
     if not factored.complete:
         space.stopped = "time_limit"
