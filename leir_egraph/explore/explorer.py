@@ -20,7 +20,6 @@ deduplication; both return the same programs (tests/test_explore.py).
 
 from __future__ import annotations
 
-import resource
 import time
 from typing import Callable
 
@@ -30,7 +29,7 @@ from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Exploration, Round
+from .space import Exploration, Round, peak_rss_mb
 
 
 class _Budget:
@@ -48,10 +47,6 @@ class _Budget:
         elif self.time_limit is not None and time.perf_counter() - self.start > self.time_limit:
             self.fired = "time_limit"
         return bool(self.fired)
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
@@ -132,7 +127,7 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
             rnd.placing_s += time.perf_counter() - t1
         rnd.new_programs = len(found)
         rnd.seconds = time.perf_counter() - t0
-        rnd.peak_rss_mb = _peak_rss_mb()
+        rnd.peak_rss_mb = peak_rss_mb()
         space.rounds.append(rnd)
         if progress is not None:
             progress(rnd)

@@ -54,7 +54,7 @@ from ..leir.canonical import canonical, canonical_kernel
 from ..leir.printer import to_text
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Exploration, Round
+from .space import Exploration, Round, peak_rss_mb
 
 # Relations whose facts about a nest depend on the nest term and its kernel only (audited):
 KERNEL_LOCAL_RELATIONS = frozenset({
@@ -294,7 +294,6 @@ class _KernelMatcher:
         self.decoder = Decoder()
         self.known: dict = {}
 
-
     def steps(self, batch: list[LoopNest]) -> list[list[tuple[LoopNest, str, str]]]:
         """Per member, its single steps ``(canonical successor, strategy, rule)``, one per
         distinct (strategy, site, successor) in match order, as ``explorer.successors``."""
@@ -388,8 +387,7 @@ def explore_factored(program: Program, strategies, *, depth: int,
         counts = _product([k.polynomial(d) for k in kernels], d)
         rnd.new_programs = counts[d]
         rnd.seconds = time.perf_counter() - t0
-        from .explorer import _peak_rss_mb
-        rnd.peak_rss_mb = _peak_rss_mb()
+        rnd.peak_rss_mb = peak_rss_mb()
         rounds.append(rnd)
         if progress is not None:
             progress(rnd)

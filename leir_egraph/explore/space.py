@@ -18,6 +18,7 @@ per-round statistics; export as GraphML and JSONL.
 from __future__ import annotations
 
 import json
+import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,11 @@ import networkx as nx
 from ..leir.program import Program
 
 STOP_REASONS = ("closure", "depth", "max_programs", "time_limit")
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident set so far (egglog included), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Fact provider of operator_fusion (rules/graph/operator_fusion.toml).
 
-``FusedIntermediate n1 n2 x`` (guard intermediate_variable): ``x`` is an intermediate of global
+``FusedIntermediate n1 n2 x`` (guard dependency): ``x`` is an intermediate of global
 scope that the nest ``n1`` writes and that no top-level nest other than ``n1`` and the nest
 ``n2`` after it reads or writes. Once the two are fused into one kernel, ``x`` lives in that
 kernel alone, so it may be kept in shared memory there (docs/LEIR.md, CUDA: shared memory does
@@ -32,7 +32,7 @@ def _fused_intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 GUARD_EXTENSIONS = (
     GuardExtension(
-        "intermediate_variable",
+        "dependency",
         relations=(Relation("FusedIntermediate", ("Nest", "Nest", "String"),
                             "{2} is a global intermediate written by {0} and used by no nest "
                             "but {0} and {1}, so once they are one kernel it lives in it alone"),),
