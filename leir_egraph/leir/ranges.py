@@ -300,6 +300,14 @@ def _sum(x: float, y: float, default: float) -> float:
     return default if s != s else s
 
 
+def _open_where(x: float, xo: bool, y: float, yo: bool, special) -> bool:
+    """Whether an extreme result (an infinity, or a zero) is never reached: at least one
+    operand end is ``special`` and every such end is open. Otherwise the extreme comes from
+    closed ends, or from finite ends overflowing or underflowing, and is reached."""
+    ends = [o for v, o in ((x, xo), (y, yo)) if special(v)]
+    return bool(ends) and all(ends)
+
+
 def _sum_end(x: float, xo: bool, y: float, yo: bool, default: float) -> tuple[float, bool]:
     s = _sum(x, y, default)
     if s != x + y:
@@ -307,8 +315,7 @@ def _sum_end(x: float, xo: bool, y: float, yo: bool, default: float) -> tuple[fl
     if math.isinf(s):
         # an infinite end is never reached when it comes from open infinite ends (finite values
         # without a bound); a closed infinity, or an overflow of finite ends, reaches it
-        ends = [o for v, o in ((x, xo), (y, yo)) if math.isinf(v)]
-        return s, bool(ends) and all(ends)
+        return s, _open_where(x, xo, y, yo, math.isinf)
     return s, xo or yo
 
 
@@ -337,11 +344,9 @@ def _corner(x: float, xo: bool, y: float, yo: bool) -> tuple[float, bool]:
     overflow of finite ends is)."""
     v = _product(x, y)
     if v == 0:
-        zeros = [o for e, o in ((x, xo), (y, yo)) if e == 0]
-        return v, bool(zeros) and all(zeros)
+        return v, _open_where(x, xo, y, yo, lambda e: e == 0)
     if math.isinf(v):
-        infs = [o for e, o in ((x, xo), (y, yo)) if math.isinf(e)]
-        return v, bool(infs) and all(infs)
+        return v, _open_where(x, xo, y, yo, math.isinf)
     return v, xo or yo
 
 
