@@ -115,7 +115,8 @@ def encode_value(node) -> Term:
 
 # ---------------------------------------------------------------- term -> AST
 
-def _uncons(term: Term, cons: str) -> list:
+def uncons(term: Term, cons: str) -> list:
+    """The items of a cons list term (``PCons``, ``LCons``, ``SCons`` ...), in order."""
     items = []
     while term[0] == cons:
         items.append(term[1])
@@ -145,9 +146,9 @@ def decode(term: Term, sub=None):
     decode_child = sub or decode
     head = term[0]
     if head == "PCons" or head == "PNil":
-        return Leir(tuple(decode_child(n) for n in _uncons(term, "PCons")))
+        return Leir(tuple(decode_child(n) for n in uncons(term, "PCons")))
     if head == "MkNest":
-        loops = tuple(decode_child(l) for l in _uncons(term[1], "LCons"))
+        loops = tuple(decode_child(l) for l in uncons(term[1], "LCons"))
         body, rest = [], term[2]
         while rest[0] != "BNil":
             body.append(decode_child(rest[1]))
@@ -158,7 +159,7 @@ def decode(term: Term, sub=None):
     if head == "MkEq":
         return Equation(decode_child(term[1]), decode_child(term[2]))
     if head == "MkVar":
-        return Var(term[1], term[2], term[3], tuple(decode_child(s) for s in _uncons(term[4], "SCons")))
+        return Var(term[1], term[2], term[3], tuple(decode_child(s) for s in uncons(term[4], "SCons")))
     if head == "MkVarEmpty":
         return Var(term[1], term[2], term[3], (), empty_subscript=True)
     if head in ("Read", "IRead"):

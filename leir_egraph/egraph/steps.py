@@ -18,7 +18,7 @@ from typing import Iterable
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
-from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at
+from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, uncons
 from .engine import RawMatch, engine_for
 from .strategy import Strategy, load_strategies
 
@@ -99,13 +99,6 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             fragments[id(value)] = hit
         return hit[1]
 
-    def nests_of(prog_term: Term) -> list[Term]:
-        out = []
-        while prog_term[0] == "PCons":
-            out.append(prog_term[1])
-            prog_term = prog_term[2]
-        return out
-
     def same_nest(a: Term, b: Term) -> bool:
         return a is b or decoder(a) == decoder(b)
 
@@ -122,13 +115,13 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
         if term is None:
             term = encode(program.leir)
             index = OccurrenceIndex(term)
-            before_nests = nests_of(term)
+            before_nests = uncons(term, "PCons")
         rendered = {name: "?" if value is None else fragment(value)
                     for name, value in m.bindings}
         lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
         for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
-            after_nests = nests_of(new_term)
+            after_nests = uncons(new_term, "PCons")
             text = "".join(nest_text(n) for n in after_nests)
             if text == program.text:
                 continue

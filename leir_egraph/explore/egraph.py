@@ -47,11 +47,11 @@ class SpaceEGraph:
         # which grew quadratically with thousands of programs (measured: 30 s of 64 s).
         self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))\n"
                   "(constructor N (i64) Nest)\n(constructor P (i64) Explored)")
-        self._find: dict[str, str] = {}     # program -> union-find parent
+        self._programs = _UnionFind()       # program keys (find/union)
         self._handle: dict[str, int] = {}   # representative program -> its P handle
         self._pending: list[str] = []
         self._nests: dict = {}   # LoopNest -> handle number
-        self._nest_parent: dict[int, int] = {}   # union-find over nest handles (union_nests)
+        self._nest_classes = _UnionFind()   # nest handles (union_nests)
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
@@ -60,15 +60,21 @@ class SpaceEGraph:
         """Insert ``program`` (known by ``key``, its canonical text); with ``parent``, as the
         result of a step from that program (unioned with it in the same command). Each distinct
         nest is sent once; programs refer to it by its handle."""
-        if key in self._find:
+        if key not in self._programs:
+            self.add_program(key, [self.add_nest(nest) for nest in program.leir.nests], parent)
+
+    def add_program(self, key: str, nests: list[int], parent: str | None = None) -> None:
+        """Insert the program whose nests are these handles, in order (``add`` without a
+        Program: the factored exploration knows its kernels by handle)."""
+        if key in self._programs:
             return
-        term = _program_term([self.add_nest(nest) for nest in program.leir.nests])
+        self._programs.add(key)
         if parent is None:
-            self._find[key] = key
             self._handle[key] = len(self._handle)
         else:
-            self._find[key] = self.find(parent)
-        self._pending.append(f"(union (P {self._handle[self.find(key)]}) (State {term}))")
+            self._programs.union(parent, key)
+        self._pending.append(f"(union (P {self._handle[self.find(key)]}) "
+                             f"(State {_program_term(nests)}))")
 
     def add_nest(self, nest) -> int:
         """The handle of ``nest``'s e-class (the nest is sent once, whole: egglog's cost per
@@ -77,7 +83,7 @@ class SpaceEGraph:
         k = self._nests.get(nest)
         if k is None:
             k = self._nests[nest] = len(self._nests)
-            self._nest_parent[k] = k
+            self._nest_classes.add(k)
             self._pending.append(f"(union (N {k}) {to_egglog(encode(nest))})")
         return k
 
@@ -85,35 +91,18 @@ class SpaceEGraph:
         """``(union (N a) (N b))``: two kernels that compute the same (factored exploration:
         every program containing one is, by congruence, equivalent to the same program with
         the other)."""
-        ra, rb = self._nest_root(a), self._nest_root(b)
-        if ra != rb:
-            self._nest_parent[rb] = ra
+        if self._nest_classes.union(a, b):
             self._pending.append(f"(union (N {a}) (N {b}))")
-
-    def _nest_root(self, k: int) -> int:
-        while self._nest_parent[k] != k:
-            self._nest_parent[k] = self._nest_parent[self._nest_parent[k]]
-            k = self._nest_parent[k]
-        return k
-
-    def add_program(self, nests: list[int]) -> None:
-        """Insert the program of these nest handles, in order, as a ``State`` of its own."""
-        self._pending.append(f"(union (P {len(self._handle)}) (State {_program_term(nests)}))")
-        self._handle[f"#{len(self._handle)}"] = len(self._handle)
 
     def find(self, key: str) -> str:
         """The representative program of ``key``'s e-class (kept on the Python side, so that a
         step between two programs already known equal sends nothing)."""
-        while self._find[key] != key:
-            self._find[key] = self._find[self._find[key]]
-            key = self._find[key]
-        return key
+        return self._programs.find(key)
 
     def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
-        if ra != rb:
+        if self._programs.union(a, b):
             self._pending.append(f"(union (P {self._handle[ra]}) (P {self._handle[rb]}))")
-            self._find[rb] = ra
 
     def flush(self) -> None:
         """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
@@ -145,3 +134,24 @@ def _program_term(nests: list[int]) -> str:
     for k in reversed(nests):
         term = f"(PCons (N {k}) {term})"
     return term
+
+
+class _UnionFind(dict):
+    """Parent pointers with path halving; the first argument's root stays the root."""
+
+    def add(self, x) -> None:
+        self.setdefault(x, x)
+
+    def find(self, x):
+        while self[x] != x:
+            self[x] = self[self[x]]
+            x = self[x]
+        return x
+
+    def union(self, a, b) -> bool:
+        """Merge b's class into a's; False when they were one class already."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self[rb] = ra
+        return True

@@ -189,8 +189,6 @@ GRAPH_LIMIT = 100_000
 def _explore_factored(program: Program, chosen, depth: int, max_programs, time_limit, seed,
                       progress) -> Exploration:
     from .factored import explore_factored, materialise
-    if depth < 0:
-        raise ValueError(f"depth must be >= 0, not {depth}")
     start = time.perf_counter()
     space = Exploration(program, tuple(s.id for s in chosen), depth, method="factored",
                         seed=seed)

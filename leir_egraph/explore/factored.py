@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from heapq import nsmallest
 from typing import Callable, Iterator
 
-from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at
+from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
 from ..egraph.steps import resolve
 from ..egraph.strategy import Strategy
@@ -52,6 +52,7 @@ from ..leir.analysis import writes
 from ..leir.ast import Leir, LoopNest
 from ..leir.canonical import canonical, canonical_kernel
 from ..leir.printer import to_text
+from ..leir.traverse import walk
 from ..leir.program import Program
 from .egraph import SpaceEGraph
 from .space import Exploration, Round, peak_rss_mb
@@ -124,6 +125,13 @@ class Kernel:
         self.distance.append(distance)
         return k, True
 
+    def by_distance(self) -> dict[int, list[int]]:
+        """Variant numbers at each distance, in discovery order."""
+        groups: dict[int, list[int]] = {}
+        for v, d in enumerate(self.distance):
+            groups.setdefault(d, []).append(v)
+        return groups
+
     def polynomial(self, depth: int) -> list[int]:
         """Number of variants at each distance 0..depth."""
         out = [0] * (depth + 1)
@@ -163,19 +171,11 @@ class FactoredSpace:
         """Distinct programs at each depth 0..depth, counted from the kernels' distances."""
         return _trim(_product([k.polynomial(self.depth) for k in self.kernels], self.depth))
 
-    def total(self) -> int:
-        return sum(self.counts())
-
     def tuples(self, limit: int | None = None) -> Iterator[tuple[tuple[int, ...], int]]:
         """``(variant numbers per kernel, depth)`` of every program, depth by depth, each depth
         in a fixed order (kernel by kernel, variants in discovery order)."""
         emitted = 0
-        by_distance = []
-        for k in self.kernels:
-            groups: dict[int, list[int]] = {}
-            for v, d in enumerate(k.distance):
-                groups.setdefault(d, []).append(v)
-            by_distance.append(groups)
+        by_distance = [k.by_distance() for k in self.kernels]
 
         def spread(i: int, budget: int):   # choices for kernels i.. summing to budget
             if i == len(self.kernels):
@@ -213,10 +213,7 @@ class FactoredSpace:
             for b in range(self.depth + 1):
                 ways[i][b] = sum(polys[i][d] * ways[i + 1][b - d] for d in range(b + 1))
         total = sum(ways[0]) - 1
-        groups = [{} for _ in self.kernels]
-        for g, k in zip(groups, self.kernels):
-            for v, d in enumerate(k.distance):
-                g.setdefault(d, []).append(v)
+        groups = [k.by_distance() for k in self.kernels]
         chosen: set[tuple[int, ...]] = set()
         out: list[tuple[int, ...]] = []
         while len(out) < min(n, total):
@@ -233,12 +230,12 @@ class FactoredSpace:
                 out.append(t)
         return out
 
-    def best(self, n: int, kernel_cost: Callable[[int, LoopNest], float]
+    def best(self, n: int, kernel_cost: Callable[[LoopNest], float]
              ) -> list[tuple[float, tuple[int, ...]]]:
         """The ``n`` programs of least total ``kernel_cost`` (summed over kernels) within the
         depth: extraction from the product with an additive cost, per depth budget (a
         dynamic programme over kernels keeping the ``n`` best partial choices per depth used)."""
-        costs = [[kernel_cost(k.position, v) for v in k.variants] for k in self.kernels]
+        costs = [[kernel_cost(v) for v in k.variants] for k in self.kernels]
         partial: dict[int, list[tuple[float, tuple[int, ...]]]] = {0: [(0.0, ())]}
         for k, c in zip(self.kernels, costs):
             grown: dict[int, list] = {}
@@ -252,21 +249,13 @@ class FactoredSpace:
         return nsmallest(n, [x for opts in partial.values() for x in opts])
 
 
-def _nest_subterms(nest: LoopNest) -> set[LoopNest]:
-    out = {nest}
-    for item in nest.body:
-        if isinstance(item, LoopNest):
-            out |= _nest_subterms(item)
-    return out
-
-
 def _batches(nests: list[tuple[int, int, LoopNest]]) -> list[list[tuple[int, int, LoopNest]]]:
     """Groups of at most BATCH_NESTS variants in which no nest term occurs in two members, so
     every fact of a member is the one it has alone (a fact about a nest term holds wherever
     the term occurs)."""
     groups: list[tuple[list, set]] = []
     for item in nests:
-        subs = _nest_subterms(item[2])
+        subs = {n for n in walk(item[2]) if isinstance(n, LoopNest)}
         for members, used in groups:
             if len(members) < BATCH_NESTS and not (subs & used):
                 members.append(item)
@@ -300,6 +289,7 @@ class _KernelMatcher:
         program = self.root.with_leir(Leir(tuple(batch)))
         term = encode(program.leir)
         index = OccurrenceIndex(term)
+        members = uncons(term, "PCons")
         out: list[list] = [[] for _ in batch]
         seen: set = set()
         for m in self.engine.matches(program, self.chosen):
@@ -307,10 +297,7 @@ class _KernelMatcher:
                 continue
             for path in index.paths(m.lhs):
                 member, inner = _member_of(path)
-                old = term
-                for _ in range(member):
-                    old = old[2]
-                old = old[1]
+                old = members[member]
                 new = replace_at(old, inner, m.rhs)
                 if new == old or (m.strategy, member, inner, new) in seen:
                     continue
@@ -344,7 +331,8 @@ def explore_factored(program: Program, strategies, *, depth: int,
     space = FactoredSpace(root, kernels, depth)
     storage = SpaceEGraph()
     handles = {(k.position, 0): storage.add_nest(k.variants[0]) for k in kernels}
-    storage.add_program([handles[(k.position, 0)] for k in kernels])
+    storage.add_program(space.text(tuple(0 for _ in kernels)),
+                        [handles[(k.position, 0)] for k in kernels])
     storage.flush()
     frontier = [(k.position, 0) for k in kernels]
     rounds = [] if rounds is None else rounds
@@ -394,7 +382,6 @@ def explore_factored(program: Program, strategies, *, depth: int,
         frontier = found
         if not space.complete:
             break
-    space.depth = depth
     return space
 
 
@@ -402,9 +389,7 @@ def materialise(space: FactoredSpace, exploration: Exploration, max_programs: in
                 ) -> bool:
     """Fill ``exploration`` (its graph and programs) with the product's programs in depth order,
     at most ``max_programs`` of them, and the steps between them; True when all fit."""
-    nodes: list[tuple[tuple[int, ...], int]] = []
-    for choice, d in space.tuples(None if max_programs is None else max_programs + 1):
-        nodes.append((choice, d))
+    nodes = list(space.tuples(None if max_programs is None else max_programs + 1))
     fits = max_programs is None or len(nodes) <= max_programs
     nodes = nodes if fits else nodes[:max_programs]
     keys: dict[tuple[int, ...], str] = {}
@@ -412,7 +397,7 @@ def materialise(space: FactoredSpace, exploration: Exploration, max_programs: in
         keys[choice] = key = space.text(choice)
         if d == 0:
             exploration.root_key = key
-        exploration._add_node(space.program(choice), d, key)
+        exploration.add_node(space.program(choice), d, key)
     for choice, d in nodes:
         if d >= space.depth:
             continue

@@ -87,8 +87,7 @@ def best_keys(space: Exploration, k: int) -> list[str]:
     from ..cost import kernel_cost
     factored = space.factored
     seconds = kernel_cost(factored.root)
-    keys = [_hold(space, choice)
-            for _, choice in factored.best(k + 1, lambda _, nest: seconds(nest))]
+    keys = [_hold(space, choice) for _, choice in factored.best(k + 1, seconds)]
     return [key for key in keys if key != space.root_key][:k]
 
 
@@ -98,7 +97,7 @@ def _hold(space: Exploration, choice: tuple[int, ...]) -> str:
     key = factored.text(choice)
     if key not in space.programs:
         depth = sum(kern.distance[v] for kern, v in zip(factored.kernels, choice))
-        space._add_node(factored.program(choice), depth, key)
+        space.add_node(factored.program(choice), depth, key)
     return key
 
 

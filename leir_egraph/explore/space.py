@@ -76,11 +76,12 @@ class Exploration:
 
     def add_root(self, program: Program) -> str:
         self.root_key = program.text
-        self._add_node(program, 0)
+        self.add_node(program, 0)
         return self.root_key
 
-    def _add_node(self, program: Program, depth: int, key: str | None = None) -> None:
-        """Add a node; ``key`` is ``program.text`` when the caller already has it."""
+    def add_node(self, program: Program, depth: int, key: str | None = None) -> None:
+        """Add a program at ``depth`` without a step to it (the root, or a program of a
+        factored space); ``key`` is ``program.text`` when the caller already has it."""
         key = program.text if key is None else key
         self.programs[key] = program
         self.graph.add_node(key, depth=depth, index=len(self.programs) - 1)
@@ -94,7 +95,7 @@ class Exploration:
             return False
         new = key not in self.programs
         if new:
-            self._add_node(target, depth)
+            self.add_node(target, depth)
         label = f"{strategy}/{rule}"
         if self.graph.has_edge(source, key):
             labels = self.graph.edges[source, key]["steps"]
