@@ -56,3 +56,19 @@ def test_batch_helper_and_failure_value():
                            {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 1]}],
                             "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 1]}]})
     assert math.isfinite(cost(broken).seconds)
+
+
+def test_unrolling_pays_only_within_the_budget():
+    """A short unrolled inner loop saves its bookkeeping; a 126-copy unroll of a loop nest only
+    grows the code (LLVM unrolls short loops itself), so it must rank below the plain loop."""
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [10, 126, 26]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [10, 26]}]}
+    eq = "[C^{f32,g}_{tx,c}=C^{f32,g}_{tx,c}*A^{f32,g}_{tx,a,c};];"
+    plain = c("B^{10}_{tx=0}L^{126}_{a=0}L^{26}_{c=0}" + eq, sig)
+    wide = c("B^{10}_{tx=0}U^{126}_{a=0}L^{26}_{c=0}" + eq, sig)
+    assert wide.seconds > plain.seconds
+    small = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 8]}],
+             "outputs": [{"name": "C", "dtype": "float32", "shape": [64]}]}
+    eq8 = "[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+    assert (c("B^{64}_{tx=0}U^{8}_{a=0}" + eq8, small).seconds
+            < c("B^{64}_{tx=0}L^{8}_{a=0}" + eq8, small).seconds)
