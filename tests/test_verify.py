@@ -35,7 +35,8 @@ def test_legal_parallel_rewrite_reaches_independent(softmax):
     assert r.diff and r.build and r.exec and r.equal and r.independent and r.reason is None
     assert r.max_abs_err == 0.0 and r.trials == 3
     assert r.time_before_ms > 0 and r.time_after_ms > 0
-    assert r.speedup == pytest.approx(r.time_before_ms / r.time_after_ms)
+    # paired timing: the median of the per-round ratios, near the ratio of the medians
+    assert 0.5 < r.speedup / (r.time_before_ms / r.time_after_ms) < 2
     assert r.build_s_after > 0 and r.before_independent is True
     d = r.to_dict()
     assert d["level"] == "independent" and VerificationResult.from_dict(d) == r

@@ -52,7 +52,7 @@ COLUMNS: tuple[tuple[str, Any, str], ...] = (
     ("max_rel_err", pl.Float64, "largest relative output difference over the trials"),
     ("time_before_ms", pl.Float64, "median run time of the original (with --timing)"),
     ("time_after_ms", pl.Float64, "median run time of the transformed program (with --timing)"),
-    ("speedup", pl.Float64, "time_before_ms / time_after_ms (with --timing)"),
+    ("speedup", pl.Float64, "paired: median per-round ratio before/after, timed back to back (with --timing)"),
 )
 SCHEMA = pl.Schema({name: dtype for name, dtype, _ in COLUMNS})
 NAMES = tuple(name for name, _, _ in COLUMNS)

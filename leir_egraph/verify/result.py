@@ -25,7 +25,8 @@ class VerificationResult:
 
     ``before_problem`` names a defect of ``before`` itself (it does not build or run, or its own
     P/V/B claims are false), for which ``after`` cannot be blamed. ``speedup`` is
-    ``time_before_ms / time_after_ms``; times are medians on the CPU.
+    the median of the per-round ratios of ``before`` and ``after`` timed back to back
+    (``lower.build.time_pair``); the two times are each side's median, on the CPU.
     """
     level: str
     diff: bool = False
