@@ -75,6 +75,18 @@ def test_cost_ranking_prefers_the_reorder_that_breaks_the_dependency_chain(root)
     assert ranked[0].strategy == "loop_reorder"
 
 
+def test_diverse_ranking_offers_each_strategy_once_before_any_twice(root):
+    diverse = RulesProposer("cost", strategies=_strategies(), lookahead=1).ranked(root)
+    plain = RulesProposer("cost", strategies=_strategies(), lookahead=1,
+                          diverse=False).ranked(root)
+    kinds = {t.strategy for t in plain}
+    assert len(kinds) > 1 and len({t.strategy for t in diverse[:len(kinds)]}) == len(kinds)
+    assert sorted(t.after.text for t in diverse) == sorted(t.after.text for t in plain)
+    for kind in kinds:   # the cost order inside each strategy is kept
+        assert ([t.after.text for t in diverse if t.strategy == kind]
+                == [t.after.text for t in plain if t.strategy == kind])
+
+
 def test_replay_answers_failures_are_samples_with_reasons(root, verifier, tmp_path):
     reorder = "L^{64}_{a=0}B^{32}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
     wrong = "B^{32}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+2*A^{f32,g}_{tx,a};];"

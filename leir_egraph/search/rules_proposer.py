@@ -5,6 +5,13 @@ the CPU cost model (``leir_egraph.cost``) and offers the ``k`` cheapest; with ``
 a step is scored by the cheapest program reachable with it and one further step (among the
 ``beam`` cheapest first steps), so that an enabling step (a loop reorder that lets the loop
 vectorise, a split that makes a parallel loop) is not ranked by its own, unchanged cost.
+``diverse=True`` (the default) then interleaves the strategies: the best step of every
+strategy first (strategies in the order of their best steps), then the second best of each,
+and so on. The model ranks loop moves finely and everything else coarsely, so a plain
+cost order spends a 16-sample budget on sixteen near-identical splits, unrolls and bindings
+(measured: on workload #6 every one of them was within 10 % of the root while one
+reduction_factorization, never offered, ran 2x faster); interleaving keeps the cost order
+inside each strategy and lets the judge's measurements choose between strategies.
 ``rank="random"`` offers a seeded uniform choice -- the baseline.
 
 Steps and costs are memoised per program text, so algorithms run one after another on the
@@ -40,12 +47,13 @@ LOOKAHEAD_STRATEGIES = ("loop_reorder", "loop_split", "loop_parallelization",
 
 class RulesProposer:
     def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence[str] | None = None,
-                 lookahead: int = 2, beam: int = 2,
+                 lookahead: int = 2, beam: int = 2, diverse: bool = True,
                  lookahead_strategies: Sequence[str] | None = LOOKAHEAD_STRATEGIES,
                  machine: Machine = CPU):
         if rank not in ("cost", "random"):
             raise ValueError(f"rank {rank!r}: use 'cost' or 'random'")
         self.rank, self.seed, self.lookahead, self.beam = rank, seed, lookahead, beam
+        self.diverse = diverse
         self.strategies = list(strategies) if strategies else None
         self.machine = machine
         self.lookahead_strategies = list(lookahead_strategies) if lookahead_strategies else None
@@ -111,6 +119,8 @@ class RulesProposer:
                     score[id(t)] = min(own[id(t)], min(self.cost_of(n.after) for n in nxt))
             order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
                                                  t.after.text))
+        if self.diverse:
+            order = interleave(order)
         self._ranked[program.text] = order
         return order
 
@@ -132,3 +142,18 @@ class RulesProposer:
             if len(out) == request.k:
                 break
         return out
+
+
+def interleave(order: Sequence[Transition]) -> list[Transition]:
+    """``order`` round-robin over strategies: the first step of each strategy (in the order of
+    their first steps), then the second of each, ...; the order within a strategy is kept.
+
+        [split1, split2, reorder1, split3, tile1] -> [split1, reorder1, tile1, split2, split3]
+    """
+    groups: dict[str, list[Transition]] = {}
+    for t in order:
+        groups.setdefault(t.strategy, []).append(t)
+    out: list[Transition] = []
+    for rank in range(max((len(g) for g in groups.values()), default=0)):
+        out.extend(g[rank] for g in groups.values() if rank < len(g))
+    return out
