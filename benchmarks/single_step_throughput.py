@@ -1,7 +1,7 @@
 """Single-step enumeration throughput over a fixed sample of the reference corpus.
 
     python benchmarks/single_step_throughput.py [--programs 60] [--seed 0]
-        [--corpus reference|golden] [--modes per,all,many] [--verify 0]
+        [--corpus reference|golden] [--modes per,all,rendered,many] [--verify 0]
         [--vs-reference --reference-dir DIR]
 
 Modes (each over the same programs, each engine compiled outside the timed region):
@@ -9,7 +9,11 @@ Modes (each over the same programs, each engine compiled outside the timed regio
 * ``per``: every strategy alone on its own engine (``single_steps``), one call per program and
   strategy; prints the per-strategy table (programs where it applies, transitions, time,
   transitions/second), each strategy's time its own;
-* ``all``: every strategy at once on one engine, one call per program (``all_steps``);
+* ``all``: every strategy at once on one engine, one call per program (``all_steps``); a
+  transition's site, bindings, guard facts and CoT are rendered lazily, on first use, so this
+  measures enumeration up to the distinct ``after`` programs;
+* ``rendered``: ``all``, then every transition's CoT (and so its site, bindings and facts)
+  rendered, as a caller that keeps them all pays;
 * ``many``: every program at once on one engine (``steps_many``).
 
 For each mode it prints calls, transitions, wall and CPU seconds, milliseconds per call and
@@ -113,9 +117,11 @@ def run_mode(mode: str, programs: list[Program]) -> tuple[Clock, int, int]:
     with Clock() as clock:
         if mode == "all":
             count = sum(len(all_steps(p)) for p in programs)
+        elif mode == "rendered":   # all, and every transition's site, bindings and CoT printed
+            count = sum(len([t.cot for t in all_steps(p)]) for p in programs)
         else:
             count = sum(map(len, steps_many(programs)))
-    return clock, len(programs) if mode == "all" else 1, count
+    return clock, len(programs) if mode != "many" else 1, count
 
 
 def versus_reference(programs: list[Program], reference_dir: str, seed: int) -> None:
@@ -157,7 +163,7 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--corpus", choices=sorted(CORPORA), default="reference")
-    ap.add_argument("--modes", default="per", help="comma-separated: per, all, many")
+    ap.add_argument("--modes", default="per", help="comma-separated: per, all, rendered, many")
     ap.add_argument("--verify", type=int, default=0, help="verify this many transitions per strategy")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vs-reference", action="store_true",
@@ -165,7 +171,7 @@ def main() -> int:
     ap.add_argument("--reference-dir", help="a checkout of github.com/LIUMENGFAN-gif/StepTP")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
-    if set(modes) - {"per", "all", "many"}:
+    if set(modes) - {"per", "all", "rendered", "many"}:
         ap.error(f"unknown mode in --modes {args.modes}")
     if args.vs_reference and not args.reference_dir:
         print("--vs-reference: no --reference-dir given; printing our figures alone",

@@ -180,6 +180,16 @@ def test_enumeration_is_exhaustive_and_deterministic():
     assert single_steps(SOFTMAX, "loop_split", limit=2) == steps[:2]
 
 
+def test_reasoning_is_rendered_on_first_use():
+    steps = single_steps(SOFTMAX, "loop_split")
+    lazy, eager = steps[0], single_steps(SOFTMAX, "loop_split")[0]
+    eager.to_dict()
+    assert callable(lazy._details) and not callable(eager._details)   # nothing printed yet
+    assert lazy == eager and lazy.path == eager.site.path
+    assert lazy.cot == eager.cot and not callable(lazy._details)      # rendered once, kept
+    assert lazy.to_dict() == eager.to_dict()
+
+
 def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
     """The fast paths never change the transition set: a seeded sample of golden programs
     enumerated all strategies at once, several programs at once (steps_many), each strategy

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Iterable
 
 from ..leir.program import Program
@@ -25,18 +25,47 @@ from .strategy import Strategy, load_strategies
 
 @dataclass(frozen=True)
 class Transition:
-    """One rule application at one site: before -> after, with its provenance and reasoning."""
+    """One rule application at one site: before -> after, with its provenance and reasoning.
+
+    ``after`` is built with the transition (its text is what makes it distinct); the site, the
+    binding texts, the guard facts and the chain of thought are **rendered on first use** of
+    any of them (``site``, ``bindings``, ``guard_facts``, ``cot``, ``to_dict``) and kept. A
+    caller that keeps a few of many steps (the sampler's one per strategy, a search's top
+    candidates, an exploration's edges) does not pay for printing the rest. Two transitions
+    are equal when their programs, strategy, rule and path are."""
     before: Program
     after: Program
     strategy: str
     category: str
     rule: str
-    site: Site
-    bindings: dict = field(hash=False, compare=False)
-    guard_facts: tuple[str, ...] = ()
-    cot: str = ""
+    path: tuple[int, ...]
     difficulty: float = 0.0
     difficulty_class: str = ""
+    _details: object = field(default=None, compare=False, repr=False)
+    """``(site, bindings, guard_facts, cot)``, or a zero-argument function that renders them."""
+
+    def _rendered(self) -> tuple:
+        details = self._details
+        if callable(details):
+            details = details()
+            object.__setattr__(self, "_details", details)
+        return details
+
+    @property
+    def site(self) -> Site:
+        return self._rendered()[0]
+
+    @property
+    def bindings(self) -> dict:
+        return self._rendered()[1]
+
+    @property
+    def guard_facts(self) -> tuple[str, ...]:
+        return self._rendered()[2]
+
+    @property
+    def cot(self) -> str:
+        return self._rendered()[3]
 
     def to_dict(self) -> dict:
         return {"before": self.before.text, "after": self.after.text, "strategy": self.strategy,
@@ -102,6 +131,16 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     def same_nest(a: Term, b: Term) -> bool:
         return a is b or decoder(a) == decoder(b)
 
+    def render(strategy, rule, m: RawMatch, path, after_nests) -> tuple:
+        """The site, binding texts, guard facts and CoT of one placed match (on first use)."""
+        rendered = {name: "?" if value is None else fragment(value)
+                    for name, value in m.bindings}
+        lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
+        site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
+        cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
+                                before_nests, after_nests, same=same_nest, text=nest_text)
+        return site, rendered, tuple(facts), cot
+
     out: dict[tuple, Transition] = {}
     for m in matches:
         strategy = strategies[m.strategy]
@@ -116,9 +155,6 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             term = encode(program.leir)
             index = OccurrenceIndex(term)
             before_nests = uncons(term, "PCons")
-        rendered = {name: "?" if value is None else fragment(value)
-                    for name, value in m.bindings}
-        lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
         for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
             after_nests = uncons(new_term, "PCons")
@@ -130,12 +166,9 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
                 continue
             after = program.with_leir(decoder(new_term))
             after.__dict__["text"] = text  # already printed, nest by nest
-            site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
-            cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
-                                    before_nests, after_nests, same=same_nest, text=nest_text)
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
-                                  site, rendered, tuple(facts), cot, strategy.score,
-                                  strategy.difficulty)
+                                  path, strategy.score, strategy.difficulty,
+                                  partial(render, strategy, rule, m, path, after_nests))
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
 
 
@@ -175,7 +208,7 @@ def applicable(program: Program, strategies=None) -> dict[str, int]:
     """Strategy id -> number of distinct sites where it applies (only strategies that apply)."""
     counts: dict[str, set] = {}
     for t in all_steps(program, strategies):
-        counts.setdefault(t.strategy, set()).add(t.site.path)
+        counts.setdefault(t.strategy, set()).add(t.path)
     return {k: len(v) for k, v in counts.items()}
 
 
