@@ -1,7 +1,14 @@
 """Throughput of the dataset pipeline, and what it projects for the paper's 6,335 programs.
 
-    .venv/bin/python benchmarks/dataset_build.py [--programs SEL ...] [--size small|paper]
-        [--workers 2] [--per-strategy-cap 1] [--out DIR] [--json OUT]
+    .venv/bin/python benchmarks/dataset_build.py [--programs SEL ...] [--count N]
+        [--size small|paper] [--workers 2] [--executor local|ray] [--per-strategy-cap 1]
+        [--out DIR] [--same-as DIR] [--json OUT]
+
+``--programs '*' --count 2`` is the whole zoo (293 kinds) at two instancing seeds: 586 program
+instances, the issue-11 run of at least 500 programs. ``--executor ray`` runs the same on a
+local Ray instance with ``--workers`` CPUs; ``--same-as DIR`` then compares every output file
+byte for byte with an earlier run's folder (e.g. the local run's ``--out``) and prints which
+differ.
 
 Runs ``build_dataset`` on a fixed zoo sample (default: 12 kinds across the zoo's families,
 small shapes, every strategy, one transition per program and strategy -- the reference made
@@ -42,22 +49,26 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--programs", nargs="+", default=list(SAMPLE))
+    p.add_argument("--count", type=int, default=1, help="instances per selected kind")
     p.add_argument("--size", choices=("small", "paper"), default="small")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--per-strategy-cap", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="output folder (default: a temporary one)")
     p.add_argument("--json", help="write the figures to this file")
+    p.add_argument("--same-as", help="compare every output file with this earlier run's folder")
     args = p.parse_args(argv)
 
-    config = DatasetConfig(programs=tuple(args.programs), size=args.size, seed=args.seed,
-                           per_strategy_cap=args.per_strategy_cap, shard_size=4)
+    config = DatasetConfig(programs=tuple(args.programs), count=args.count, size=args.size,
+                           seed=args.seed, per_strategy_cap=args.per_strategy_cap, shard_size=4)
     out = Path(args.out or tempfile.mkdtemp(prefix="leir-bench-"))
     arrivals: list[float] = []
     load_before = os.getloadavg()
     cpu_before = _cpu_seconds()
     start = time.perf_counter()
-    result = build_dataset(config, Execution(out=out, workers=args.workers, quiet=True),
+    result = build_dataset(config, Execution(out=out, workers=args.workers, quiet=True,
+                                             executor=args.executor),
                            on_program=lambda _: arrivals.append(time.perf_counter() - start))
     wall = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_before
@@ -71,7 +82,8 @@ def main(argv=None) -> int:
     figures = {
         "programs": s["programs"], "programs_failed": s["programs_failed"],
         "transitions": s["transitions"], "verified": s["verified"],
-        "size": args.size, "workers": args.workers, "per_strategy_cap": args.per_strategy_cap,
+        "size": args.size, "workers": args.workers, "executor": args.executor,
+        "per_strategy_cap": args.per_strategy_cap, "out": str(out),
         "wall_s": round(wall, 1), "startup_s": round(startup, 1),
         "programs_per_min": round(rates["programs_per_min"], 2),
         "transitions_per_min": round(rates["transitions_per_min"], 1),
@@ -88,12 +100,23 @@ def main(argv=None) -> int:
         "load_average_after": [round(x, 2) for x in load_after],
         "cpus": os.cpu_count(),
     }
+    if args.same_as:
+        mine, theirs = _files(out), _files(Path(args.same_as))
+        figures["same_files_as"] = args.same_as
+        figures["files_compared"] = len(set(mine) | set(theirs))
+        figures["files_differing"] = sorted(n for n in set(mine) | set(theirs)
+                                            if mine.get(n) != theirs.get(n))
     width = max(map(len, figures))
     for k, v in figures.items():
         print(f"{k:<{width}}  {v}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
 
 
 def _cpu_seconds() -> float:
