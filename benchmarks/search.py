@@ -20,6 +20,12 @@ final re-timing, a measure of its noise.
     python benchmarks/search.py                      # seeded subset of 30 workloads
     python benchmarks/search.py --all                # all mapped workloads
     python benchmarks/search.py --report             # print the tables of what is there
+    python benchmarks/search.py --report --out DIR1 DIR2   # several runs' rows together (e.g.
+                                                     # one process per proposer)
+
+The report also compares the proposers on the workloads where every proposer has a row for
+every algorithm (``common``), so a baseline that finished fewer workloads is compared like
+for like.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def load_rows(path: Path) -> list[dict]:
 def run(args) -> None:
     from leir_egraph.search import RulesProposer, search
     from leir_egraph.workloads import steptp
-    out = Path(args.out)
+    out = Path(args.out[0])
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     done = {(r["index"], r["algorithm"], r["proposer"]) for r in load_rows(results)
@@ -112,9 +118,14 @@ def _stats(values):
 
 
 def report(args) -> None:
-    every = load_rows(Path(args.out) / "results.jsonl")
+    every = [r for d in args.out for r in load_rows(Path(d) / "results.jsonl")]
     current = [r for r in every if r.get("timing") == TIMING]
     rows = [r for r in current if "error" not in r]
+    complete = {}
+    for r in rows:
+        complete.setdefault(r["index"], set()).add((r["algorithm"], r["proposer"]))
+    need = {(a, p) for a in args.algorithms for p in args.proposers}
+    common = sorted(i for i, have in complete.items() if need <= have)
     errors = [r for r in current if "error" in r]
     print(f"workloads with results: {len({r['index'] for r in rows})}; "
           f"errors: {len({r['index'] for r in errors})}"
@@ -122,6 +133,19 @@ def report(args) -> None:
              if len(every) > len(current) else ""))
     print("speedup: confirmed, root / best re-timed back to back after the search (1 when no "
           "program stays >= 1.05x faster); in search: the paired figure before confirmation")
+    tables = [(f"all workloads with rows", rows)]
+    if len(args.proposers) > 1:
+        tables.append((f"common: the {len(common)} workloads every proposer finished "
+                       f"({', '.join(f'#{i}' for i in common)})",
+                       [r for r in rows if r["index"] in common]))
+    for title, table_rows in tables:
+        print(f"\n## {title}")
+        _tables(args, table_rows)
+    for r in errors[:10]:
+        print(f"error #{r['index']} {r['name']}: {r['error'][:150]}")
+
+
+def _tables(args, rows) -> None:
     for proposer in args.proposers:
         print(f"\n### proposer: rules ({proposer}-ranked), max {args.max_samples} samples\n")
         print("| algorithm | n | samples avg | samples med | speedup avg | speedup med | "
@@ -144,8 +168,6 @@ def report(args) -> None:
                   f"{statistics.mean(ef):.3f} | {statistics.mean(st):.2f} | {max(st)} | "
                   f"{statistics.median(ins):.2f} | {max(ins):.2f} | "
                   f"{statistics.mean(load):.1f} | {max(load):.1f} |")
-    for r in errors[:10]:
-        print(f"error #{r['index']} {r['name']}: {r['error'][:150]}")
 
 
 def main(argv=None) -> int:
@@ -158,7 +180,8 @@ def main(argv=None) -> int:
                     choices=["cost", "random"])
     ap.add_argument("--max-samples", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="benchmarks/out/search")
+    ap.add_argument("--out", nargs="+", default=["benchmarks/out/search"],
+                    help="results folder (a run writes to the first; --report reads all)")
     ap.add_argument("--report", action="store_true", help="only print the tables")
     args = ap.parse_args(argv)
     if not args.report:
