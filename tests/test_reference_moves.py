@@ -49,6 +49,12 @@ MOVES = [
     ("set_storage_layout", TWO_STAGE, TWO_STAGE_SIG,
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{a*4+tx}=exp(A^{f32,g}_{tx,a});];"
      "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{a*4+tx}+A^{f32,g}_{tx,a};];"),
+    # precompute_indices: the index table computed by threads (its first loop -> B tx)
+    ("precompute_indices",
+     "B^{8}_{tx=0}L^{8}_{a=0}L^{1}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a*1+c};];",
+     "A:f32[8,8] -> D:f32[8,8]",
+     "B^{8}_{tx=0}L^{1}_{c=0}[K^{i64,g}_{tx,c}=tx*1+c;];B^{8}_{tx=0}L^{8}_{a=0}L^{1}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,K^{i64,g}_{a,c}};];"),
     # loop_vectorization: V on a short outer loop of a reduction nest
     ("loop_vectorization",
      "B^{8}_{tx=0}L^{3}_{a=0}L^{6}_{c=0}"

@@ -23,6 +23,13 @@ copy loops onto the fresh tensor, so every slot is written exactly once:
       [E_{tx,h,a}=A_{tx,h*8+a};]  and the nest reads  E_{tx,a//8,a%8}
 
 The new tensor's shape is the copy loops' box, so it holds exactly the region the nest reads.
+
+precompute_indices' index table has the same bound form (``BoundIndexTable`` facts): the
+table nest over the loops the index uses, its first loop bound to ``tx``, the index expression
+renamed with it. Every slot of the table is its own loop point, so threads never share one::
+
+    B^{8}_{tx}L^{8}_{a}L^{1}_{c}[..A_{tx,a*1+c}..]  ->  B^{8}_{tx=0}L^{1}_{c=0}[K_{tx,c}=tx*1+c;]
+                                                        (plain form: L^{8}_{a=0}L^{1}_{c=0})
 """
 
 from __future__ import annotations
@@ -32,9 +39,9 @@ from typing import Iterable
 from leir_egraph.leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
 from leir_egraph.leir.hardware import AXIS_LIMITS
 from leir_egraph.leir.legality import determined_loops
-from leir_egraph.leir.memory import layouts, loops_used
+from leir_egraph.leir.memory import compound_read_indices, layouts, loops_used
 from leir_egraph.leir.names import index_name_supply
-from leir_egraph.egraph.encoding import loops_term, quoted, subs_term
+from leir_egraph.egraph.encoding import encode_index, loops_term, quoted, subs_term, to_egglog
 from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
 from .regions import _stageable_read, _var, _view
 
@@ -143,7 +150,26 @@ def _copy_form_facts(loaded: LoadedProgram) -> Iterable[str]:
     return list(out)
 
 
+def _index_table_facts(loaded: LoadedProgram) -> Iterable[str]:
+    view = _view(loaded.program)
+    out: dict[str, None] = {}
+    for n in view.nests:
+        name = loaded.top_nest_name(n.position)
+        for e in compound_read_indices(n.nest):
+            bound = bind_first(loops_used(n.nest.loops, (e,)), (e,))
+            if bound is None:
+                continue
+            loops, ((renamed,),) = bound
+            out[f"(BoundIndexTable {name} {to_egglog(encode_index(e))} {loops_term(loops)} "
+                f"{to_egglog(encode_index(renamed))})"] = None
+    return list(out)
+
+
 PARAMETER_SETS = (
+    ParameterSet((Relation("BoundIndexTable", ("Nest", "IExpr", "Loops", "IExpr"),
+                           "the index table of {1} read in {0} can be computed by threads: "
+                           "over {2}, its first loop bound as tx, storing {3}"),),
+                 _index_table_facts),
     ParameterSet((Relation("CopyForm", ("Nest", "Var", "String", "Loops", "Subs", "Subs", "Subs"),
                            "a copy of the read {1} of {0} ({2}) runs over {3}, writing the "
                            "fresh tensor at {4} from the element at {5}, and {0} then reads the "
