@@ -21,7 +21,8 @@ final re-timing, a measure of its noise.
     python benchmarks/search.py --all                # all mapped workloads
     python benchmarks/search.py --report             # print the tables of what is there
     python benchmarks/search.py --report --out DIR1 DIR2   # several runs' rows together (e.g.
-                                                     # one process per proposer)
+                                                     # one process per proposer, or a second
+                                                     # one started with --reverse)
 
 The report also compares the proposers on the workloads where every proposer has a row for
 every algorithm (``common``), so a baseline that finished fewer workloads is compared like
@@ -74,6 +75,8 @@ def run(args) -> None:
     done = {(r["index"], r["algorithm"], r["proposer"]) for r in load_rows(results)
             if r.get("timing") == TIMING}
     chosen = workloads(args)
+    if args.reverse:   # a second process on the same set, from the other end (its own --out)
+        chosen = chosen[::-1]
     print(f"{len(chosen)} workloads: {[e.index for e in chosen]}", file=sys.stderr)
     for e in chosen:
         todo = [(a, p) for a in args.algorithms for p in args.proposers
@@ -119,7 +122,12 @@ def _stats(values):
 
 def report(args) -> None:
     every = [r for d in args.out for r in load_rows(Path(d) / "results.jsonl")]
-    current = [r for r in every if r.get("timing") == TIMING]
+    current, seen = [], set()
+    for r in every:   # a workload two processes both ran counts once (the first folder's row)
+        key = (r.get("index"), r.get("algorithm"), r.get("proposer"))
+        if r.get("timing") == TIMING and key not in seen:
+            seen.add(key)
+            current.append(r)
     rows = [r for r in current if "error" not in r]
     complete = {}
     for r in rows:
@@ -183,6 +191,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", nargs="+", default=["benchmarks/out/search"],
                     help="results folder (a run writes to the first; --report reads all)")
     ap.add_argument("--report", action="store_true", help="only print the tables")
+    ap.add_argument("--reverse", action="store_true",
+                    help="take the workloads in reverse order (a second process, own --out)")
     args = ap.parse_args(argv)
     if not args.report:
         run(args)

@@ -110,6 +110,10 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert sum("permuted" in l for l in labels) == 2            # the two rotations of rank 3
     assert sum("merged" in l for l in labels) == 2              # every adjacent pair
     assert sum("split" in l for l in labels) == 1 + 2 + 0       # proper divisors of 4, 6, 2
+    rank4 = [layout.label for layout in layouts((2, 3, 4, 5))]
+    assert len(rank4) == len(set(rank4))
+    assert sum("exchanged" in l for l in rank4) + sum("permuted" in l for l in rank4) == 23
+    assert not any("permuted" in l.label for l in layouts((2, 2, 2, 2, 2)))   # rank 5: exchanges
 
 
 def test_region_checks():

@@ -17,6 +17,8 @@ keep addressing distinct elements::
 
 from __future__ import annotations
 
+import itertools
+
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -237,14 +239,19 @@ class Layout:
 
 def layouts(shape: tuple[int, ...]) -> list[Layout]:
     """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
-    dimensions, for rank 3 the two rotations (the permutations that are no exchange), the
+    dimensions, for rank 3 and 4 every other permutation (rank 3: the two rotations; rank 4:
+    the 17 that are no single exchange -- the reference shuffles all subscripts at once, and
+    rank 4 is where its outputs are; beyond rank 4 there are 114+ and only exchanges), the
     row-major and the column-major flattening (rank >= 2), merges of two adjacent dimensions
     (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
     proper divisors. Any permutation or reshape is a sequence of these steps."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
-    if k == 3:
-        out += [Layout("permute", (1, 2, 0), shape), Layout("permute", (2, 0, 1), shape)]
+    if k in (3, 4):
+        swaps = {tuple(j if d == i else i if d == j else d for d in range(k))
+                 for i in range(k) for j in range(i + 1, k)}
+        out += [Layout("permute", p, shape) for p in itertools.permutations(range(k))
+                if p != tuple(range(k)) and p not in swaps]
     if k >= 2:
         out.append(Layout("flatten", (), shape))
         out.append(Layout("flatten-last", (), shape))
