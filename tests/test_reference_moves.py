@@ -55,6 +55,15 @@ MOVES = [
      "A:f32[8,8] -> D:f32[8,8]",
      "B^{8}_{tx=0}L^{1}_{c=0}[K^{i64,g}_{tx,c}=tx*1+c;];B^{8}_{tx=0}L^{8}_{a=0}L^{1}_{c=0}"
      "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,K^{i64,g}_{a,c}};];"),
+    # loop_unrolling / loop_parallelization: a loop of one iteration marked U / P (no-ops)
+    ("loop_unrolling",
+     "B^{8}_{tx=0}L^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];",
+     "A:f32[8,1,8] -> D:f32[8,1,8]",
+     "B^{8}_{tx=0}U^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];"),
+    ("loop_parallelization",
+     "B^{8}_{tx=0}L^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];",
+     "A:f32[8,1,8] -> D:f32[8,1,8]",
+     "B^{8}_{tx=0}P^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];"),
     # loop_vectorization: V on a short outer loop of a reduction nest
     ("loop_vectorization",
      "B^{8}_{tx=0}L^{3}_{a=0}L^{6}_{c=0}"
