@@ -39,11 +39,11 @@ from typing import Iterable
 from leir_egraph.leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
 from leir_egraph.leir.hardware import AXIS_LIMITS
 from leir_egraph.leir.legality import determined_loops
-from leir_egraph.leir.memory import compound_read_indices, layouts, loops_used
+from leir_egraph.leir.memory import layouts, loops_used
 from leir_egraph.leir.names import index_name_supply
 from leir_egraph.egraph.encoding import encode_index, loops_term, quoted, subs_term, to_egglog
 from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
-from .regions import _stageable_read, _var, _view
+from .regions import _stageable_read, _var, _view, compound_indices
 
 #: threadIdx.x's limit; the copy binds a loop only strictly below it, as the reference does.
 BIND_LIMIT = AXIS_LIMITS["tx"]
@@ -151,14 +151,10 @@ def _copy_form_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 
 def _index_table_facts(loaded: LoadedProgram) -> Iterable[str]:
-    view = _view(loaded.program)
     out: dict[str, None] = {}
-    for n in view.nests:
-        name = loaded.top_nest_name(n.position)
-        for e in compound_read_indices(n.nest):
-            bound = bind_first(loops_used(n.nest.loops, (e,)), (e,))
-            if bound is None:
-                continue
+    for name, nest, e in compound_indices(loaded):
+        bound = bind_first(loops_used(nest.loops, (e,)), (e,))
+        if bound is not None:
             loops, ((renamed,),) = bound
             out[f"(BoundIndexTable {name} {to_egglog(encode_index(e))} {loops_term(loops)} "
                 f"{to_egglog(encode_index(renamed))})"] = None

@@ -256,14 +256,18 @@ DEPENDENCY_EXTENSION = GuardExtension(
 
 # ---------------------------------------------------------------- pattern_match
 
-def _pattern_facts(loaded: LoadedProgram) -> Iterable[str]:
-    view = _view(loaded.program)
-    out: dict[str, None] = {}
-    for n in view.nests:
+def compound_indices(loaded: LoadedProgram) -> Iterable[tuple[str, LoopNest, object]]:
+    """``(nest name, nest, index)`` for every compound index a top-level nest reads at
+    (``leir.memory.compound_read_indices``): what precompute_indices may store."""
+    for n in _view(loaded.program).nests:
         name = loaded.top_nest_name(n.position)
         for e in compound_read_indices(n.nest):
-            out[f"(CompoundIndexRead {name} {to_egglog(encode_index(e))})"] = None
-    return list(out)
+            yield name, n.nest, e
+
+
+def _pattern_facts(loaded: LoadedProgram) -> Iterable[str]:
+    return list(dict.fromkeys(f"(CompoundIndexRead {name} {to_egglog(encode_index(e))})"
+                              for name, _, e in compound_indices(loaded)))
 
 
 PATTERN_EXTENSION = GuardExtension(
