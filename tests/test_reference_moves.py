@@ -64,6 +64,17 @@ MOVES = [
      "B^{8}_{tx=0}L^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];",
      "A:f32[8,1,8] -> D:f32[8,1,8]",
      "B^{8}_{tx=0}P^{1}_{a=0}L^{8}_{c=0}[D^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c}/8;];"),
+    # compute_inline: a producer writing at a compound index, each element once
+    ("compute_inline",
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{4}_{c=0}[S^{f32,g}_{tx,a*4+c}=A^{f32,g}_{tx,a*4+c}-M^{f32,g}_{tx,a};];"
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{4}_{c=0}[G^{f32,g}_{tx,a*4+c}=K^{f32,g}_{a*4+c}*S^{f32,g}_{tx,a*4+c};];",
+     "A:f32[2,8] M:f32[2,2] K:f32[8] -> G:f32[2,8]",
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{4}_{c=0}"
+     "[G^{f32,g}_{tx,a*4+c}=K^{f32,g}_{a*4+c}*(A^{f32,g}_{tx,a*4+c}-M^{f32,g}_{tx,a});];"),
+    # ... and a scalar computed in a loop of one iteration
+    ("compute_inline",
+     "B^{1}_{tx=0}[S^{f64,g}=exp(R^{f64,g});];B^{1}_{tx=0}[W^{f64,g}=1.0/S^{f64,g};];",
+     "R:f64[] -> W:f64[]", "B^{1}_{tx=0}[W^{f64,g}=1.0/exp(R^{f64,g});];"),
     # loop_vectorization: V on a short outer loop of a reduction nest
     ("loop_vectorization",
      "B^{8}_{tx=0}L^{3}_{a=0}L^{6}_{c=0}"

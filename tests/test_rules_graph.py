@@ -190,6 +190,10 @@ ONE_WAY_RULES = {
 ONE_WAY = {
     ("expression_splitting", 2): "a sub-expression without indices is hoisted into a one-thread "
     "scalar nest; compute_inline only inlines a producer that runs over its consumer's loops",
+    ("compute_inline", 3): "the producer writes at a compound index (a*4+c); splitting writes "
+    "its new intermediate at the nest's plain loop indices",
+    ("compute_inline", 4): "a scalar computed in a loop of one iteration; splitting gives its "
+    "intermediate the nest's loop indices",
 }
 
 

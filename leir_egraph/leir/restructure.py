@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analysis import accesses, accumulation_op, equation_reads, equation_sites, writes
-from .ast import Compare, Equation, IName, Leir, LoopNest, Var
-from .legality import fusible
+from .ast import Compare, Equation, Leir, LoopNest, Var
+from .legality import determined_loops, fusible
 from .subexpressions import KERNEL_SCOPES, flat, tensors_read
 from .traverse import walk
 
@@ -67,6 +67,21 @@ def loops_within(producer: LoopNest, consumer: LoopNest) -> bool:
     return all((l.index, l.extent) in mine for l in producer.loops)
 
 
+def writes_each_once(x: Var, loops) -> bool:
+    """Does the write ``x`` over ``loops`` address a different element at every iteration?
+    True when its subscripts are affine in the loop indices (no gather) and fix every loop of
+    more than one iteration (``legality.determined_loops``: ``X_{tx,a*4+c}`` over ``a < 8,
+    c < 4``; a scalar ``S`` in ``B^{1}_{tx=0}``).
+
+        writes_each_once(X_{tx,a}, B^{4}_{tx} L^{8}_{a})  -> True
+        writes_each_once(X_{tx},   B^{4}_{tx} L^{8}_{a})  -> False   (8 writes per element)
+    """
+    if any(isinstance(v, Var) for s in x.subscripts for v in walk(s)):
+        return False
+    fixed = determined_loops(x, tuple(loops))
+    return all(l.index in fixed or l.extent == 1 for l in loops)
+
+
 def _comparisons_with(expr, name: str):
     for node in walk(expr):
         if isinstance(node, Compare) and any(isinstance(v, Var) and v.name == name
@@ -77,8 +92,9 @@ def _comparisons_with(expr, name: str):
 def inlinable(producer: LoopNest, consumer: LoopNest) -> bool:
     """May the consumer read the producer's right-hand side instead of its result?
 
-    The producer is one equation ``X_{i,j,..}=e`` writing each element exactly once (its
-    subscripts are its loop indices, all of them, each once), not an accumulation, and ``e``
+    The producer is one equation ``X_{..}=e`` writing each element exactly once
+    (``writes_each_once``: its loop indices, or affine forms of them such as ``a*4+c`` that
+    determine every loop of more than one iteration), not an accumulation, and ``e``
     does not read X. The consumer reads X only at that very element ``X_{i,j,..}`` (never in a
     gather), writes neither X nor anything ``e`` reads, and evaluates X in X's own dtype: its
     equations reading X have X's dtype (not bool, where arithmetic is done in int32), and a
@@ -90,10 +106,7 @@ def inlinable(producer: LoopNest, consumer: LoopNest) -> bool:
     x, e = eq.target, eq.value
     if accumulation_op(eq) is not None or x.dtype == "bool" or x.name in tensors_read(e):
         return False
-    subs = x.subscripts
-    if not all(isinstance(s, IName) for s in subs):
-        return False
-    if sorted(s.name for s in subs) != sorted(l.index for l in producer.loops):
+    if not writes_each_once(x, producer.loops):
         return False
     if x.name in writes(consumer) or tensors_read(e) & writes(consumer):
         return False
