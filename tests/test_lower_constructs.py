@@ -378,3 +378,35 @@ def test_literals_are_cast_to_the_target_dtype():
     out = run(p, {"A": np.array([1, -2, 3], np.float16), "N": np.array([1, 2, -3], np.int8)})
     np.testing.assert_array_equal(out["C"], np.float16(1) / np.float16(np.inf) * np.array([1, -2, 3]))
     np.testing.assert_array_equal(out["D"], np.array([45, 46, 41], np.int8))
+
+
+# ---------------------------------------------------------------- the host CPU target
+
+def test_host_cpu_target_and_the_exact_target(monkeypatch):
+    """The llvm target names the host CPU (float16 converts in hardware, not through software
+    calls); ``LEIR_LLVM_MCPU=generic`` leaves it out. The host CPU contracts a*b+c into FMA;
+    the exact target that judges equality does not: on a float16 matmul it gives the same bits
+    as the portable baseline, and exactly a loop that rounds every product and sum to float16."""
+    from leir_egraph.lower.targets import cpu_target, exact_target, host_cpu
+    p = program("L^{9}_{i=0}L^{7}_{j=0}L^{13}_{k=0}"
+                "[C^{f16,g}_{i,j}=C^{f16,g}_{i,j}+A^{f16,g}_{i,k}*D^{f16,g}_{k,j};];",
+                [("A", "f16", (9, 13)), ("D", "f16", (13, 7))], [("C", "f16", (9, 7))])
+    a, d = normal(9, 13, dtype="float16"), normal(13, 7, dtype="float16")
+    inputs = {"A": a, "D": d}
+    host_cpu.cache_clear()
+    monkeypatch.setenv("LEIR_LLVM_MCPU", "generic")
+    try:
+        assert "mcpu" not in cpu_target()
+    finally:
+        monkeypatch.delenv("LEIR_LLVM_MCPU")
+        host_cpu.cache_clear()
+    assert cpu_target().get("mcpu") == host_cpu()
+    per_op = np.zeros((9, 7), np.float16)
+    for k in range(13):
+        per_op = (per_op + (a[:, k:k + 1] * d[k:k + 1, :])).astype(np.float16)
+    portable = {"kind": "llvm", "opt-level": 0}
+    for target in (exact_target(**{"opt-level": 0}), portable):
+        assert np.array_equal(run_one(p, inputs, target=target).view(np.uint16),
+                              per_op.view(np.uint16))
+    fast = run_one(p, inputs, target=cpu_target())
+    assert_close(fast, a.astype(np.float64) @ d.astype(np.float64), rtol=2e-2, atol=2e-2)

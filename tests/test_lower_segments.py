@@ -78,6 +78,24 @@ def test_segmented_build_equals_the_whole_program_build(options):
                                atol=1e-5)
 
 
+def test_segments_assume_only_the_alignment_the_driver_gives_on_the_host_cpu():
+    """The driver allocates intermediates under 1 KiB on its stack, 16-byte aligned. Segments
+    built for the host CPU (AVX) must not assume TVM's default 64: they did, and aligned vector
+    loads from the driver's stack crashed the process on about half the runs of a golden
+    attention program (gold-0258)."""
+    from leir_egraph.lower.targets import cpu_target
+    from leir_egraph.lower.tir import SEGMENT_PARAM_ALIGN, lower_segment
+    p = chain(10)
+    part = partition(p)
+    for seg in part.segments:
+        func = lower_segment(seg, "f", LowerOptions())
+        assert {b.data_alignment for b in func.params} == {SEGMENT_PARAM_ALIGN}
+    assert any(part.allocations)  # the driver does allocate intermediates
+    got = run(p, INPUTS, cpu_target())["C"]
+    np.testing.assert_allclose(got, reference(10, INPUTS["A"], INPUTS["W"]), rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_unchanged_nests_are_not_compiled_again_and_repeated_blocks_compile_once():
     linking.clear()
     p = chain(12)

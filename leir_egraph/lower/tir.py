@@ -41,6 +41,7 @@ from .segments import Partition, Segment
 from .targets import TargetLike, target_kind
 
 MAX_UNROLL = 256
+SEGMENT_PARAM_ALIGN = 16  # bytes: what a segment may assume of its parameters' data (see run)
 _PARALLEL_FILL_ELEMENTS = 1 << 14  # fills at least this large get a parallel outer loop
 
 
@@ -152,7 +153,12 @@ class _Lowering:
             with T.prim_func():
                 T.func_name(self.name)
                 for name, shape, dtype in self.params:
-                    self.buffers[name] = T.arg(name, T.buffer(shape, dtype))
+                    # a segment's parameters may be the driver's intermediates, and TVM puts
+                    # an allocation under 1 KiB on the stack, 16-byte aligned: a segment that
+                    # assumed TVM's default 64 crashed on AVX (vmovaps on workload-sized
+                    # softmax rows); 16 costs nothing (unaligned vector loads are as fast)
+                    align = SEGMENT_PARAM_ALIGN if self.exported else 0
+                    self.buffers[name] = T.arg(name, T.buffer(shape, dtype, align=align))
                 attrs = {"tir.noalias": True}
                 if self.exported:
                     attrs["global_symbol"] = self.name

@@ -24,7 +24,7 @@ from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.validate import LeirValidationError, check
 from ..lower.build import build, run, time_pair
-from ..lower.targets import CPU_TARGET, target_kind
+from ..lower.targets import exact_target, target_kind
 from .compare import compare
 from .gathers import gather_problem
 from .independence import check_independent
@@ -35,11 +35,14 @@ Report = Callable[..., None]
 # The reverse-order check compares two builds bit for bit; without LLVM optimisation both
 # evaluate each iteration with the same instructions (no contraction or vectorisation that
 # could differ between them), and they compile several times faster.
-DYNAMIC_TARGET = {**CPU_TARGET, "opt-level": 0}
 # Equality is judged on unoptimised builds too: both programs run with the same (exactly
 # IEEE-ordered) code, and LLVM's lazy JIT compiles them 1.5-4x faster than at opt-level 3.
-# Only timing uses the optimised target.
-EQUAL_TARGET = DYNAMIC_TARGET
+# Only timing uses the optimised host target. These builds keep each operation's own rounding
+# (no FMA contraction), with hardware float16 conversions (lower.targets.exact_target).
+def equal_target() -> dict:
+    return exact_target(**{"opt-level": 0})
+
+
 # ... and on the build the reverse-order check runs forward: P/V/B loops serial, in order, and
 # intermediates poisoned with NaN before their first write. A correct program gives the same
 # outputs as with parallel loops and uninitialised intermediates; a program that reads an
@@ -88,8 +91,8 @@ def reverse_order_check(program: Program, inputs: dict[str, np.ndarray]) -> str 
     in both); ``None`` when the outputs are bitwise identical, else what differs."""
     if not has_parallel_claims(program):
         return None
-    forward = run(program, inputs, EQUAL_TARGET, **EQUAL_OPTIONS)
-    backward = run(program, inputs, DYNAMIC_TARGET, reverse_parallel=True, poison=True)
+    forward = run(program, inputs, equal_target(), **EQUAL_OPTIONS)
+    backward = run(program, inputs, equal_target(), reverse_parallel=True, poison=True)
     for name, a in forward.items():
         b = backward[name]
         if a.tobytes() != b.tobytes():
@@ -219,12 +222,12 @@ class _Evaluation:
         if before_problem is None:
             self.stage("building", "before")
             try:
-                self.note(build_s_before=build(before, EQUAL_TARGET, **EQUAL_OPTIONS).seconds)
+                self.note(build_s_before=build(before, equal_target(), **EQUAL_OPTIONS).seconds)
             except Exception as err:  # noqa: BLE001
                 before_problem = f"before does not build: {describe_error(err)}"
         self.stage("building", "after")
         try:
-            seconds = build(after, EQUAL_TARGET, **EQUAL_OPTIONS).seconds
+            seconds = build(after, equal_target(), **EQUAL_OPTIONS).seconds
             if target_kind(target) != "llvm":
                 seconds += build(after, target).seconds  # the device build; runs use the CPU one
             self.note(build_s_after=seconds)
@@ -241,7 +244,7 @@ class _Evaluation:
 
         def run_before(t: int):
             if t not in known["outputs"]:
-                known["outputs"][t] = run(before, inputs[t], EQUAL_TARGET, **EQUAL_OPTIONS)
+                known["outputs"][t] = run(before, inputs[t], equal_target(), **EQUAL_OPTIONS)
             return known["outputs"][t]
 
         if before_problem is None:
@@ -263,7 +266,7 @@ class _Evaluation:
             return self.result(f"exec: after reads out of bounds: {oob}", "exec")
         self.stage("running", "after")
         try:
-            after_out = [run(after, inputs[0], EQUAL_TARGET, **EQUAL_OPTIONS)]
+            after_out = [run(after, inputs[0], equal_target(), **EQUAL_OPTIONS)]
         except Exception as err:  # noqa: BLE001
             return self.result(f"exec: {describe_error(err)}", "exec")
         self.passed("exec")
@@ -277,7 +280,7 @@ class _Evaluation:
             self.stage(f"comparing trial {t + 1} of {trials}")
             if t > 0:
                 try:
-                    after_out.append(run(after, inputs[t], EQUAL_TARGET, **EQUAL_OPTIONS))
+                    after_out.append(run(after, inputs[t], equal_target(), **EQUAL_OPTIONS))
                 except Exception as err:  # noqa: BLE001
                     return self.result(f"equal: trial {t + 1}: after fails: "
                                        f"{describe_error(err)}", "exec")
