@@ -1,6 +1,6 @@
 """The ``rules`` proposer: candidates are single steps of our engine (``egraph.all_steps``).
 
-``rank="cost"`` orders the distinct steps (up to renaming, and not yet judged in this run) by
+``rank="cost"`` orders the steps by
 the CPU cost model (``leir_egraph.cost``) and offers the ``k`` cheapest; with ``lookahead=2``
 a step is scored by the cheapest program reachable with it and one further step (among the
 ``beam`` cheapest first steps), so that an enabling step (a loop reorder that lets the loop
@@ -12,7 +12,8 @@ cost order spends a 16-sample budget on sixteen near-identical splits, unrolls a
 (measured: on workload #6 every one of them was within 10 % of the root while one
 reduction_factorization, never offered, ran 2x faster); interleaving keeps the cost order
 inside each strategy and lets the judge's measurements choose between strategies.
-``rank="random"`` offers a seeded uniform choice -- the baseline.
+``rank="random"`` offers a seeded uniform choice -- the baseline. Either way a step is offered
+only if no step equal to it up to renaming was judged in this run or offered before it.
 
 Steps and costs are memoised per program text, so algorithms run one after another on the
 same workload share the enumeration work.
@@ -66,17 +67,18 @@ class RulesProposer:
     # ------------------------------------------------------------ memoised pieces
 
     def steps(self, program: Program) -> list[Transition]:
-        """Distinct single steps of ``program`` (first of each canonical class)."""
+        """The single steps of ``program`` (textual duplicates dropped). Steps equal up to
+        renaming are dropped when offered (``propose``), not here: canonicalising all of an
+        attention program's ~4,000 steps took 10 s per node, and only ``k`` are offered."""
         if program.text not in self._steps:
-            seen, out = {canonical_text(program)}, []
+            seen, out = {program.text}, []
             try:
                 found = all_steps(program, self.strategies)
             except Exception:  # noqa: BLE001 -- an engine failure leaves no candidates
                 found = []
             for t in found:
-                key = canonical_text(t.after)
-                if key not in seen:
-                    seen.add(key)
+                if t.after.text not in seen:
+                    seen.add(t.after.text)
                     out.append(t)
             self._steps[program.text] = out
         return self._steps[program.text]
@@ -134,10 +136,12 @@ class RulesProposer:
             pool = list(self.steps(program))
             rng = random.Random(f"{self.seed}|{canonical_text(program)}|{request.node.trials}")
             rng.shuffle(pool)
-        out = []
+        out, offered = [], {canonical_text(program)}
         for t in pool:
-            if canonical_text(t.after) in request.seen:
+            key = canonical_text(t.after)
+            if key in request.seen or key in offered:
                 continue
+            offered.add(key)
             out.append(Proposal(t.after.text, t.strategy, t.cot, program=t.after))
             if len(out) == request.k:
                 break
