@@ -41,7 +41,9 @@ import time
 from pathlib import Path
 
 ALGORITHMS = ["greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain_no_parent"]
-TIMING = "paired"   # rows of this version; older rows (root timed once) are ignored
+# rows of this version: paired timing on the host CPU target (lower.targets.cpu_target); older
+# rows (root timed once, or baseline x86-64 where float16 ran through software calls) are ignored
+TIMING = "paired-host"
 
 
 def workloads(args):
@@ -72,15 +74,19 @@ def run(args) -> None:
     out = Path(args.out[0])
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
-    done = {(r["index"], r["algorithm"], r["proposer"]) for r in load_rows(results)
-            if r.get("timing") == TIMING}
+    from leir_egraph.lower.targets import cpu_target
+
+    def done() -> set:   # re-read before each workload: the other folders may be growing
+        return {(r["index"], r["algorithm"], r["proposer"]) for d in args.out
+                for r in load_rows(Path(d) / "results.jsonl") if r.get("timing") == TIMING}
     chosen = workloads(args)
     if args.reverse:   # a second process on the same set, from the other end (its own --out)
         chosen = chosen[::-1]
     print(f"{len(chosen)} workloads: {[e.index for e in chosen]}", file=sys.stderr)
     for e in chosen:
+        finished = done()
         todo = [(a, p) for a in args.algorithms for p in args.proposers
-                if (e.index, a, p) not in done]
+                if (e.index, a, p) not in finished]
         if not todo:
             continue
         try:
@@ -99,7 +105,7 @@ def run(args) -> None:
             result = search(program, a, proposers[p], max_samples=args.max_samples,
                             seed=args.seed, cache_file=out / "verdicts.jsonl", confirm=True)
             row = {"index": e.index, "name": e.name, "kind": program.name, "algorithm": a,
-                   "proposer": p, "timing": TIMING, **result.metrics(),
+                   "proposer": p, "timing": TIMING, "target": cpu_target(), **result.metrics(),
                    "root_ms": result.root_ms, "stopped": result.stopped,
                    "wall_s": time.perf_counter() - start,
                    "load_start": result.load[0], "load_end": result.load[1],
@@ -141,7 +147,7 @@ def report(args) -> None:
              if len(every) > len(current) else ""))
     print("speedup: confirmed, root / best re-timed back to back after the search (1 when no "
           "program stays >= 1.05x faster); in search: the paired figure before confirmation")
-    tables = [(f"all workloads with rows", rows)]
+    tables = [("all workloads with rows", rows)]
     if len(args.proposers) > 1:
         tables.append((f"common: the {len(common)} workloads every proposer finished "
                        f"({', '.join(f'#{i}' for i in common)})",
@@ -189,7 +195,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-samples", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", nargs="+", default=["benchmarks/out/search"],
-                    help="results folder (a run writes to the first; --report reads all)")
+                    help="results folders: a run writes to the first and skips what any of "
+                         "them holds; --report reads all")
     ap.add_argument("--report", action="store_true", help="only print the tables")
     ap.add_argument("--reverse", action="store_true",
                     help="take the workloads in reverse order (a second process, own --out)")
