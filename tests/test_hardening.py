@@ -229,7 +229,8 @@ def test_verify_timeout_bounds_the_whole_command(tmp_path, capsys):
     elapsed = time.monotonic() - start
     out = capsys.readouterr().out
     assert code == 1 and "timed out after 2 s" in out
-    assert elapsed < 30
+    # alone it takes ~2 s, unbounded several minutes; 30 s failed once at load 4.5 on 2 cores
+    assert elapsed < 90
 
 
 # ---------------------------------------------------------------- item 6: no orphans
