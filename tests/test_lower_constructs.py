@@ -336,6 +336,25 @@ def test_reverse_parallel_runs_parallel_loops_backwards():
     assert "4 - a" in lower(p, reverse_parallel=True).script()
 
 
+def test_the_reverse_order_check_compiles_once_and_still_sees_order():
+    """The verifier's two runs (P/V/B serial in order, and reversed, both poisoned) come from
+    one directed build whose direction is a run-time argument: one compilation, and the
+    reversed run still shows a false P claim."""
+    from leir_egraph.lower.build import build_counts
+    from leir_egraph.verify.session import equal_target, reverse_order_check
+    text = "P^{6}_{a=0}[F^{f32,g}_{a}=if_then_else(a<1,1,F^{f32,g}_{a-1})*3;];"
+    p = program(text, [], [("F", "f32", (6,))])
+    before = build_counts()["compiled"]
+    forward = run_one(p, {}, target=equal_target(), serial=True, poison=True)
+    backward = run_one(p, {}, target=equal_target(), reverse_parallel=True, poison=True)
+    assert build_counts()["compiled"] - before == 1
+    assert_close(forward, 3.0 ** np.arange(1, 7))
+    assert np.isnan(backward[1:]).all()
+    problem = reverse_order_check(p, {})
+    assert problem is not None and "changes F at 5 of 6" in problem
+    assert "leir_reverse" in lower(p, directed=True, poison=True).script()
+
+
 def test_poison_shows_reads_of_unwritten_intermediate_elements():
     text = ("L^{3}_{a=0}[X^{f32,g}_{a*2}=A^{f32,g}_{a};];"
             "L^{5}_{a=0}[C^{f32,g}_{a}=X^{f32,g}_{a};];")

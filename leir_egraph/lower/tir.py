@@ -20,8 +20,10 @@ runs in parallel or vectorized, and a V loop inside a vectorized loop, are emitt
 thread axis named by the index (``tx`` -> threadIdx.x, ``bya`` -> blockIdx.y); P is serial.
 
 Options: ``reverse_parallel`` runs every P/V/B loop serially from its last iteration to its
-first; ``serial`` runs them serially in order; ``poison`` fills every intermediate with NaN
-(ints: their largest value, bool: True) right after allocation.
+first; ``serial`` runs them serially in order; ``directed`` runs them serially in the order a
+trailing ``int32`` argument ``leir_reverse`` chooses at run time (0 in order, 1 reversed: one
+build serves both runs of the reverse-order check); ``poison`` fills every intermediate with
+NaN (ints: their largest value, bool: True) right after allocation.
 """
 
 from __future__ import annotations
@@ -51,13 +53,14 @@ class LowerOptions:
     reverse_parallel: bool = False
     poison: bool = False
     serial: bool = False
+    directed: bool = False
 
     def key(self) -> tuple:
-        return (self.reverse_parallel, self.poison, self.serial)
+        return (self.reverse_parallel, self.poison, self.serial, self.directed)
 
 
 def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bool = False,
-          poison: bool = False, serial: bool = False):
+          poison: bool = False, serial: bool = False, directed: bool = False):
     """Lower a valid program to one ``tvm.tirx.PrimFunc`` named ``main`` (the program's TIR as a
     whole; ``build`` compiles large programs in segments, ``lower/link.py``).
 
@@ -66,7 +69,7 @@ def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bo
     a valid CUDA kernel."""
     check(program)
     kind = target_kind(target)
-    options = LowerOptions(reverse_parallel, poison, serial)
+    options = LowerOptions(reverse_parallel, poison, serial, directed)
     whole = plan(program)
     kernel_scoped: dict[int, list[str]] = {}
     if kind == "cuda":
@@ -159,6 +162,8 @@ class _Lowering:
                     # softmax rows); 16 costs nothing (unaligned vector loads are as fast)
                     align = SEGMENT_PARAM_ALIGN if self.exported else 0
                     self.buffers[name] = T.arg(name, T.buffer(shape, dtype, align=align))
+                if self.options.directed:
+                    self.reverse = T.arg("leir_reverse", T.int32())
                 attrs = {"tir.noalias": True}
                 if self.exported:
                     attrs["global_symbol"] = self.name
@@ -271,7 +276,10 @@ class _Lowering:
                 frame, reverse, ctx = self._loop_frame(loop, ctx)
                 var = stack.enter_context(frame)
                 self.IRBuilder.name(loop.index, var)
-                env[loop.index] = (loop.extent - 1 - var) if reverse else var
+                if reverse == "runtime":   # directed: leir_reverse is 0 or 1
+                    env[loop.index] = var + self.reverse * (loop.extent - 1 - 2 * var)
+                else:
+                    env[loop.index] = (loop.extent - 1 - var) if reverse else var
                 if kernel_locals is not None and i == last_bound:
                     self._kernel_locals(*kernel_locals)
             ctx = ctx.with_env(env)
@@ -282,13 +290,15 @@ class _Lowering:
                     self._nest(item, ctx)
 
     def _loop_frame(self, loop, ctx: "_Context"):
-        """(frame, runs reversed?, context for the loop's body)."""
+        """(frame, runs reversed? (True, False or "runtime"), context for the loop's body)."""
         T, opts = self.T, self.options
         extent, kind = loop.extent, loop.kind
         if kind == "B" and self.cuda and not (opts.reverse_parallel or opts.serial):
             return T.thread_binding(extent, thread=thread_tag(loop.index)), False, ctx
         if kind in ("P", "V", "B") and opts.reverse_parallel:
             return T.serial(0, extent), True, ctx
+        if kind in ("P", "V", "B") and opts.directed:
+            return T.serial(0, extent), "runtime", ctx
         if kind in ("P", "V", "B") and opts.serial:
             return T.serial(0, extent), False, ctx
         if kind == "P" and not self.cuda and not (ctx.in_parallel or ctx.in_vector):
