@@ -72,3 +72,31 @@ def test_unrolling_pays_only_within_the_budget():
     eq8 = "[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
     assert (c("B^{64}_{tx=0}U^{8}_{a=0}" + eq8, small).seconds
             < c("B^{64}_{tx=0}L^{8}_{a=0}" + eq8, small).seconds)
+
+
+def test_cached_costs_equal_uncached_over_every_step_of_a_program():
+    """The per-nest caches (shapes keyed by the tensors a nest touches, written extents per
+    nest) change nothing: over every single step of a softmax-with-matmul program -- new
+    intermediates, layouts, splits -- each cost equals a fresh whole-program computation."""
+    from leir_egraph.cost.model import CPU, _fill_seconds, _nest_cost, _shapes
+    from leir_egraph.egraph import all_steps
+    from leir_egraph.leir.analysis import intermediate_shapes
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [8, 16]},
+                      {"name": "W", "dtype": "float32", "shape": [16, 12]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [8, 12]}]}
+    p = Program.parse("B^{8}_{tx=0}L^{12}_{a=0}L^{16}_{c=0}[X^{f32,g}_{tx,a}=X^{f32,g}_{tx,a}"
+                      "+A^{f32,g}_{tx,c}*W^{f32,g}_{c,a};];"
+                      "B^{8}_{tx=0}L^{12}_{a=0}[M^{f32,g}_{tx}=max(M^{f32,g}_{tx},"
+                      "X^{f32,g}_{tx,a});];"
+                      "B^{8}_{tx=0}L^{12}_{a=0}[C^{f32,g}_{tx,a}=exp(X^{f32,g}_{tx,a}"
+                      "-M^{f32,g}_{tx});];", sig)
+    programs = [p] + [t.after for t in all_steps(p)]
+    assert len(programs) > 100
+    for q in programs:
+        known = {t.name for t in q.signature.tensors}
+        shapes = {t.name: tuple(t.shape) for t in q.signature.tensors}
+        shapes.update(intermediate_shapes(q.leir, known))
+        assert _shapes(q) == shapes, q.text
+        fresh = sum(_nest_cost(0, n, shapes, CPU, CPU.ops()).seconds for n in q.leir.nests)
+        fresh += _fill_seconds(q.leir, known, set(q.signature.input_names), shapes, CPU)
+        assert math.isclose(cost(q).seconds, fresh, rel_tol=1e-12), q.text

@@ -40,7 +40,8 @@ from functools import lru_cache
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from ..leir.analysis import accumulation_op, affine, equation_reads, intermediate_shapes
+from ..leir.analysis import (accumulation_op, affine, equation_reads, tensor_names,
+                             written_extents)
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
@@ -333,9 +334,45 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
 
 
 @lru_cache(maxsize=1 << 14)
-def _cached_nest_cost(nest: LoopNest, shapes: tuple, m: Machine) -> NestCost:
-    """Candidates share most nests with their parent: each nest is costed once."""
+def _nest_cost_of(nest: LoopNest, shapes: tuple, m: Machine) -> NestCost:
     return _nest_cost(0, nest, dict(shapes), m, m.ops())
+
+
+def _cached_nest_cost(nest: LoopNest, shapes: dict, m: Machine) -> NestCost:
+    """Candidates share most nests with their parent: each nest is costed once per shapes of
+    the tensors it touches (its cost reads no others), so a step that adds a tensor or changes
+    one nest leaves the other nests' entries valid."""
+    return _nest_cost_of(nest, tuple((n, shapes.get(n)) for n in _nest_tensors(nest)), m)
+
+
+@lru_cache(maxsize=1 << 14)
+def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
+    return tuple(sorted(tensor_names(nest)))
+
+
+@lru_cache(maxsize=1 << 14)
+def _nest_written_extents(nest: LoopNest) -> tuple:
+    return tuple(written_extents(Leir((nest,)), tensor_names(nest)).items())
+
+
+def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape: the signature's, and each intermediate's per-dimension largest
+    written subscript plus one (``analysis.intermediate_shapes``, merged from per-nest extents
+    that are cached: candidates share most nests)."""
+    shapes = {t.name: tuple(t.shape) for t in program.signature.tensors}
+    merged: dict[str, list[int] | None] = {}
+    for nest in program.leir.nests:
+        for name, dims in _nest_written_extents(nest):
+            if name in shapes:
+                continue
+            if dims is None or (name in merged and merged[name] is None):
+                merged[name] = None
+            else:
+                old = merged.get(name)
+                merged[name] = list(dims) if old is None else [max(a, b) for a, b in
+                                                               zip(old, dims)]
+    shapes.update({k: tuple(v) for k, v in merged.items() if v is not None})
+    return shapes
 
 
 def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> float:
@@ -381,10 +418,8 @@ def cost(program: Program, machine: Machine = CPU) -> Cost:
     try:
         sig = program.signature
         known = {t.name for t in sig.tensors}
-        shapes = {t.name: tuple(t.shape) for t in sig.tensors}
-        shapes.update(intermediate_shapes(program.leir, known))
-        frozen = tuple(sorted(shapes.items()))
-        nests = tuple(replace(_cached_nest_cost(nest, frozen, machine), nest=i)
+        shapes = _shapes(program)
+        nests = tuple(replace(_cached_nest_cost(nest, shapes, machine), nest=i)
                       for i, nest in enumerate(program.leir.nests))
         fill = _fill_seconds(program.leir, known, set(sig.input_names), shapes, machine)
         return Cost(sum(n.seconds for n in nests) + fill, nests, fill)
@@ -397,14 +432,11 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
     the sum of these over ``p``'s nests plus the fill of its accumulations, so programs with
     the same tensors and accumulations -- the loop strategies' variants of one program, which
     the factored exploration extracts from -- rank by the sum over their nests."""
-    sig = program.signature
-    shapes = {t.name: tuple(t.shape) for t in sig.tensors}
-    shapes.update(intermediate_shapes(program.leir, {t.name for t in sig.tensors}))
-    frozen = tuple(sorted(shapes.items()))
+    shapes = _shapes(program)
 
     def seconds(nest: LoopNest) -> float:
         try:
-            return _cached_nest_cost(nest, frozen, machine).seconds
+            return _cached_nest_cost(nest, shapes, machine).seconds
         except Exception:  # noqa: BLE001 -- as cost(): an unreadable nest ranks last
             return math.inf
     return seconds
