@@ -141,10 +141,12 @@ def report(args) -> None:
     need = {(a, p) for a in args.algorithms for p in args.proposers}
     common = sorted(i for i, have in complete.items() if need <= have)
     errors = [r for r in current if "error" in r]
+    older = sum(r.get("timing") != TIMING for r in every)
+    repeated = len(every) - older - len(current)
     print(f"workloads with results: {len({r['index'] for r in rows})}; "
           f"errors: {len({r['index'] for r in errors})}"
-          + (f"; {len(every) - len(current)} rows of an older version (unpaired) ignored"
-             if len(every) > len(current) else ""))
+          + (f"; {older} rows of an older version ignored" if older else "")
+          + (f"; {repeated} rows two processes both ran counted once" if repeated else ""))
     print("speedup: confirmed, root / best re-timed back to back after the search (1 when no "
           "program stays >= 1.05x faster); in search: the paired figure before confirmation")
     tables = [("all workloads with rows", rows)]
