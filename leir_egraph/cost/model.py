@@ -40,8 +40,8 @@ from functools import lru_cache
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from ..leir.analysis import (accumulation_op, affine, equation_reads, tensor_names,
-                             written_extents)
+from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
+                             tensor_names, written_extents)
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
@@ -360,18 +360,12 @@ def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
     written subscript plus one (``analysis.intermediate_shapes``, merged from per-nest extents
     that are cached: candidates share most nests)."""
     shapes = {t.name: tuple(t.shape) for t in program.signature.tensors}
-    merged: dict[str, list[int] | None] = {}
+    merged: dict[str, tuple[int, ...] | None] = {}
     for nest in program.leir.nests:
         for name, dims in _nest_written_extents(nest):
-            if name in shapes:
-                continue
-            if dims is None or (name in merged and merged[name] is None):
-                merged[name] = None
-            else:
-                old = merged.get(name)
-                merged[name] = list(dims) if old is None else [max(a, b) for a, b in
-                                                               zip(old, dims)]
-    shapes.update({k: tuple(v) for k, v in merged.items() if v is not None})
+            if name not in shapes:
+                merge_extent(merged, name, dims)
+    shapes.update({k: v for k, v in merged.items() if v is not None})
     return shapes
 
 

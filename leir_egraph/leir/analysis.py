@@ -419,16 +419,25 @@ def written_extents(leir: Leir, names) -> dict[str, tuple[int, ...] | None]:
     """:func:`written_extent` of every written tensor among ``names``, in one pass over the
     program (networks have thousands of intermediates)."""
     names = set(names)
-    shapes: dict[str, list[int] | None] = {}
+    shapes: dict[str, tuple[int, ...] | None] = {}
     for site in equation_sites(leir):
         target = site.equation.target
-        if target.name not in names or (target.name in shapes and shapes[target.name] is None):
-            continue
-        dims = subscript_extent(target, site.loop_ranges)
-        old = shapes.get(target.name)
-        shapes[target.name] = (None if dims is None else list(dims) if old is None
-                               else [max(a, b) for a, b in zip(old, dims)])
-    return {k: None if v is None else tuple(v) for k, v in shapes.items()}
+        if target.name in names:
+            merge_extent(shapes, target.name, subscript_extent(target, site.loop_ranges))
+    return shapes
+
+
+def merge_extent(extents: dict, name: str, dims: tuple[int, ...] | None) -> None:
+    """Fold one write's extent of ``name`` into ``extents``: the per-dimension maximum, and
+    ``None`` (a write that cannot be bounded) stays ``None``.
+
+        {X: (4, 2)} + X (3, 5) -> {X: (4, 5)};   {X: (4, 2)} + X None -> {X: None}
+    """
+    if name in extents and extents[name] is None:
+        return
+    old = extents.get(name)
+    extents[name] = (None if dims is None else tuple(dims) if old is None
+                     else tuple(max(a, b) for a, b in zip(old, dims)))
 
 
 def subscript_extent(var: Var, env: Mapping) -> tuple[int, ...] | None:

@@ -32,9 +32,10 @@ from .inputs import integer_ranges, random_inputs
 
 Report = Callable[..., None]
 
-# The reverse-order check compares two builds bit for bit; without LLVM optimisation both
-# evaluate each iteration with the same instructions (no contraction or vectorisation that
-# could differ between them), and they compile several times faster.
+# The reverse-order check compares two runs bit for bit (one directed build, lower/build.py);
+# without LLVM optimisation both directions evaluate each iteration with the same instructions
+# (no contraction or vectorisation that could differ between them), and it compiles several
+# times faster.
 # Equality is judged on unoptimised builds too: both programs run with the same (exactly
 # IEEE-ordered) code, and LLVM's lazy JIT compiles them 1.5-4x faster than at opt-level 3.
 # Only timing uses the optimised host target. These builds keep each operation's own rounding
