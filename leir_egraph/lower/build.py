@@ -184,14 +184,15 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
 
 
 def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, warmup: int,
-               repeat: int, min_repeat_ms: float, options: dict):
+               repeat: int, min_repeat_ms: float, options: dict, tensors=None):
     """A zero-argument call returning TVM's ProfileResult for ``program`` on ``inputs``: the
-    build (cached), its argument tensors and ``warmup`` untimed calls are done once, here."""
+    build (cached), its argument tensors (``tensors``, an ``(args, outs)`` pair from
+    ``_tensors``, when given) and ``warmup`` untimed calls are done once, here."""
     import tvm
     if target_kind(target) != "llvm":
         raise LoweringError("only the llvm target can be timed here")
     built = build(program, target, **options)
-    args, outs = _tensors(program, inputs)
+    args, outs = tensors if tensors is not None else _tensors(program, inputs)
     for _ in range(warmup):
         built.executable(*args, *outs, *built.extra_args)
     timer = built.executable.mod.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat,
@@ -258,9 +259,17 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
     of the two goes first alternates (ABBA...), so that a change of machine load affects
     both sides of a round alike. Many short rounds rather than a few long ones: at load 6 on
     2 cores, a no-op pair (a program against itself) measured 0.85-1.18 with 7 rounds of
-    10 ms, and 0.97-1.02 (minima within 3%) with 31 rounds of 2 ms, in less time."""
+    10 ms, and 0.97-1.02 (minima within 3%) with 31 rounds of 2 ms, in less time.
+
+    Both sides run on the same argument and output tensors. With a set of tensors each, a
+    no-op pair (one cached build on both sides) once measured 1.15 in CI, the median and
+    the minima agreeing (0.208 vs 0.181 ms, a 64x64 matmul on the host CPU target), so the
+    whole measurement, not one round, was biased. The tensors were the only thing the two
+    sides did not share: where buffers lie relative to each other (4 KiB aliasing of stores
+    and loads, cache sets) is a property of the allocation, not of the program."""
     compiled = _counts["compiled"]
-    timers = [_evaluator(p, inputs, target, warmup, 1, min_repeat_ms, options)
+    tensors = _tensors(before, inputs)
+    timers = [_evaluator(p, inputs, target, warmup, 1, min_repeat_ms, options, tensors)
               for p in (before, after)]
     times: list[list[float]] = [[], []]
     for r in range(max(rounds, 1)):
