@@ -114,11 +114,18 @@ def parse_leir(text: str) -> Leir:
     return Leir(tuple(nests))
 
 
-def canonical_or_none(text: str, row: dict) -> str | None:
+def program_or_none(text: str, row: dict) -> Program | None:
     try:
-        leir = parse_leir(text)
-        return canonical_text(Program(leir, Signature.from_dict(row["signature"]), row["name"]))
+        return Program(parse_leir(text), Signature.from_dict(row["signature"]), row["name"])
     except Exception:  # noqa: BLE001 -- an output that is not LEIR is counted, not fatal
+        return None
+
+
+def canonical_or_none(text: str, row: dict) -> str | None:
+    program = program_or_none(text, row)
+    try:
+        return canonical_text(program) if program is not None else None
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -143,49 +150,68 @@ def erased(text: str) -> str:
 
 
 def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
-    """Reference outputs (canonical text -> output) and our transitions (canonical texts of
-    those that can match; ``ours_counts``: distinct transitions) of one strategy per program."""
-    ref_all, ours_all, ours_counts = {}, {}, {}
+    """Reference transitions and ours of one strategy, per program.
+
+    The reference's transitions are its training pairs ``(original, output)``
+    (``ReferenceResult.pairs``): for the sympy family the original is often a 1- or 2-step
+    compute_inline result of the program, and for the swapped strategies (expand_powsimp,
+    loop_fusion, ...) it is the forward strategy's output. Ours are our single steps from the
+    same original. Returns ``ref_all`` (program id -> {(canonical original, canonical
+    output): (original text, output text)}), ``ours_all`` (program id -> the canonical pairs
+    of ours that can match), ``ours_counts`` (distinct transitions of ours from the program
+    itself), ``originals`` (program id -> {original text: Program}) and the numbers of
+    unparseable pairs and reference errors."""
+    ref_all, ours_all, ours_counts, originals = {}, {}, {}, {}
     unparseable = errors = 0
     for row, program in zip(rows, programs):
         result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
         errors += result.error is not None
-        texts, keys = {}, set()
-        for out in result.outputs:
-            c = canonical_or_none(out, row)
-            if c is None:
+        texts, keys, c_starts = {}, {}, {}
+        starts = originals.setdefault(row["id"], {row["leir"]: program})
+        for before, out in result.pairs:
+            start = starts.get(before) or program_or_none(before, row)
+            c_after = canonical_or_none(out, row)
+            if start is None or c_after is None:
                 unparseable += 1
-            else:
-                texts.setdefault(c, out)
-                keys.add(erased(c))
+                continue
+            starts[before] = start
+            if before not in c_starts:
+                c_starts[before] = canonical_text(start)
+            key = (c_starts[before], c_after)
+            texts.setdefault(key, (before, out))
+            keys.setdefault(before, set()).add(erased(c_after))
         ref_all[row["id"]] = texts
         ours, seen = set(), set()
         if ours_strategy is not None:
-            for t in single_steps(program, ours_strategy):
-                text = t.after.text
-                seen.add(text)
-                if erased(text) in keys:
-                    ours.add(canonical_text(t.after))
+            for before in dict.fromkeys([row["leir"], *keys]):
+                start, wanted = starts[before], keys.get(before, set())
+                for t in single_steps(start, ours_strategy):
+                    text = t.after.text
+                    if before == row["leir"]:
+                        seen.add(text)
+                    if erased(text) in wanted:
+                        ours.add((c_starts[before], canonical_text(t.after)))
         ours_all[row["id"]] = ours
         ours_counts[row["id"]] = len(seen)
-    return ref_all, ours_all, ours_counts, unparseable, errors
+    return ref_all, ours_all, ours_counts, originals, unparseable, errors
 
 
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
-    """Verify a seeded sample of the reference-only outputs ``missed`` (``(row, program,
-    text)``) and add the verdicts and the estimated sound recall to ``entry``."""
+    """Verify a seeded sample of the reference-only transitions ``missed`` (``(row, original
+    program, original text, output text)``) and add the verdicts and the estimated sound
+    recall to ``entry``."""
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
     verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
     examples = []
     if chosen:
         from leir_egraph.verify import verify_many
-        results = verify_many([(p, text) for _, p, text in chosen], timing=False,
+        results = verify_many([(p, text) for _, p, _, text in chosen], timing=False,
                               workers=workers)
-        for (row, _, text), res in zip(chosen, results):
+        for (row, _, before, text), res in zip(chosen, results):
             verdict = classify(res)
             verdicts[verdict] += 1
-            examples.append({"program": row["id"], "name": row["name"], "after": text,
-                             "verdict": verdict, "reason": res.reason})
+            examples.append({"program": row["id"], "name": row["name"], "before": before,
+                             "after": text, "verdict": verdict, "reason": res.reason})
     judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
     eq_share = verdicts["equal"] / judged if judged else None
     est = len(missed) * eq_share if eq_share is not None else None
@@ -238,9 +264,10 @@ def reverify(path: str, rows: list[dict], sample: int, workers: int, seed: int) 
         missed = []
         for m in entry["missed"]:
             row = by_id[m["program"]]
-            if row["id"] not in programs:
-                programs[row["id"]] = Program.parse(row["leir"], row["signature"], row["name"])
-            missed.append((row, programs[row["id"]], m["after"]))
+            before = m.get("before", row["leir"])
+            if before not in programs:
+                programs[before] = Program.parse(before, row["signature"], row["name"])
+            missed.append((row, programs[before], before, m["after"]))
         listed = len(missed)
         judge(entry, missed, sample, workers, rng)
         if listed < entry["reference_only"]:
@@ -297,21 +324,25 @@ def main() -> int:
         if not reference.has(sid):
             continue
         start = time.perf_counter()
-        ref_all, ours_all, ours_counts, unparseable, errors = strategy_row(
+        ref_all, ours_all, ours_counts, originals, unparseable, errors = strategy_row(
             sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
         ref_n = sum(len(v) for v in ref_all.values())
         ours_n = sum(ours_counts.values())
         shared = sum(len(set(ref_all[k]) & ours_all[k]) for k in ref_all)
-        missed = [(row, program, ref_all[row["id"]][c])
-                  for row, program in zip(rows, programs)
-                  for c in sorted(set(ref_all[row["id"]]) - ours_all[row["id"]])]
+        missed = [(row, originals[row["id"]][before], before, after)
+                  for row in rows
+                  for c in sorted(set(ref_all[row["id"]]) - ours_all[row["id"]])
+                  for before, after in [ref_all[row["id"]][c]]]
+        from_other = sum(before != row["leir"] for row in rows
+                         for before, _ in ref_all[row["id"]].values())
         entry = {"strategy": sid, "reference": ref_n, "ours": ours_n, "shared": shared,
                  "reference_only": len(missed), "unparseable": unparseable,
+                 "from_other_original": from_other,
                  "reference_errors": errors,
                  "recall": shared / ref_n if ref_n else None,
                  "seconds": round(time.perf_counter() - start, 1),
-                 "missed": [{"program": row["id"], "before": row["leir"], "after": text}
-                            for row, _, text in missed[:args.show_missed]]}
+                 "missed": [{"program": row["id"], "before": before, "after": text}
+                            for row, _, before, text in missed[:args.show_missed]]}
         judge(entry, missed, args.sample, args.workers, rng)
         report["strategies"].append(entry)
         print_row(entry)

@@ -84,6 +84,30 @@ class ReferenceResult:
     outputs: tuple[str, ...]      # distinct changed programs, in the reference's order
     error: str | None             # the exception the reference raised, if any
     seconds: float                # wall time of the call (process time of one core)
+    #: the reference's training pairs ``(original, transformed)``, distinct, in its order.
+    #: The original is not always the program it was given: the sympy strategies also rewrite
+    #: its 1- and 2-step compute_inline results and pair each rewrite with the inlined
+    #: program, and the swapped strategies (expand_powsimp, apart, loop_fusion, ...) return
+    #: their forward strategy's pairs reversed (REFERENCE_NOTES.md §4.24-4.35, §5).
+    pairs: tuple[tuple[str, str], ...] = ()
+
+
+def training_pairs(program: str, originals, outputs) -> list[tuple[str, str]]:
+    """The reference's ``(original_IR_list[i], transformed_IR_list[i])`` pairs, as its
+    dataset generator forms them: lists of one length pair up index by index; a single
+    original (a string, or a list of one) goes with every output; anything else pairs the
+    outputs with ``program`` (the reference returned no usable originals)."""
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else []
+    if isinstance(originals, str):
+        originals = [originals]
+    if isinstance(originals, (list, tuple)) and len(originals) == len(outputs):
+        pairs = [(a if isinstance(a, str) else program, b) for a, b in zip(originals, outputs)]
+    elif isinstance(originals, (list, tuple)) and len(originals) == 1 \
+            and isinstance(originals[0], str):
+        pairs = [(originals[0], b) for b in outputs]
+    else:
+        pairs = [(program, b) for b in outputs]
+    return [(a, b) for a, b in pairs if isinstance(b, str)]
 
 
 class ReferenceStrategies:
@@ -119,12 +143,15 @@ class ReferenceStrategies:
             with contextlib.redirect_stdout(io.StringIO()):
                 random.seed(seed)
                 split = self.module.split_IR_to_equations(leir_text)
-                _, outputs, changed = apply(leir_text, list(known_names),
-                                            name_start_index(leir_text), *split)
+                originals, outputs, changed = apply(leir_text, list(known_names),
+                                                    name_start_index(leir_text), *split)
         except Exception as err:  # the reference's own failures are data, not crashes
             return ReferenceResult((), f"{type(err).__name__}: {err}"[:300],
                                    time.process_time() - start)
         seconds = time.process_time() - start
         distinct = tuple(dict.fromkeys(o for o in (outputs if changed else ())
                                        if isinstance(o, str) and o != leir_text))
-        return ReferenceResult(distinct, None, seconds)
+        pairs = tuple(dict.fromkeys(
+            (a, b) for a, b in training_pairs(leir_text, originals, outputs if changed else ())
+            if a != b))
+        return ReferenceResult(distinct, None, seconds, pairs)
