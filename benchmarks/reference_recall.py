@@ -8,11 +8,17 @@ outputs our engine also produces, per strategy, and whether the ones we miss are
 For every program (golden: the 201 tiny float32 programs with data; corpus: the reference
 corpus' float32 programs, larger shapes) and every strategy both implementations have
 (``reference_steptp.SHARED_STRATEGIES``), the reference's strategy is run once
-(seeded, ``reference_steptp.ReferenceStrategies``) and ours enumerates every one-site
-application (``single_steps``). Both sides are put in the package's canonical form
-(``leir_egraph.leir.canonical``: the same program up to the names of intermediates and loop
-indices), so a reference output counts as *shared* when some transition of ours prints the
-same canonical text. A reference output we cannot parse is *unparseable* (it is not LEIR by
+(seeded, ``reference_steptp.ReferenceStrategies``). Its direct transitions are its own training
+pairs ``(original, output)``: the original is the given program for most strategies, a 1- or
+2-step compute_inline result of it for the sympy family, and the forward strategy's output for
+the swapped ones (expand_powsimp, apart, loop_fusion, ...). Ours are every one-site application
+(``single_steps``) from the same original. Both sides are put in the package's exact canonical
+form (``leir_egraph.leir.canonical.exact_canonical_text``: the same program up to the names of
+intermediates and loop indices and up to expressions equal bit for bit on every input), so a
+reference transition counts as *shared* when some transition of ours from the same original
+gives the same exact canonical text. A reference pair whose output equals its original in that
+sense (a re-print: ``1-(A*C)`` -> ``-A*C+1``, ``1e-05`` -> ``1.0e-5``) is an *identity*, not a
+transition we owe. A reference output we cannot parse is *unparseable* (it is not LEIR by
 docs/LEIR.md: never a transition we owe).
 
 Per strategy the report gives: reference outputs (distinct canonical programs), ours
@@ -61,7 +67,7 @@ from leir_egraph.egraph.steps import default_strategies  # noqa: E402
 from leir_egraph.leir import Program, Signature  # noqa: E402
 from leir_egraph.leir.ast import Leir  # noqa: E402
 from leir_egraph.leir.parser import parse  # noqa: E402
-from leir_egraph.leir.canonical import canonical_text  # noqa: E402
+from leir_egraph.leir.canonical import exact_canonical_text  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SOURCES = {"golden": DATA / "golden" / "golden_corpus.jsonl",
@@ -124,7 +130,7 @@ def program_or_none(text: str, row: dict) -> Program | None:
 def canonical_or_none(text: str, row: dict) -> str | None:
     program = program_or_none(text, row)
     try:
-        return canonical_text(program) if program is not None else None
+        return exact_canonical_text(program) if program is not None else None
     except Exception:  # noqa: BLE001
         return None
 
@@ -139,18 +145,34 @@ def classify(result) -> str:
     return "undecidable"
 
 
-_NAME = re.compile(r"[A-Za-z_]+")
+_TOKEN = re.compile(r"\d+\.?\d*(?:[eE][-+]?\d+)?|[A-Za-z_]+|\S")
 
 
-def erased(text: str) -> str:
-    """``text`` with every name (tensors, indices, functions) replaced by ``_``: programs with
-    the same canonical text have the same erased text, so only our transitions whose erased
-    text some reference output shares need the (slow) canonical form."""
-    return _NAME.sub("_", text)
+def loose(text: str) -> tuple[str, ...]:
+    """The sorted tokens of ``text`` without names, signs, ``+`` and parentheses, decimal
+    literals by value: equal for programs with the same exact canonical text (renaming,
+    operand order and signs are all it forgets), so only our transitions whose loose key some
+    reference output shares need the (slow) exact canonical form."""
+    out = []
+    for tok in _TOKEN.findall(text):
+        if tok in "+-()":
+            continue
+        if tok[0].isalpha() or tok[0] == "_":
+            out.append("_")
+        elif tok[0].isdigit() and any(c in tok for c in ".eE"):
+            out.append(repr(float(tok)))
+        else:
+            out.append(tok)
+    return tuple(sorted(out))
 
 
 def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     """Reference transitions and ours of one strategy, per program.
+
+    Programs are compared by ``exact_canonical_text``: up to renaming and up to expressions
+    that agree bit for bit on every input (a sympy re-print such as ``1-(A*C)`` ->
+    ``-A*C+1``). A pair whose output is its original in that sense is no transition: it is
+    counted as ``identity`` and not owed.
 
     The reference's transitions are its training pairs ``(original, output)``
     (``ReferenceResult.pairs``): for the sympy family the original is often a 1- or 2-step
@@ -160,9 +182,9 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     output): (original text, output text)}), ``ours_all`` (program id -> the canonical pairs
     of ours that can match), ``ours_counts`` (distinct transitions of ours from the program
     itself), ``originals`` (program id -> {original text: Program}) and the numbers of
-    unparseable pairs and reference errors."""
+    identity pairs, unparseable pairs and reference errors."""
     ref_all, ours_all, ours_counts, originals = {}, {}, {}, {}
-    unparseable = errors = 0
+    unparseable = errors = identity = 0
     for row, program in zip(rows, programs):
         result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
         errors += result.error is not None
@@ -176,10 +198,13 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
                 continue
             starts[before] = start
             if before not in c_starts:
-                c_starts[before] = canonical_text(start)
+                c_starts[before] = exact_canonical_text(start)
+            if c_starts[before] == c_after:
+                identity += 1
+                continue
             key = (c_starts[before], c_after)
             texts.setdefault(key, (before, out))
-            keys.setdefault(before, set()).add(erased(c_after))
+            keys.setdefault(before, set()).add(loose(c_after))
         ref_all[row["id"]] = texts
         ours, seen = set(), set()
         if ours_strategy is not None:
@@ -189,11 +214,11 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
                     text = t.after.text
                     if before == row["leir"]:
                         seen.add(text)
-                    if erased(text) in wanted:
-                        ours.add((c_starts[before], canonical_text(t.after)))
+                    if loose(text) in wanted:
+                        ours.add((c_starts[before], exact_canonical_text(t.after)))
         ours_all[row["id"]] = ours
         ours_counts[row["id"]] = len(seen)
-    return ref_all, ours_all, ours_counts, originals, unparseable, errors
+    return ref_all, ours_all, ours_counts, originals, identity, unparseable, errors
 
 
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
@@ -324,7 +349,7 @@ def main() -> int:
         if not reference.has(sid):
             continue
         start = time.perf_counter()
-        ref_all, ours_all, ours_counts, originals, unparseable, errors = strategy_row(
+        ref_all, ours_all, ours_counts, originals, identity, unparseable, errors = strategy_row(
             sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
         ref_n = sum(len(v) for v in ref_all.values())
         ours_n = sum(ours_counts.values())
@@ -336,8 +361,8 @@ def main() -> int:
         from_other = sum(before != row["leir"] for row in rows
                          for before, _ in ref_all[row["id"]].values())
         entry = {"strategy": sid, "reference": ref_n, "ours": ours_n, "shared": shared,
-                 "reference_only": len(missed), "unparseable": unparseable,
-                 "from_other_original": from_other,
+                 "reference_only": len(missed), "identity": identity,
+                 "unparseable": unparseable, "from_other_original": from_other,
                  "reference_errors": errors,
                  "recall": shared / ref_n if ref_n else None,
                  "seconds": round(time.perf_counter() - start, 1),

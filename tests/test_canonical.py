@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, check, parse, to_text
-from leir_egraph.leir.ast import Idx, IName, Leir, LoopNest, Var
+from leir_egraph.leir.ast import Bin, Idx, IName, Leir, LoopNest, Neg, Var
 from leir_egraph.leir.canonical import (canonical, canonical_kernel, canonical_text,
-                                        is_hardware_index)
+                                        exact_canonical_text, is_hardware_index)
 from leir_egraph.leir.names import index_name_supply, tensor_name_supply
 from leir_egraph.leir.traverse import rebuild, walk
 
@@ -112,3 +112,77 @@ def test_nested_nests_continue_their_parents_names():
     out = canonical_text(Program.parse(text, SIG))
     assert out == ("L^{4}_{a=0}[C^{f32,g}_{a,0}=0;L^{8}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];"
                    "L^{8}_{c=0}[C^{f32,g}_{a,c}=C^{f32,g}_{a,c}*2;];];")
+
+
+# ---------------------------------------------------------------- exact identities
+
+def _exact_variant(program: Program, rng: random.Random) -> Program:
+    """``program`` with exact IEEE identities applied at random, each the opposite way round
+    from the normal form: operands of ``+``/``*`` swapped, ``a+(-b)`` written ``a-b``, a sign
+    pulled into an operand of ``*``/``/``, a double negation added."""
+    def fn(node):
+        if isinstance(node, Bin) and node.op in ("+", "*") and rng.random() < 0.5:
+            node = Bin(node.op, node.rhs, node.lhs)
+        if isinstance(node, Bin) and node.op == "+" and isinstance(node.rhs, Neg) \
+                and rng.random() < 0.5:
+            return Bin("-", node.lhs, node.rhs.operand)
+        if isinstance(node, Neg) and isinstance(node.operand, Bin) \
+                and node.operand.op in ("*", "/") and rng.random() < 0.5:
+            inner = node.operand
+            return Bin(inner.op, Neg(inner.lhs), inner.rhs)
+        if isinstance(node, Bin) and rng.random() < 0.1:   # (a Var may be a gather index)
+            return Neg(Neg(node))
+        return node
+
+    def value(eq):   # an accumulation X=X+e keeps its form: only e varies
+        v = eq.value
+        if isinstance(v, Bin) and v.lhs == eq.target:
+            return replace(v, rhs=rebuild(v.rhs, fn))
+        return rebuild(v, fn)
+
+    def walk_nest(nest):
+        body = tuple(walk_nest(i) if isinstance(i, LoopNest)
+                     else replace(i, value=value(i)) for i in nest.body)
+        return replace(nest, body=body)
+
+    return program.with_leir(Leir(tuple(walk_nest(n) for n in program.leir.nests)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(row=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
+def test_exact_identities_never_change_the_exact_canonical_form(reference_rows, row, seed):
+    r = reference_rows[row % len(reference_rows)]
+    program = Program.parse(r["leir"], r["signature"])
+    variant = _exact_variant(_random_renaming(program, random.Random(seed)),
+                             random.Random(seed))
+    assert exact_canonical_text(variant) == exact_canonical_text(program)
+    assert to_text(parse(variant.text)) == variant.text     # still a printable program
+
+
+def test_exact_variants_compute_the_same_bits_on_tvm(golden_rows):
+    """What the exact canonical form identifies is identical bit for bit: golden programs and
+    random exact variants of them, built for the exact target (no FMA contraction)."""
+    import numpy as np
+
+    from leir_egraph.lower import run
+    from leir_egraph.lower.targets import exact_target
+
+    from conftest import golden_program
+    rng = random.Random(7)
+    rows = [r for r in golden_rows if r["dtype"] == "float32"][::17]
+    compared = 0
+    for r in rows:
+        program = golden_program(r)
+        if r["name"] == "add_add":     # the corpus' add_add programs are invalid LEIR
+            continue
+        variant = _exact_variant(program, rng)
+        if variant.text == program.text:
+            continue
+        inputs = {s.name: np.random.default_rng(0).standard_normal(s.shape).astype(s.dtype)
+                  for s in program.signature.inputs if s.name not in program.values}
+        target = exact_target(**{"opt-level": 0})
+        want, got = run(program, inputs, target), run(variant, inputs, target)
+        for name in want:
+            assert np.array_equal(want[name], got[name], equal_nan=True), (r["id"], name)
+        compared += 1
+    assert compared >= 8

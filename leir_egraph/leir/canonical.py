@@ -17,6 +17,14 @@ Signature tensors, dtypes, scopes, loop kinds and extents, equation order and ev
 are kept as written: two programs that compute the same values in another order or another
 layout stay two programs.
 
+:func:`exact_canonical_text` identifies a little more: expressions that are equal *bit for bit*
+on every input under IEEE-754 arithmetic with round-to-nearest (``1-(A*C)`` and ``-A*C+1``;
+``1e-05`` and ``1.0e-5``). Only identities that hold exactly are used: ``a-b = a+(-b)``,
+``--a = a``, ``(-a)*b = -(a*b)`` and the same for ``/`` and either operand (rounding is
+symmetric in sign), and the commutativity of one ``+`` or ``*``. Never associativity or
+distributivity, which change rounding, and never ``max``/``min`` operand order, which decides
+what a NaN operand gives.
+
 >>> from leir_egraph.leir.program import Program
 >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
 ...        "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]}
@@ -31,7 +39,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from .ast import Idx, IName, Leir, LoopNest, Var
+from .ast import Bin, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from .hardware import hardware_axis
 from .names import index_name_supply, tensor_name_supply
 from .printer import to_text
@@ -126,5 +134,65 @@ def canonical_text(program: Program) -> str:
     return to_text(canonical_leir(program.leir, program.signature.names))
 
 
+def _exact(node):
+    """One bottom-up step of :func:`exact_normal_form` (children are already normal)."""
+    if isinstance(node, Num) and any(c in node.text for c in ".eE"):
+        text = repr(float(node.text))
+        return Num(text) if text != node.text else None
+    if isinstance(node, Neg) and isinstance(node.operand, Neg):
+        return node.operand.operand
+    if not isinstance(node, Bin):
+        return None
+    lhs, rhs = node.lhs, node.rhs
+    if node.op == "-":
+        negated = Neg(rhs)
+        added = Bin("+", lhs, _exact(negated) or negated)
+        return _exact(added) or added
+    if node.op in ("*", "/") and (isinstance(lhs, Neg) or isinstance(rhs, Neg)):
+        sign = isinstance(lhs, Neg) != isinstance(rhs, Neg)
+        inner = Bin(node.op, lhs.operand if isinstance(lhs, Neg) else lhs,
+                    rhs.operand if isinstance(rhs, Neg) else rhs)
+        inner = _exact(inner) or inner
+        return Neg(inner) if sign else inner
+    if node.op in ("+", "*") and to_text(rhs) < to_text(lhs):
+        return Bin(node.op, rhs, lhs)
+    return None
+
+
+def exact_normal_form(leir: Leir) -> Leir:
+    """``leir`` with every expression rewritten by the exact identities of the module
+    docstring into one representative (subtractions as additions of negations, signs pulled
+    out of products and quotients, operands of ``+`` and ``*`` ordered by their text, decimal
+    literals written as Python's ``repr`` of their value)."""
+    return rebuild(leir, _exact)
+
+
+def exact_canonical_text(program: Program) -> str:
+    """The canonical text (:func:`canonical_text`) of ``program``'s exact normal form: equal
+    for two programs that are renamings of each other up to expressions that agree bit for
+    bit on every input.
+
+    >>> from leir_egraph.leir.program import Program
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]},
+    ...                   {"name": "C", "dtype": "float32", "shape": [4]}],
+    ...        "outputs": [{"name": "E", "dtype": "float32", "shape": [4]}]}
+    >>> one = Program.parse("L^{4}_{a=0}[E^{f32,g}_{a}=1-(A^{f32,g}_{a}*C^{f32,g}_{a});];", sig)
+    >>> two = Program.parse("L^{4}_{c=0}[E^{f32,g}_{c}=-A^{f32,g}_{c}*C^{f32,g}_{c}+1;];", sig)
+    >>> exact_canonical_text(one) == exact_canonical_text(two)
+    True
+    >>> three = Program.parse("L^{4}_{c=0}[E^{f32,g}_{c}=1-A^{f32,g}_{c}+C^{f32,g}_{c};];", sig)
+    >>> exact_canonical_text(one) == exact_canonical_text(three)
+    False
+    """
+    keep = program.signature.names
+    leir = canonical_leir(program.leir, keep)
+    for _ in range(4):   # operand order follows names and names follow first appearance
+        again = canonical_leir(exact_normal_form(leir), keep)
+        if again == leir:
+            break
+        leir = again
+    return to_text(leir)
+
+
 __all__ = ["canonical", "canonical_kernel", "canonical_leir", "canonical_renaming", "canonical_text",
-           "is_hardware_index"]
+           "exact_canonical_text", "exact_normal_form", "is_hardware_index"]
