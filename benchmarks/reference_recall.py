@@ -34,6 +34,14 @@ per strategy, our verifier's verdict on each (TVM llvm, ``verify``):
 * ``undecidable`` outputs agree but were zero/non-finite in every trial, timeouts, or the
                   original itself fails.
 
+An output our verifier finds equal is then run once more, beside its original, on inputs 100
+times larger (``STRESS_SCALE``; the float inputs without a stored value, two seeded sets). When
+it gives an infinity or a NaN where the original's output is finite it is counted
+``not_equal`` after all (and ``overflow`` says how many): the reference's algebra is exact in
+real numbers but not in floating point there (``exp(A)/(exp(A)+1)`` for a sigmoid is inf/inf =
+NaN at A = 100, where ``1/(1+exp(-A))`` is 1). The verifier's standard-normal inputs never
+reach such magnitudes.
+
 The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
 with shared outputs counted sound (ours are verified by the rule-file tests and
 ``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
@@ -221,29 +229,65 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     return ref_all, ours_all, ours_counts, originals, identity, unparseable, errors
 
 
-def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random) -> None:
+STRESS_SCALE = 100.0
+
+
+def overflows(before: Program, after_text: str, seed: int) -> bool:
+    """Whether ``after_text`` gives a non-finite output element where ``before`` gives a
+    finite one, on inputs ``STRESS_SCALE`` times larger than the verifier's (module
+    docstring). False when either cannot be run: that is not evidence."""
+    import numpy as np
+
+    from leir_egraph.lower import run
+    from leir_egraph.lower.targets import exact_target
+    from leir_egraph.verify.inputs import random_inputs
+    try:
+        after = Program.parse(after_text, before.signature, before.name, before.values)
+        for trial in range(2):
+            inputs = random_inputs(before, seed, 100 + trial)
+            for spec in before.signature.inputs:
+                if spec.name not in before.values and spec.code[0] == "f":
+                    inputs[spec.name] = (inputs[spec.name] * STRESS_SCALE).astype(
+                        inputs[spec.name].dtype)
+            target = exact_target()
+            want, got = run(before, inputs, target), run(after, inputs, target)
+            if any((np.isfinite(want[k]) & ~np.isfinite(got[k])).any() for k in want):
+                return True
+    except Exception:  # noqa: BLE001 -- a program that cannot run here decides nothing
+        return False
+    return False
+
+
+def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random,
+          seed: int = 0) -> None:
     """Verify a seeded sample of the reference-only transitions ``missed`` (``(row, original
     program, original text, output text)``) and add the verdicts and the estimated sound
     recall to ``entry``."""
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
     verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
     examples = []
+    overflow = 0
     if chosen:
         from leir_egraph.verify import verify_many
         results = verify_many([(p, text) for _, p, _, text in chosen], timing=False,
                               workers=workers)
-        for (row, _, before, text), res in zip(chosen, results):
-            verdict = classify(res)
+        for (row, program, before, text), res in zip(chosen, results):
+            verdict, reason = classify(res), res.reason
+            if verdict == "equal" and overflows(program, text, seed):
+                verdict, reason = "not_equal", (f"non-finite where the original is finite, "
+                                                f"inputs x{STRESS_SCALE:g}")
+                overflow += 1
             verdicts[verdict] += 1
             examples.append({"program": row["id"], "name": row["name"], "before": before,
-                             "after": text, "verdict": verdict, "reason": res.reason})
+                             "after": text, "verdict": verdict, "reason": reason})
     judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
     eq_share = verdicts["equal"] / judged if judged else None
     est = len(missed) * eq_share if eq_share is not None else None
     if not missed:
         est = 0.0
     shared = entry["shared"]
-    entry.update(sample=verdicts, sampled=examples, estimated_sound_missed=est,
+    entry.update(sample=verdicts, overflow=overflow, sampled=examples,
+                 estimated_sound_missed=est,
                  sound_recall=(shared / (shared + est) if est is not None and shared + est
                                else None))
 
@@ -294,7 +338,7 @@ def reverify(path: str, rows: list[dict], sample: int, workers: int, seed: int) 
                 programs[before] = Program.parse(before, row["signature"], row["name"])
             missed.append((row, programs[before], before, m["after"]))
         listed = len(missed)
-        judge(entry, missed, sample, workers, rng)
+        judge(entry, missed, sample, workers, rng, seed)
         if listed < entry["reference_only"]:
             entry["sample_of_listed"] = listed
             if entry["estimated_sound_missed"] is not None and listed:
@@ -368,7 +412,7 @@ def main() -> int:
                  "seconds": round(time.perf_counter() - start, 1),
                  "missed": [{"program": row["id"], "before": before, "after": text}
                             for row, _, before, text in missed[:args.show_missed]]}
-        judge(entry, missed, args.sample, args.workers, rng)
+        judge(entry, missed, args.sample, args.workers, rng, args.seed)
         report["strategies"].append(entry)
         print_row(entry)
     finish(report)

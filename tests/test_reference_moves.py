@@ -159,6 +159,16 @@ MOVES += [
      "F^{f32,g}_{tx,a}=max(E^{f32,s}_{tx,a},0);];"),
 ]
 
+# loop_fusion is the reference's loop_split pairs reversed: from its split program (the loop
+# of 6 as 2x3, read at a*3+f) back to the one loop
+MOVES += [
+    ("loop_fusion",
+     "B^{4}_{tx=0}L^{2}_{a=0}L^{3}_{f=0}L^{8}_{c=0}[D^{f32,g}_{tx,a*3+f}="
+     "D^{f32,g}_{tx,a*3+f}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a*3+f};];", MATMUL_SIG,
+     "B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
+     "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"),
+]
+
 REFUSED = [
     # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
     # the program's output: shared memory does not outlive the fused kernel
