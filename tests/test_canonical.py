@@ -165,7 +165,7 @@ def test_exact_variants_compute_the_same_bits_on_tvm(golden_rows):
     import numpy as np
 
     from leir_egraph.lower import run
-    from leir_egraph.lower.targets import exact_target
+    from leir_egraph.verify.session import equal_target
 
     from conftest import golden_program
     rng = random.Random(7)
@@ -180,7 +180,7 @@ def test_exact_variants_compute_the_same_bits_on_tvm(golden_rows):
             continue
         inputs = {s.name: np.random.default_rng(0).standard_normal(s.shape).astype(s.dtype)
                   for s in program.signature.inputs if s.name not in program.values}
-        target = exact_target(**{"opt-level": 0})
+        target = equal_target()
         want, got = run(program, inputs, target), run(variant, inputs, target)
         for name in want:
             assert np.array_equal(want[name], got[name], equal_nan=True), (r["id"], name)

@@ -261,7 +261,8 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
     2 cores, a no-op pair (a program against itself) measured 0.85-1.18 with 7 rounds of
     10 ms, and 0.97-1.02 (minima within 3%) with 31 rounds of 2 ms, in less time.
 
-    Both sides run on the same argument and output tensors. With a set of tensors each, a
+    Both sides run on the same argument and output tensors, made from ``inputs`` (and
+    ``before``'s stored values for the rest). With a set of tensors each, a
     no-op pair (one cached build on both sides) once measured 1.15 in CI, the median and
     the minima agreeing (0.208 vs 0.181 ms, a 64x64 matmul on the host CPU target), so the
     whole measurement, not one round, was biased. The tensors were the only thing the two
