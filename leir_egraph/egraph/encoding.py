@@ -11,6 +11,7 @@ searched for occurrences and spliced without a round trip through egglog.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Union
 
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir,
@@ -203,12 +204,74 @@ def literal_text(value: Literal) -> str:
 
 
 def to_egglog(term) -> str:
-    """egglog text of a term or literal."""
+    """egglog text of a term or literal (inside :func:`shared_terms`, a repeated large subterm
+    is written as the name of a ``let`` that binds it)."""
     if not isinstance(term, tuple):
         return literal_text(term)
+    if _sharing is not None:
+        return _sharing.text(term)
     if len(term) == 1:
         return f"({term[0]})"
     return "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+
+
+class SharedTerms:
+    """Hash-consing of the egglog text of facts, for one program loaded into the engine.
+
+    egglog's time to parse and run a command grows with its text (about 3.5 us a character on
+    this machine), and the facts about one program repeat the same subterms thousands of times:
+    a layout fact restates the equations it relayouts, a copy-form fact the access it copies.
+    Here a subterm whose text is at least ``MIN_CHARS`` long is written out the first time it
+    occurs; from its second occurrence on it is bound once by ``(let $fK text)`` and named.
+    ``names`` seeds the table with terms that already have a name (the program's nests,
+    ``$n0``...). :meth:`take` returns the ``let`` commands created since the last call, which must
+    be sent before any text that uses them."""
+
+    MIN_CHARS = 16
+
+    def __init__(self, names: dict | None = None):
+        self._text: dict[Term, str] = dict(names or {})
+        self._seen: set[Term] = set()
+        self._lets: list[str] = []
+        self.count = 0
+
+    def text(self, term: Term) -> str:
+        hit = self._text.get(term)
+        if hit is not None:
+            return hit
+        if len(term) == 1:
+            text = f"({term[0]})"
+        else:
+            text = "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+        if len(text) < self.MIN_CHARS:
+            self._text[term] = text
+        elif term in self._seen:
+            name = f"$f{self.count}"
+            self.count += 1
+            self._lets.append(f"(let {name} {text})")
+            self._text[term] = text = name
+        else:
+            self._seen.add(term)
+        return text
+
+    def take(self) -> list[str]:
+        lets, self._lets = self._lets, []
+        return lets
+
+
+_sharing: SharedTerms | None = None
+
+
+@contextmanager
+def shared_terms(names: dict | None = None):
+    """Within the block, :func:`to_egglog` shares repeated subterms through a
+    :class:`SharedTerms` table (yielded). Not thread-safe: one program is loaded at a time."""
+    global _sharing
+    outer, _sharing = _sharing, SharedTerms(names)
+    try:
+        yield _sharing
+    finally:
+        _sharing = outer
 
 
 def quoted(text: str) -> str:
@@ -267,6 +330,7 @@ class OccurrenceIndex:
     def __init__(self, term: Term):
         self._numbers: dict[tuple, int] = {}
         self._paths: dict[int, list[tuple[int, ...]]] = {}
+        self._by_object: dict[int, tuple[Term, int | None]] = {}
         self._add(term, ())
 
     def _add(self, t: Term, path: tuple[int, ...]) -> int:
@@ -277,16 +341,25 @@ class OccurrenceIndex:
         return number
 
     def _number(self, t: Term) -> int | None:
+        # Patterns decoded from one egglog table share their subterm objects, and a match's
+        # left-hand side is often a whole program suffix: remember each object's number.
+        hit = self._by_object.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
         key = [t[0]]
+        number = None
         for arg in t[1:]:
             if isinstance(arg, tuple):
-                number = self._number(arg)
-                if number is None:
-                    return None
-                key.append(number)
+                child = self._number(arg)
+                if child is None:
+                    break
+                key.append(child)
             else:
                 key.append((arg,))
-        return self._numbers.get(tuple(key))
+        else:
+            number = self._numbers.get(tuple(key))
+        self._by_object[id(t)] = (t, number)
+        return number
 
     def paths(self, pattern: Term) -> list[tuple[int, ...]]:
         """Paths (argument positions from the root) of every subterm equal to ``pattern``, in

@@ -67,6 +67,13 @@ class LoadedProgram:
             found.setdefault(nest, (self.nest_name(k), []))[1].append(kernel)
         return [(name, nest, kernels) for nest, (name, kernels) in found.items()]
 
+    def names(self) -> dict[Term, str]:
+        """Term -> let name of every distinct nest (the first name where a nest repeats)."""
+        out: dict[Term, str] = {}
+        for k, nest in enumerate(self.nests):
+            out.setdefault(encode(nest), self.nest_name(k))
+        return out
+
     def declarations(self) -> str:
         """egglog ``let`` commands binding every nest and suffix; the program is ``$s0``."""
         lines = [f"(let {self.nest_name(k)} {to_egglog(encode(nest))})"

@@ -362,6 +362,21 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
     return out
 
 
+def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """For every top-level nest and every intermediate with a storage layout, whether the nest
+    accesses the intermediate anywhere (nested nests and gathers in subscripts included)."""
+    tensors = sorted(t for t, options in storage_layouts(loaded.program).items() if options)
+    out = []
+    if not tensors:
+        return out
+    for _, name, nest in loaded.top_nests():
+        used = {v.name for v in accesses(nest)}
+        for tensor in tensors:
+            relation = "TensorInNest" if tensor in used else "TensorNotInNest"
+            out.append(f"({relation} {name} {quoted(tensor)})")
+    return out
+
+
 PARAMETER_SETS = (
     ParameterSet((Relation("StagingLoops", ("Nest", "Subs", "Loops"),
                            "the subscripts {1} use the loops {2} of {0}"),), _staging_facts),
@@ -381,4 +396,7 @@ PARAMETER_SETS = (
                            "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
                            "its writes still filling exactly the new shape"),),
                  _storage_layout_facts),
+    ParameterSet((Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}"),
+                  Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}")),
+                 _tensor_use_facts),
 )
