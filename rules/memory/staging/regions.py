@@ -363,17 +363,25 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 
 def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
-    """For every top-level nest and every intermediate with a storage layout, whether the nest
-    accesses the intermediate anywhere (nested nests and gathers in subscripts included)."""
+    """For every intermediate with a storage layout, and every top-level nest and every program
+    suffix, whether it accesses the intermediate anywhere (nested nests and gathers in
+    subscripts included)."""
     tensors = sorted(t for t, options in storage_layouts(loaded.program).items() if options)
     out = []
     if not tensors:
         return out
-    for _, name, nest in loaded.top_nests():
+    nests = list(loaded.top_nests())
+    later: set[str] = set()  # tensors accessed by the suffix after the current nest
+    for i, name, nest in reversed(nests):
         used = {v.name for v in accesses(nest)}
+        later |= used
         for tensor in tensors:
-            relation = "TensorInNest" if tensor in used else "TensorNotInNest"
-            out.append(f"({relation} {name} {quoted(tensor)})")
+            out.append(f"({'TensorInNest' if tensor in used else 'TensorNotInNest'} {name} "
+                       f"{quoted(tensor)})")
+            out.append(f"({'TensorInSuffix' if tensor in later else 'TensorNotInSuffix'} "
+                       f"{loaded.suffix_name(i)} {quoted(tensor)})")
+    for tensor in tensors:
+        out.append(f"(TensorNotInSuffix {loaded.suffix_name(len(nests))} {quoted(tensor)})")
     return out
 
 
@@ -397,6 +405,9 @@ PARAMETER_SETS = (
                            "its writes still filling exactly the new shape"),),
                  _storage_layout_facts),
     ParameterSet((Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}"),
-                  Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}")),
+                  Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}"),
+                  Relation("TensorInSuffix", ("Prog", "String"), "a nest of {0} accesses {1}"),
+                  Relation("TensorNotInSuffix", ("Prog", "String"),
+                           "no nest of {0} accesses {1}")),
                  _tensor_use_facts),
 )
