@@ -169,6 +169,16 @@ MOVES += [
      "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"),
 ]
 
+# expression_reorder of the reference's tensor_split output: two nests filling disjoint
+# column ranges of one tensor (its concatenated halves) run in either order
+MOVES += [
+    ("expression_reorder",
+     "L^{8}_{a=0}B^{1}_{tx=0}[F^{f32,g}_{a,tx}=exp(A^{f32,g}_{a,tx});];"
+     "L^{8}_{a=0}B^{5}_{tx=0}[F^{f32,g}_{a,tx+1}=A^{f32,g}_{a,tx+1};];", "A:f32[8,6] -> F:f32[8,6]",
+     "L^{8}_{a=0}B^{5}_{tx=0}[F^{f32,g}_{a,tx+1}=A^{f32,g}_{a,tx+1};];"
+     "L^{8}_{a=0}B^{1}_{tx=0}[F^{f32,g}_{a,tx}=exp(A^{f32,g}_{a,tx});];"),
+]
+
 REFUSED = [
     # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
     # the program's output: shared memory does not outlive the fused kernel

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Iterable
 
-from ..leir.analysis import equation_sites, reads, writes
+from ..leir.analysis import Range, equation_sites, index_range, reads, writes
+from ..leir.ast import Leir
 from ..leir.legality import fusible, independent_iterations, loops_swappable
 from .encoding import quoted
 from .facts import LoadedProgram
@@ -69,6 +70,9 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         if not (wa & rb or ra & wb or wa & wb):
             yield f"(Independent {ni} {nj})"
             yield f"(Independent {nj} {ni})"
+        elif j == i + 1 and not (wa & rb or ra & wb) and all(
+                _disjoint_writes(a, b, t) for t in wa & wb):
+            yield f"(DisjointWrites {ni} {nj})"
         if j == i + 1 and fusible(a, b):
             yield f"(Fusible {ni} {nj})"
     for name, nest in loaded.named_nests():
@@ -84,6 +88,30 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
                 yield f"(UnreadIn {quoted(name)} {loaded.suffix_name(i)})"
         if i > 0:
             read_after |= reads(leir.nests[i - 1])
+
+
+def _write_boxes(nest, tensor: str) -> list[list[Range]] | None:
+    """Per write of ``tensor`` in ``nest``, the inclusive range of each subscript over the loops
+    around it; ``None`` when a range is unknown (a gather, a non-affine subscript)."""
+    boxes = []
+    for site in equation_sites(Leir((nest,))):
+        if site.equation.target.name != tensor:
+            continue
+        box = [index_range(sub, site.loop_ranges) for sub in site.equation.target.subscripts]
+        if any(r is None for r in box):
+            return None
+        boxes.append(box)
+    return boxes
+
+
+def _disjoint_writes(first, second, tensor: str) -> bool:
+    """Do the two nests write provably disjoint elements of ``tensor``? Every write of one and
+    every write of the other are separated in some dimension: ``F_{a,tx}`` for ``tx`` in [0,1)
+    and ``F_{a,tx+1}`` for ``tx`` in [0,62) differ in dimension 1 (0 against 1..62)."""
+    a, b = _write_boxes(first, tensor), _write_boxes(second, tensor)
+    if a is None or b is None:
+        return False
+    return all(any(x[1] < y[0] or y[1] < x[0] for x, y in zip(p, q)) for p in a for q in b)
 
 
 def _first_write_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -107,6 +135,8 @@ DEPENDENCY = Guard(
     "dependency",
     "Data dependencies allow the move: computed from read/write sets and the dependence "
     "analyses of leir.legality. Independent: the two nests share no RAW, WAR or WAW conflict. "
+    "DisjointWrites: two consecutive nests whose only conflicts are writes of one tensor, to "
+    "element ranges that are disjoint in some dimension. "
     "FirstWriteIn: no earlier nest writes the tensor, so an accumulation starts from the "
     "identity. "
     "Fusible: the second nest may run inside the first's loops iteration by iteration. "
@@ -117,6 +147,9 @@ DEPENDENCY = Guard(
         Relation("Independent", ("Nest", "Nest"),
                  "the nests {0} and {1} have no read-after-write, write-after-read or "
                  "write-after-write dependence"),
+        Relation("DisjointWrites", ("Nest", "Nest"),
+                 "the consecutive nests {0} and {1} both write a tensor, but never the same "
+                 "element of it, and neither reads a tensor the other writes"),
         Relation("Fusible", ("Nest", "Nest"),
                  "every value {1} takes from {0} is read in the same iteration that writes it, "
                  "and {1} writes nothing {0} touches"),
