@@ -225,7 +225,18 @@ class SharedTerms:
     occurs; from its second occurrence on it is bound once by ``(let $fK text)`` and named.
     ``names`` seeds the table with terms that already have a name (the program's nests,
     ``$n0``...). :meth:`take` returns the ``let`` commands created since the last call, which must
-    be sent before any text that uses them."""
+    be sent before any text that uses them.
+
+    >>> subs = ("SCons", ("IName", "tx"), ("SCons", ("IName", "a"), ("SNil",)))
+    >>> with shared_terms() as shared:
+    ...     first, second = to_egglog(subs), to_egglog(subs)
+    >>> first
+    '(SCons (IName "tx") (SCons (IName "a") (SNil)))'
+    >>> second
+    '$f1'
+    >>> shared.take()  # the inner list is long enough to be shared too
+    ['(let $f0 (SCons (IName "a") (SNil)))', '(let $f1 (SCons (IName "tx") $f0))']
+    """
 
     MIN_CHARS = 16
 
