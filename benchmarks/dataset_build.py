@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/dataset_build.py [--programs SEL ...] [--count N]
         [--size small|paper] [--workers 2] [--executor local|ray] [--per-strategy-cap 1]
-        [--out DIR] [--resume] [--same-as DIR] [--json OUT]
+        [--out DIR] [--resume] [--same-as DIR] [--json OUT] [--progress-every 25]
 
 ``--programs '*' --count 2`` is the whole zoo (293 kinds) at two instancing seeds: 586 program
 instances, the issue-11 run of at least 500 programs. ``--executor ray`` runs the same on a
@@ -37,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from leir_egraph.dataset import DatasetConfig, Execution, build_dataset  # noqa: E402
+from leir_egraph.dataset import (DatasetConfig, Execution, OutputFolderError,  # noqa: E402
+                                 ResumeError, SourceError, build_dataset)
 
 PAPER_PROGRAMS = 6335
 SAMPLE = ("ReLU", "softmax", "LayerNorm", "Sum_reduction_over_a_dimension",
@@ -61,6 +62,8 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run in --out: finished shards are kept, and "
                         "the rates and CPU figures cover this session's programs only")
+    p.add_argument("--progress-every", type=int, default=25, metavar="N",
+                   help="print the figures so far after every N programs (0: only at the end)")
     args = p.parse_args(argv)
 
     config = DatasetConfig(programs=tuple(args.programs), count=args.count, size=args.size,
@@ -69,10 +72,16 @@ def main(argv=None) -> int:
     arrivals: list[float] = []
     load_before = os.getloadavg()
     cpu_before = _cpu_seconds()
+    tree_cpu_before = _tree_cpu_seconds()
     start = time.perf_counter()
-    result = build_dataset(config, Execution(out=out, workers=args.workers, quiet=True,
-                                             executor=args.executor, resume=args.resume),
-                           on_program=lambda _: arrivals.append(time.perf_counter() - start))
+    try:
+        result = build_dataset(config, Execution(out=out, workers=args.workers, quiet=True,
+                                                 executor=args.executor, resume=args.resume),
+                               on_program=lambda _: progress(arrivals, start, tree_cpu_before,
+                                                             args.progress_every))
+    except (SourceError, ResumeError, OutputFolderError) as err:
+        print(f"dataset_build: {err}", file=sys.stderr)
+        return 2
     wall = time.perf_counter() - start
     cpu = _cpu_seconds() - cpu_before
     load_after = os.getloadavg()
@@ -117,6 +126,47 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def progress(arrivals: list[float], start: float, cpu_before: float, every: int) -> None:
+    """Record one finished program; every ``every`` programs print the rate and the CPU so far
+    (on stderr, so a long run can be judged, and stopped, before it ends)."""
+    arrivals.append(time.perf_counter() - start)
+    done = len(arrivals)
+    if every and done % every == 0:
+        minutes = arrivals[-1] / 60
+        cpu = _tree_cpu_seconds() - cpu_before
+        print(f"[dataset_build] {done} programs in {minutes:.1f} min: "
+              f"{done / minutes:.2f} programs/min, CPU {cpu / done:.1f} s/program, "
+              f"{cpu / done * PAPER_PROGRAMS / 2 / 3600:.1f} h for "
+              f"{PAPER_PROGRAMS} programs on 2 cores; load {os.getloadavg()[0]:.1f}",
+              file=sys.stderr, flush=True)
+
+
+def _tree_cpu_seconds() -> float:
+    """User + system time of this process and every live descendant (workers, verification
+    processes, a local Ray cluster), with what each has reaped; on a system without /proc, what
+    :func:`_cpu_seconds` counts (live workers not included)."""
+    try:
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                stats[int(entry)] = (int(fields[1]), sum(map(int, fields[11:15])))
+    except OSError:
+        return _cpu_seconds()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, ()))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _files(folder: Path) -> dict[str, bytes]:
