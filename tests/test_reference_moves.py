@@ -179,6 +179,13 @@ MOVES += [
      "L^{8}_{a=0}B^{1}_{tx=0}[F^{f32,g}_{a,tx}=exp(A^{f32,g}_{a,tx});];"),
 ]
 
+# loop_binding of a loop of one iteration, as the reference does (B^{1}_{bza=0})
+MOVES += [
+    ("loop_binding", "B^{8}_{tx=0}L^{1}_{a=0}L^{8}_{c=0}[E^{f32,g}_{tx,a,c}=D^{f32,g}_{tx,a,c}+H^{f32,g};];",
+     "D:f32[8,1,8] H:f32[] -> E:f32[8,1,8]",
+     "B^{8}_{tx=0}B^{1}_{bza=0}L^{8}_{c=0}[E^{f32,g}_{tx,bza,c}=D^{f32,g}_{tx,bza,c}+H^{f32,g};];"),
+]
+
 REFUSED = [
     # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
     # the program's output: shared memory does not outlive the fused kernel

@@ -93,12 +93,12 @@ def binding_names(kernel: LoopNest, nest: LoopNest, loop: Loop) -> tuple[str, ..
     ``tya``, ``bxa``, ...
 
     ``kernel`` is the top-level nest: every loop of it runs in one GPU kernel. A loop of one
-    iteration has nothing to distribute and gets no name. When the kernel uses shared or local
-    memory, only a loop right after the kernel's bound loops may be bound: such memory lives per
-    block or thread and is set up once every axis is bound, so no serial loop may come first.
+    iteration is named too: binding it distributes nothing and changes nothing, soundly, and the
+    reference makes that move (``L^{1}_{a=0}`` -> ``B^{1}_{bya=0}``). When the kernel uses shared
+    or local memory, only a loop right after the kernel's bound loops may be bound: such memory
+    lives per block or thread and is set up once every axis is bound, so no serial loop may come
+    first.
     """
-    if loop.extent < 2:
-        return ()
     if any(v.scope in ("s", "l") for v in accesses(kernel)):
         position = nest.loops.index(loop)
         if nest is not kernel or any(l.kind != "B" for l in nest.loops[:position]):
