@@ -97,26 +97,26 @@ ELEMENTWISE = program(
 
 def test_dependency_guard():
     facts = facts_of(ELEMENTWISE)
-    assert "(Independent $n0 $n1)" in facts      # both only read A
-    assert "(Independent $n1 $n2)" not in facts  # RAW on E
-    assert "(Fusible $n1 $n2)" in facts           # element-wise flow
-    assert "(Fusible $n0 $n1)" in facts
+    assert "(Independent $n0_ $n1_)" in facts      # both only read A
+    assert "(Independent $n1_ $n2_)" not in facts  # RAW on E
+    assert "(Fusible $n1_ $n2_)" in facts           # element-wise flow
+    assert "(Fusible $n0_ $n1_)" in facts
     softmax = facts_of(SOFTMAX)
     assert not any(f.startswith("(Fusible") for f in softmax)  # reductions feed later nests
-    assert '(Swappable $n0 "tx" "a")' in softmax  # order-free max reduction
-    assert '(UnreadIn "D" $s3)' in softmax and '(UnreadIn "D" $s2)' not in softmax
+    assert '(Swappable $n0_ "tx" "a")' in softmax  # order-free max reduction
+    assert '(UnreadIn "D" $s3_)' in softmax and '(UnreadIn "D" $s2_)' not in softmax
 
 
 def test_operation_identity_guard():
-    assert any(f.startswith("(RepeatedIn $s0 (Log") for f in facts_of(ELEMENTWISE))
+    assert any(f.startswith("(RepeatedIn $s0_ (Log") for f in facts_of(ELEMENTWISE))
     # softmax computes exp(A-D) in the sum and again in the normalisation
-    assert any(f.startswith("(RepeatedIn $s1 (Exp (Sub") for f in facts_of(SOFTMAX))
+    assert any(f.startswith("(RepeatedIn $s1_ (Exp (Sub") for f in facts_of(SOFTMAX))
     once = program("B^{4}_{tx=0}[C^{f32,g}_{tx}=exp(A^{f32,g}_{tx})*2;];", "A:f32[4] -> C:f32[4]")
     assert not any(f.startswith("(RepeatedIn") for f in facts_of(once))
 
 
 def test_loop_nest_consistency_guard():
-    assert "(SameLoops $n0 $n2)" in facts_of(ELEMENTWISE)
+    assert "(SameLoops $n0_ $n2_)" in facts_of(ELEMENTWISE)
     mixed = program("B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];"
                     "B^{4}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx,0};];", "A:f32[4,6] -> C:f32[4]")
     assert not any(f.startswith("(SameLoops") for f in facts_of(mixed))
@@ -127,8 +127,8 @@ def test_equation_and_loop_axis_count_guards():
                      "C^{i64,g}_{tx}=if_then_else(A^{f32,g}_{tx,a}>=D^{f32,g}_{tx},a,C^{i64,g}_{tx});];",
                      "A:f32[4,6] -> C:i64[4]")
     facts = facts_of(argmax)
-    assert "(EquationCount $n0 2)" in facts
-    assert "(EquationCount $n0 1)" in facts_of(SOFTMAX)
+    assert "(EquationCount $n0_ 2)" in facts
+    assert "(EquationCount $n0_ 1)" in facts_of(SOFTMAX)
 
 
 def test_loop_range_factorization_guard():
@@ -141,9 +141,9 @@ def test_loop_range_factorization_guard():
 
 def test_reduction_axis_guard():
     facts = facts_of(SOFTMAX)
-    assert '(IndependentAxis $n0 "tx")' in facts
-    assert '(IndependentAxis $n0 "a")' not in facts
-    assert '(IndependentAxis $n2 "a")' in facts  # the normalisation nest writes C_{tx,a}
+    assert '(IndependentAxis $n0_ "tx")' in facts
+    assert '(IndependentAxis $n0_ "a")' not in facts
+    assert '(IndependentAxis $n2_ "a")' in facts  # the normalisation nest writes C_{tx,a}
 
 
 def test_intermediate_variable_guard():
@@ -433,3 +433,60 @@ def test_leir_rules_check_runs_a_directorys_examples_and_verifies_them(tmp_path,
     assert cli.main(["rules", "check", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "egglog rejects the rules of 'commute_add'" in err[0]
+
+
+def test_a_right_hand_side_that_never_evaluates_is_reported_not_lost(tmp_path):
+    """A rule whose right-hand side uses a helper no rule evaluates gives a row egglog cannot
+    extract, not even its constructor's name: the engine finds its strategy by running each
+    alone and reports it as broken, beside the other strategies' transitions."""
+    (tmp_path / "stuck.egg").write_text("(constructor Stuck (Expr) Expr :unextractable)\n")
+    (tmp_path / "stuck_add.toml").write_text(
+        COMMUTE.replace('id = "commute_add"', 'id = "stuck_add"')
+        .replace('guards = ["pattern_match"]', 'guards = ["pattern_match"]\nproviders = ["stuck.egg"]')
+        .replace("(rewrite (Add a b) (Add b a))", "(rewrite (Add a b) (Stuck (Add b a)))"))
+    (tmp_path / "commute_add.toml").write_text(COMMUTE)
+    strategies = load_strategies(tmp_path, include_default=False)
+    assert {s.id for s in strategies} == {"commute_add", "stuck_add"}
+    broken: list = []
+    steps = all_steps(ELEMENTWISE, strategies, broken=broken)
+    assert [t.strategy for t in steps] == ["commute_add"]
+    assert [(b.strategy, b.rule, b.lhs) for b in broken] == [
+        ("stuck_add", "commute", "(not extractable)")]
+
+
+def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
+    """Every fact reaches egglog as written, its ``let``-shared subterms included. With let
+    names ending in a digit, egglog 13.2 read ``$f13`` in a command that also named ``$f131``
+    through a variable of that name and stored gold-0001's copy form of A with its tx loop
+    replaced by a second g loop (facts.py); the copy nest built from it was wrong."""
+    import re
+
+    from leir_egraph.egraph.encoding import from_termdag, to_egglog
+    from leir_egraph.egraph.engine import batches, engine_for
+    from leir_egraph.egraph.steps import default_strategies
+
+    row = next(r for r in golden_rows if r["id"] == "gold-0001")
+    program = Program(parse(row["leir"]), Signature.from_dict(row["signature"]), row["name"])
+    engine = engine_for(default_strategies())
+    loaded = LoadedProgram(program)
+    commands = engine.fact_commands(loaded)
+    assert any(c.startswith("(let $f") for c in commands)  # shared subterms are in play
+    nest_text = {name: to_egglog(term) for (name, _), term in
+                 zip(loaded.named_nests(), loaded.nest_terms)}
+    relations = ("CopyForm", "StorageLayout", "NewLayout")
+    sent = {re.sub(r"\$n\d+_", lambda m: nest_text[m.group(0)], fact)
+            for fact in engine.vocabulary.facts(loaded, set(relations))
+            if fact.startswith(tuple(f"({r} " for r in relations))}
+    assert len(sent) > 100
+    engine._run("(push)")
+    try:
+        for batch in batches(commands):
+            engine._run(batch)
+        stored = set()
+        for relation in relations:
+            (output,) = engine._run(f"(print-function {relation} 100000)")
+            stored |= {to_egglog(from_termdag(output.termdag, row_id, {}))
+                       for row_id, _ in output.terms}
+    finally:
+        engine._run("(pop)")
+    assert stored == sent

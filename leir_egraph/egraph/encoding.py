@@ -210,6 +210,11 @@ def to_egglog(term) -> str:
         return literal_text(term)
     if _sharing is not None:
         return _sharing.text(term)
+    return _compose(term)
+
+
+def _compose(term: Term) -> str:
+    """``(Head arg...)``, each argument written by :func:`to_egglog`."""
     if len(term) == 1:
         return f"({term[0]})"
     return "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
@@ -222,9 +227,9 @@ class SharedTerms:
     this machine), and the facts about one program repeat the same subterms thousands of times:
     a layout fact restates the equations it relayouts, a copy-form fact the access it copies.
     Here a subterm whose text is at least ``MIN_CHARS`` long is written out the first time it
-    occurs; from its second occurrence on it is bound once by ``(let $fK text)`` and named.
+    occurs; from its second occurrence on it is bound once by ``(let $fK_ text)`` and named (names end in ``_``: see facts.py).
     ``names`` seeds the table with terms that already have a name (the program's nests,
-    ``$n0``...). :meth:`take` returns the ``let`` commands created since the last call, which must
+    ``$n0_``...). :meth:`take` returns the ``let`` commands created since the last call, which must
     be sent before any text that uses them.
 
     >>> subs = ("SCons", ("IName", "tx"), ("SCons", ("IName", "a"), ("SNil",)))
@@ -233,9 +238,9 @@ class SharedTerms:
     >>> first
     '(SCons (IName "tx") (SCons (IName "a") (SNil)))'
     >>> second
-    '$f1'
+    '$f1_'
     >>> shared.take()  # the inner list is long enough to be shared too
-    ['(let $f0 (SCons (IName "a") (SNil)))', '(let $f1 (SCons (IName "tx") $f0))']
+    ['(let $f0_ (SCons (IName "a") (SNil)))', '(let $f1_ (SCons (IName "tx") $f0_))']
     """
 
     MIN_CHARS = 16
@@ -250,14 +255,11 @@ class SharedTerms:
         hit = self._text.get(term)
         if hit is not None:
             return hit
-        if len(term) == 1:
-            text = f"({term[0]})"
-        else:
-            text = "(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+        text = _compose(term)
         if len(text) < self.MIN_CHARS:
             self._text[term] = text
         elif term in self._seen:
-            name = f"$f{self.count}"
+            name = f"$f{self.count}_"
             self.count += 1
             self._lets.append(f"(let {name} {text})")
             self._text[term] = text = name

@@ -133,21 +133,42 @@ class Engine:
                                 f"{message[-1] if message else err}") from None
 
     def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
-        """Every recorded application of the given strategies (default: all) on a program."""
+        """Every recorded application of the given strategies (default: all) on a program.
+
+        A row egglog cannot extract has a helper in its right-hand side that never finished:
+        a rule defect. Its constructor cannot be read either, so each strategy is run alone to
+        find whose it is, and it is returned with ``lhs=None`` and ``rhs=None`` for the caller
+        to report (``transitions_from``'s ``broken``)."""
         chosen = self.strategies if strategies is None else tuple(strategies)
-        loaded = LoadedProgram(program)
-        facts = [loaded.declarations()]
+        facts = self.fact_commands(LoadedProgram(program))
+        found, stuck = self._recorded(facts, chosen)
+        if stuck:
+            for strategy in chosen:
+                if self._recorded(facts, (strategy,))[1]:
+                    found.append(RawMatch(strategy.id, " or ".join(r.name for r in strategy.rules),
+                                          None, None, ()))
+        return found
+
+    def fact_commands(self, loaded: LoadedProgram) -> list[str]:
+        """The egglog commands that declare a program and state every fact the compiled rules
+        can read, repeated subterms bound by ``let`` (``shared_terms``)."""
+        facts = loaded.declarations().splitlines()
         with shared_terms(loaded.names()) as shared:
             for fact in self.vocabulary.facts(loaded, self._read_relations):
                 facts.extend(shared.take())  # the lets this fact's text uses
                 facts.append(fact)
+        return facts
+
+    def _recorded(self, facts: list[str], chosen: tuple[Strategy, ...]
+                  ) -> tuple[list[RawMatch], int]:
+        """The rows the chosen strategies record on the program these facts declare, in rule
+        order, and how many rows could not be extracted."""
         if set(chosen) == set(self.strategies) and len(chosen) > 1:
             step = "(run strategy__all 1)"
         else:
             step = "\n".join(f"(run {ruleset_name(s)} 1)" for s in chosen)
-        commands = facts[0].splitlines() + facts[1:] + [
-            "(run-schedule (saturate (run analysis)))", step,
-            "(run-schedule (saturate (run helpers)))"]
+        commands = facts + ["(run-schedule (saturate (run analysis)))", step,
+                            "(run-schedule (saturate (run helpers)))"]
         rows = {match_relation(s, r): (s, r) for s in chosen for r in s.rules}
         self._run("(push)")
         try:
@@ -157,10 +178,14 @@ class Engine:
         finally:
             self._run("(pop)")
         found: list[RawMatch] = []
+        stuck = 0
         termdag, memo = output.termdag, {}
         for row_id, _ in output.terms:
             (row_arg,) = termdag.get(row_id).args  # (Matched row)
             row = termdag.get(row_arg)
+            if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
+                stuck += 1
+                continue
             strategy, rule = rows[row.name]
             args = [from_termdag(termdag, a, memo) for a in row.args]
             lhs, rhs, values = args[0], args[1], args[2:]
@@ -171,7 +196,7 @@ class Engine:
         # in rule order, as the strategies list them (a stable sort keeps egglog's row order)
         order = {(s.id, r.name): i for i, (s, r) in enumerate(rows.values())}
         found.sort(key=lambda m: order[m.strategy, m.rule])
-        return found
+        return found, stuck
 
 
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:

@@ -1,8 +1,14 @@
 """A program loaded into egglog: its term, ``let`` names for every nest and program suffix, and
 the egglog text that declares them. Guards and parameters emit facts about these names.
 
-    $n0, $n1, ...   every loop nest (top-level and nested), in pre-order
-    $s0, $s1, ...   the top-level program suffix starting at nest k ($s0 is the whole program)
+    $n0_, $n1_, ...   every loop nest (top-level and nested), in pre-order
+    $s0_, $s1_, ...   the top-level program suffix starting at nest k ($s0_ is the whole program)
+
+Every ``let`` name the engine makes ends in ``_``, never in a digit. egglog 13.2 reads a global
+inside a command through a fresh variable named after it plus a counter (``$f13`` -> ``$f131``),
+so a global named ``$f13`` and one named ``$f131`` in the same command could swap values: a fact
+was stored with the wrong subterm (docs/ARCHITECTURE.md, "egglog's global names"). A name ending
+in ``_`` plus digits is never another name the engine makes.
 """
 
 from __future__ import annotations
@@ -38,14 +44,14 @@ class LoadedProgram:
         return encode(self.program.leir)
 
     def nest_name(self, k: int) -> str:
-        return f"$n{k}"
+        return f"$n{k}_"
 
     def top_nest_name(self, i: int) -> str:
         """Let name of top-level nest number ``i``."""
         return self.nest_name(self.top_level[i])
 
     def suffix_name(self, i: int) -> str:
-        return f"$s{i}"
+        return f"$s{i}_"
 
     def named_nests(self):
         """``(let name, nest)`` of every nest, nested ones included, in pre-order."""
@@ -67,17 +73,22 @@ class LoadedProgram:
             found.setdefault(nest, (self.nest_name(k), []))[1].append(kernel)
         return [(name, nest, kernels) for nest, (name, kernels) in found.items()]
 
+    @cached_property
+    def nest_terms(self) -> list[Term]:
+        """The encoded term of every nest, in the order of ``nests`` (encoded once)."""
+        return [encode(nest) for nest in self.nests]
+
     def names(self) -> dict[Term, str]:
         """Term -> let name of every distinct nest (the first name where a nest repeats)."""
         out: dict[Term, str] = {}
-        for k, nest in enumerate(self.nests):
-            out.setdefault(encode(nest), self.nest_name(k))
+        for k, term in enumerate(self.nest_terms):
+            out.setdefault(term, self.nest_name(k))
         return out
 
     def declarations(self) -> str:
-        """egglog ``let`` commands binding every nest and suffix; the program is ``$s0``."""
-        lines = [f"(let {self.nest_name(k)} {to_egglog(encode(nest))})"
-                 for k, nest in enumerate(self.nests)]
+        """egglog ``let`` commands binding every nest and suffix; the program is ``$s0_``."""
+        lines = [f"(let {self.nest_name(k)} {to_egglog(term)})"
+                 for k, term in enumerate(self.nest_terms)]
         n = len(self.program.leir.nests)
         lines.append(f"(let {self.suffix_name(n)} (PNil))")
         for i in reversed(range(n)):

@@ -143,12 +143,13 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
 
     out: dict[tuple, Transition] = {}
     for m in matches:
-        strategy = strategies[m.strategy]
-        rule = next(r for r in strategy.rules if r.name == m.rule)
         if m.rhs is None:
             if broken is not None:
-                broken.append(BrokenMatch(m.strategy, m.rule, fragment_text(m.lhs)))
+                broken.append(BrokenMatch(m.strategy, m.rule, "(not extractable)" if m.lhs is None
+                                          else fragment_text(m.lhs)))
             continue
+        strategy = strategies[m.strategy]
+        rule = next(r for r in strategy.rules if r.name == m.rule)
         if m.rhs == m.lhs:
             continue
         if term is None:

@@ -27,7 +27,7 @@ from typing import Iterable
 import numpy as np
 
 from leir_egraph.leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
-                              intermediate_shapes)
+                              intermediate_shapes, tensor_names)
 from leir_egraph.leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
 from leir_egraph.leir.hardware import MAX_SHARED_BYTES
 from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
@@ -371,9 +371,9 @@ def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
     if not tensors:
         return out
     nests = list(loaded.top_nests())
-    later: set[str] = set()  # tensors accessed by the suffix after the current nest
+    later: set[str] = set()  # tensors accessed by suffix i (nest i and every nest after it)
     for i, name, nest in reversed(nests):
-        used = {v.name for v in accesses(nest)}
+        used = tensor_names(nest)
         later |= used
         for tensor in tensors:
             out.append(f"({'TensorInNest' if tensor in used else 'TensorNotInNest'} {name} "
