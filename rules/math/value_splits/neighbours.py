@@ -17,6 +17,20 @@ not read yet, in the forms real LEIR data uses (``ExtraSplitBy`` facts).
       B^{4}_{tx}L^{8}_{a}[D_{tx,a}=..];B^{4}_{tx}L^{8}_{a}[C_{tx,a}=A_{tx,a}*2;]
         -> ..[C_{tx,a}=(A_{tx,a}+D_{tx,a}-D_{tx,a})*2;]
 
+* **any defined element** (additive splits only), as the reference picks one: an element of an
+  input, or of an intermediate that every one of its writing nests has finished (all of them
+  come before this nest, so nothing changes it later), read at the equation's target
+  subscripts or at a subscript form the program already uses for that tensor, in bounds for
+  every iteration. An intermediate is read anywhere in its shape only when one of its writes
+  covers the shape (``covers_shape``); otherwise only at a form it is written at, over loops
+  no longer than the writer's::
+
+      B^{4}_{tx}L^{8}_{a}[C_{tx,a}=A_{tx,a}/E_{tx,a};]   (G an input of shape [4,8])
+        -> ..[C_{tx,a}=A_{tx,a}/(E_{tx,a}+G_{tx,a}-G_{tx,a});]
+
+  The whole right-hand side of an equation that accumulates nothing is split the same way
+  (``A+E`` -> ``A+E+G-G``).
+
 Soundness stays with the ``finite_operand`` guard, whose FiniteOperand / NonZeroOperand facts
 are given here for these values too (leir.ranges, FINITE domain): the neighbour is finite
 (non-zero) when the operand's tensor is, and its identity 0 (1) is; an earlier result is judged by
@@ -31,8 +45,9 @@ from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
-from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, Num, Var
-from leir_egraph.leir.memory import has_gather, subscript_index_names
+from leir_egraph.leir.analysis import accesses, program_shapes
+from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, IName, LoopNest, Num, Var
+from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
 from leir_egraph.leir.values import index_as_value
@@ -75,6 +90,65 @@ def _earlier_results(loaded: LoadedProgram):
     return out
 
 
+def _defined_elements(loaded: LoadedProgram):
+    """``(position, target subscripts) -> [Var]``: the defined elements (module docstring) an
+    equation of top-level nest ``position`` with those target subscripts may be split by."""
+    program = loaded.program
+    nests = list(program.leir.nests)
+    shapes = program_shapes(program)
+    inputs = {t.name for t in program.signature.inputs}
+    writes: dict[str, list[tuple[int, Var, LoopNest]]] = {}
+    forms: dict[str, dict[tuple, Var]] = {}
+    for i, nest in enumerate(nests):
+        for eq in nest.equations:
+            writes.setdefault(eq.target.name, []).append((i, eq.target, nest))
+        for v in accesses(nest):
+            if all(isinstance(s, (IName, IConst)) for s in v.subscripts):
+                forms.setdefault(v.name, {}).setdefault(v.subscripts, v)
+    covered = {name for name, ws in writes.items() if name in shapes
+               and any(covers_shape(v, n.loops, shapes[name]) for _, v, n in ws)}
+    cache: dict[tuple, list[Var]] = {}
+
+    def elements(position: int, target: Var) -> list[Var]:
+        key = (position, target.subscripts)
+        if key in cache:
+            return cache[key]
+        nest = nests[position]
+        extent = {loop.index: loop.extent for loop in nest.loops}
+
+        def in_bounds(subs, shape, limit=None) -> bool:
+            return len(subs) == len(shape) and all(
+                (s.value < size) if isinstance(s, IConst) else
+                (s.name in extent and extent[s.name] <= size
+                 and (limit is None or extent[s.name] <= limit.get(s.name, 0)))
+                for s, size in zip(subs, shape))
+
+        out: dict[Var, None] = {}
+        for name in sorted(shapes):
+            ws = writes.get(name, [])
+            if name not in inputs and (not ws or any(i >= position for i, _, _ in ws)):
+                continue
+            proto = ws[0][1] if ws else next(iter(forms.get(name, {}).values()), None)
+            if proto is None or has_gather(proto) or not is_float(proto.dtype):
+                continue
+            candidates = [target.subscripts, *forms.get(name, {})]
+            for subs in candidates:
+                if not all(isinstance(s, (IName, IConst)) for s in subs):
+                    continue
+                if name in inputs or name in covered:
+                    ok = in_bounds(subs, shapes[name])
+                else:  # only where one writer wrote it, over loops no longer than its own
+                    ok = any(v.subscripts == subs and in_bounds(
+                        subs, shapes[name], {l.index: l.extent for l in n.loops})
+                        for _, v, n in ws)
+                if ok:
+                    out[Var(name, proto.dtype, proto.scope, subs)] = None
+        cache[key] = list(out)
+        return cache[key]
+
+    return elements
+
+
 def _extra(loaded: LoadedProgram):
     """``(nest name, eq, site, m, "add" | "mul" | "exp", spans of m)`` for every extra
     splitting value of a split of that kind ("exp": exponential_split's, the add-form
@@ -82,6 +156,7 @@ def _extra(loaded: LoadedProgram):
     ``spans`` describe."""
     ranges = _analysis(loaded.program)
     earlier = _earlier_results(loaded)
+    defined = _defined_elements(loaded)
     positions = {id(n): i for i, n in enumerate(loaded.program.leir.nests)}
     for name, nest in _flat_nests(loaded):
         written = {eq.target.name for eq in nest.equations}
@@ -114,6 +189,11 @@ def _extra(loaded: LoadedProgram):
                         kinds = ("add", "mul", "exp") if v in reads else ("add", "mul")
                         for kind in kinds:
                             yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
+            elements = defined(positions[id(nest)], eq.target)
+            whole = () if eq.target.name in {v.name for v in accesses(eq.value)} else (eq.value,)
+            for x in (*reads, *whole):
+                for v in elements:
+                    yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)
 
 
 def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -139,6 +219,7 @@ GUARD_EXTENSIONS = (GuardExtension("finite_operand", facts=_finite_facts),)
 PARAMETER_SETS = (ParameterSet((
     Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
              "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
-             "{2} along its last dimension (the split's identity before the first), or a result "
-             "of an earlier nest with the same loops read where it was written"),
+             "{2} along its last dimension (the split's identity before the first), a result "
+             "of an earlier nest with the same loops read where it was written, or an element "
+             "of an input or of a finished earlier result, in bounds"),
 ), _split_facts),)
