@@ -88,7 +88,7 @@ def _elements(shape):
 
 @pytest.mark.parametrize("shape", [(6,), (4, 6), (2, 3, 4), (1, 4, 2), (2, 1, 3, 2)])
 def test_every_layout_is_a_bijection_onto_its_new_shape(shape):
-    for layout in layouts(shape):
+    for layout in layouts(shape, merged_permutations=True):
         new_shape = layout.new_shape()
         seen = set()
         for element in _elements(shape):
@@ -114,6 +114,14 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert len(rank4) == len(set(rank4))
     assert sum("exchanged" in l for l in rank4) + sum("permuted" in l for l in rank4) == 23
     assert not any("permuted" in l.label for l in layouts((2, 2, 2, 2, 2)))   # rank 5: exchanges
+    # set_storage_layout's permutations followed by one merge: (3!-1)*2 and (4!-1)*3, distinct
+    for rank_shape, extra in (((4, 6, 2), 10), ((2, 3, 4, 5), 69)):
+        more = [layout.label for layout in layouts(rank_shape, merged_permutations=True)]
+        assert len(more) == len(set(more)) == len(layouts(rank_shape)) + extra
+    (moved,) = [l for l in layouts((4, 6, 2), merged_permutations=True)
+                if l.kind == "permute-merge" and l.dims == (1, 0, 2, 0)]
+    # C_{tx,a,c} -> C_{a*4+tx,c}: the element (1, 2, 1) moves to (2*4+1, 1)
+    assert [index_range(s, {})[0] for s in moved.apply((IConst(1), IConst(2), IConst(1)))] == [9, 1]
 
 
 def test_region_checks():

@@ -173,8 +173,10 @@ def _div(sub: IExpr, op: str, k: int) -> IExpr:
 class Layout:
     """A bijective re-layout of a tensor of shape ``shape`` (see the module docstring)."""
     kind: str                # swap | permute | flatten | flatten-last | merge | split
+                             # | permute-merge
     dims: tuple[int, ...]    # swap: (i, j); permute: new dim k is old dim dims[k];
-                             # merge: (i, i+1); split: (i, inner extent)
+                             # merge: (i, i+1); split: (i, inner extent);
+                             # permute-merge: (*permutation, i): permute, then merge i, i+1
     shape: tuple[int, ...]
 
     @property
@@ -190,10 +192,21 @@ class Layout:
             return "dimensions flattened column-major (last dimension outermost)"
         if self.kind == "merge":
             return f"dimensions {self.dims[0]} and {self.dims[1]} merged row-major"
+        if self.kind == "permute-merge":
+            *perm, i = self.dims
+            return (f"dimensions permuted to {','.join(map(str, perm))}, then its {i} and {i + 1} "
+                    "merged row-major")
         i, inner = self.dims
         return f"dimension {i} split into {self.shape[i] // inner}x{inner}"
 
+    def _split_permute_merge(self) -> tuple[Layout, Layout]:
+        *perm, i = self.dims
+        permuted = Layout("permute", tuple(perm), self.shape)
+        return permuted, Layout("merge", (i, i + 1), permuted.new_shape())
+
     def new_shape(self) -> tuple[int, ...]:
+        if self.kind == "permute-merge":
+            return self._split_permute_merge()[1].new_shape()
         d = list(self.shape)
         if self.kind == "swap":
             i, j = self.dims
@@ -214,6 +227,9 @@ class Layout:
 
     def apply(self, subs: tuple[IExpr, ...]) -> tuple[IExpr, ...]:
         """The subscripts of the same element in the new layout."""
+        if self.kind == "permute-merge":
+            permuted, merged = self._split_permute_merge()
+            return merged.apply(permuted.apply(subs))
         s = list(subs)
         if self.kind == "swap":
             i, j = self.dims
@@ -237,14 +253,19 @@ class Layout:
         return tuple(s[:i] + [_div(s[i], "//", inner), _div(s[i], "%", inner)] + s[i + 1:])
 
 
-def layouts(shape: tuple[int, ...]) -> list[Layout]:
+def layouts(shape: tuple[int, ...], merged_permutations: bool = False) -> list[Layout]:
     """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
     dimensions, for rank 3 and 4 every other permutation (rank 3: the two rotations; rank 4:
     the 17 that are no single exchange -- the reference shuffles all subscripts at once, and
     rank 4 is where its outputs are; beyond rank 4 there are 114+ and only exchanges), the
     row-major and the column-major flattening (rank >= 2), merges of two adjacent dimensions
     (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
-    proper divisors. Any permutation or reshape is a sequence of these steps."""
+    proper divisors. Any permutation or reshape is a sequence of these steps.
+
+    ``merged_permutations`` adds, for rank 3 and 4, every permutation followed by the merge of
+    two of its adjacent dimensions (``C_{tx,a,c}`` -> ``C_{a*16+tx,c}``; rank 3: 10, rank 4:
+    69), the reference's set-storage-layout move in one step. set_storage_layout asks for
+    them; layout_transformation's copies, whose reference outputs do not use them, do not."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
     if k in (3, 4):
@@ -257,6 +278,10 @@ def layouts(shape: tuple[int, ...]) -> list[Layout]:
         out.append(Layout("flatten-last", (), shape))
     if k >= 3:
         out.extend(Layout("merge", (i, i + 1), shape) for i in range(k - 1))
+    if merged_permutations and k in (3, 4):
+        out.extend(Layout("permute-merge", (*p, i), shape)
+                   for p in itertools.permutations(range(k)) if p != tuple(range(k))
+                   for i in range(k - 1))
     for i, size in enumerate(shape):
         out.extend(Layout("split", (i, inner), shape)
                    for inner in range(2, size) if size % inner == 0)

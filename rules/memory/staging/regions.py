@@ -118,7 +118,8 @@ def storage_layouts(program: Program) -> dict[str, list[Layout]]:
         for access in guarded_accesses(site):
             if access.var.name not in known:
                 found.setdefault(access.var.name, []).append((access, site.loop_ranges))
-    return {name: [lay for lay in layouts(shape) if relayout_sound(lay, found.get(name, ()))]
+    return {name: [lay for lay in layouts(shape, merged_permutations=True)
+                   if relayout_sound(lay, found.get(name, ()))]
             for name, shape in view.shapes.items() if name not in known and shape}
 
 
