@@ -41,11 +41,12 @@ subtracted (``x+inf-inf`` is NaN).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
-from leir_egraph.leir.analysis import accesses, program_shapes
+from leir_egraph.leir.analysis import accesses, program_shapes, tensor_names
 from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, IName, LoopNest, Num, Var
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
@@ -190,15 +191,21 @@ def _extra(loaded: LoadedProgram):
                         for kind in kinds:
                             yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
             elements = defined(positions[id(nest)], eq.target)
-            whole = () if eq.target.name in {v.name for v in accesses(eq.value)} else (eq.value,)
+            whole = () if eq.target.name in tensor_names(eq.value) else (eq.value,)
             for x in (*reads, *whole):
                 for v in elements:
                     yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)
 
 
+@lru_cache(maxsize=16)
+def _extra_of(program) -> tuple:
+    """``_extra`` of a program, computed once for both fact producers below."""
+    return tuple(_extra(LoadedProgram(program)))
+
+
 def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
-    for name, eq, x, m, kind, _ in _extra(loaded):
+    for name, eq, x, m, kind, _ in _extra_of(loaded.program):
         out[f"(ExtraSplitBy {name} {to_egglog(encode(eq))} {_term(x)} {_term(m)} "
             f"\"{kind}\")"] = None
     return list(out)
@@ -206,7 +213,7 @@ def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
-    for name, _, x, m, _, spans in _extra(loaded):
+    for name, _, x, m, _, spans in _extra_of(loaded.program):
         if all(s.real for s in spans):
             out[f"(FiniteOperand {name} {_term(m)})"] = None
             if all(s.nonzero for s in spans):
