@@ -34,13 +34,20 @@ per strategy, our verifier's verdict on each (TVM llvm, ``verify``):
 * ``undecidable`` outputs agree but were zero/non-finite in every trial, timeouts, or the
                   original itself fails.
 
-An output our verifier finds equal is then run once more, beside its original, on inputs 100
-times larger (``STRESS_SCALE``; the float inputs without a stored value, two seeded sets). When
-it gives an infinity or a NaN where the original's output is finite it is counted
-``not_equal`` after all (and ``overflow`` says how many): the reference's algebra is exact in
-real numbers but not in floating point there (``exp(A)/(exp(A)+1)`` for a sigmoid is inf/inf =
-NaN at A = 100, where ``1/(1+exp(-A))`` is 1). The verifier's standard-normal inputs never
-reach such magnitudes.
+An output our verifier finds equal is then checked three more ways, beside its original:
+
+* ``cuda_invalid``: lowered for CUDA by TVM (launch limits; shared and local memory do not
+  outlive a kernel, docs/LEIR.md). If the original lowers and the output does not, it is counted
+  ``invalid``: a CPU run finds a local tensor shared by two kernels equal only because scopes
+  are plain allocations there.
+* ``overflow``: run on inputs 100 times larger (``STRESS_SCALE``; the float inputs without a
+  stored value, two seeded sets). An infinity or a NaN where the original's output is finite
+  counts ``not_equal``: the reference's algebra is exact in real numbers but not in floating
+  point there (``exp(A)/(exp(A)+1)`` for a sigmoid is inf/inf = NaN at A = 100, where
+  ``1/(1+exp(-A))`` is 1).
+* ``zeros``: the same on inputs with a seeded quarter of their elements exactly 0
+  (``ZERO_SHARE``): ``x/D*D`` is NaN where ``D`` is 0 and ``x`` is not. A standard-normal draw
+  is never exactly 0, so the verifier alone finds such a split equal.
 
 The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
 with shared outputs counted sound (ours are verified by the rule-file tests and
@@ -230,12 +237,16 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
 
 
 STRESS_SCALE = 100.0
+ZERO_SHARE = 0.25
 
 
-def overflows(before: Program, after_text: str, seed: int) -> bool:
-    """Whether ``after_text`` gives a non-finite output element where ``before`` gives a
-    finite one, on inputs ``STRESS_SCALE`` times larger than the verifier's (module
-    docstring). False when either cannot be run: that is not evidence."""
+def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
+    """Why ``after_text``, which the verifier found equal to ``before``, is not equal after
+    all on inputs the verifier's standard-normal draws never produce (module docstring), or
+    None: ``"overflow"`` when on inputs ``STRESS_SCALE`` times larger it gives a non-finite
+    output element where ``before`` gives a finite one, ``"zeros"`` the same on inputs with a
+    seeded quarter of their elements exactly 0. A program that cannot run here decides nothing
+    (None)."""
     import numpy as np
 
     from leir_egraph.lower import run
@@ -244,18 +255,42 @@ def overflows(before: Program, after_text: str, seed: int) -> bool:
     try:
         after = Program.parse(after_text, before.signature, before.name, before.values)
         target = equal_target()     # the verifier's equality builds: per-operation rounding
-        for trial in range(2):
-            inputs = random_inputs(before, seed, 100 + trial)
-            for spec in before.signature.inputs:
-                if spec.name not in before.values and spec.code[0] == "f":
-                    inputs[spec.name] = (inputs[spec.name] * STRESS_SCALE).astype(
-                        inputs[spec.name].dtype)
-            want, got = run(before, inputs, target), run(after, inputs, target)
-            if any((np.isfinite(want[k]) & ~np.isfinite(got[k])).any() for k in want):
-                return True
+        floats = [spec.name for spec in before.signature.inputs
+                  if spec.name not in before.values and spec.code[0] == "f"]
+        for kind in ("overflow", "zeros"):
+            for trial in range(2):
+                inputs = random_inputs(before, seed, 100 + trial)
+                rng = np.random.default_rng([seed, 200 + trial])
+                for name in floats:
+                    x = inputs[name]
+                    if kind == "overflow":
+                        inputs[name] = (x * STRESS_SCALE).astype(x.dtype)
+                    else:
+                        inputs[name] = np.where(rng.random(x.shape) < ZERO_SHARE, 0, x
+                                                ).astype(x.dtype)
+                want, got = run(before, inputs, target), run(after, inputs, target)
+                if any((np.isfinite(want[k]) & ~np.isfinite(got[k])).any() for k in want):
+                    return kind
     except Exception:  # noqa: BLE001 -- a program that cannot run here decides nothing
-        return False
-    return False
+        return None
+    return None
+
+
+def cuda_failure(before: Program, after_text: str) -> str | None:
+    """Why ``after_text`` cannot be the CUDA program that ``before`` can be (TVM lowering for
+    CUDA: launch limits, shared/local memory confined to one kernel), or None."""
+    from leir_egraph.lower import CudaInvalid, lower
+    try:
+        lower(before, "cuda")
+    except Exception:  # noqa: BLE001 -- the original is no CUDA program: nothing to keep
+        return None
+    try:
+        lower(Program.parse(after_text, before.signature, before.name, before.values), "cuda")
+    except CudaInvalid as err:
+        return err.reason
+    except Exception:  # noqa: BLE001 -- not this check's business (the verifier's)
+        return None
+    return None
 
 
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random,
@@ -266,17 +301,25 @@ def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Rand
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
     verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
     examples = []
-    overflow = 0
+    stressed = {"overflow": 0, "zeros": 0, "cuda_invalid": 0}
     if chosen:
         from leir_egraph.verify import verify_many
         results = verify_many([(p, text) for _, p, _, text in chosen], timing=False,
                               workers=workers)
         for (row, program, before, text), res in zip(chosen, results):
             verdict, reason = classify(res), res.reason
-            if verdict == "equal" and overflows(program, text, seed):
-                verdict, reason = "not_equal", (f"non-finite where the original is finite, "
-                                                f"inputs x{STRESS_SCALE:g}")
-                overflow += 1
+            if verdict == "equal":
+                cuda = cuda_failure(program, text)
+                stress = None if cuda else stress_failure(program, text, seed)
+                if cuda:
+                    verdict, reason = "invalid", f"not a valid CUDA program: {cuda}"
+                    stressed["cuda_invalid"] += 1
+                elif stress:
+                    what = (f"inputs x{STRESS_SCALE:g}" if stress == "overflow"
+                            else f"inputs with {ZERO_SHARE:.0%} zeros")
+                    verdict, reason = "not_equal", (f"non-finite where the original is "
+                                                    f"finite, {what}")
+                    stressed[stress] += 1
             verdicts[verdict] += 1
             examples.append({"program": row["id"], "name": row["name"], "before": before,
                              "after": text, "verdict": verdict, "reason": reason})
@@ -286,7 +329,7 @@ def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Rand
     if not missed:
         est = 0.0
     shared = entry["shared"]
-    entry.update(sample=verdicts, overflow=overflow, sampled=examples,
+    entry.update(sample=verdicts, **stressed, sampled=examples,
                  estimated_sound_missed=est,
                  sound_recall=(shared / (shared + est) if est is not None and shared + est
                                else None))
