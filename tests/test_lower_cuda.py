@@ -84,3 +84,28 @@ def test_shared_and_local_intermediates_live_inside_one_kernel():
                      [("A", "f32", (200,))], [("C", "f32", (4, 32))])
     with pytest.raises(CudaInvalid, match="used by nests 1, 2; shared memory does not outlive"):
         cuda_source(across)
+
+
+def test_cuda_source_is_what_a_full_tvm_build_prints():
+    """cuda_source compiles only the device side (no host LLVM build); the text must be the
+    one a whole ``build(program, "cuda")`` module holds, on real programs of several kinds."""
+    from leir_egraph.lower import build, clear_cache
+    golden = Path(__file__).resolve().parents[2] / "shared" / "data" / "golden" / "golden_corpus.jsonl"
+    rows = [json.loads(line) for line in golden.read_text().splitlines()[:40]]
+    programs = [Program.parse((EXAMPLES / "softmax.leir").read_text(),
+                              json.loads((EXAMPLES / "softmax.sig.json").read_text()))]
+    programs += [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows[::8]]
+    compared = 0
+    for p in programs:
+        clear_cache()
+        try:
+            source = cuda_source(p)
+        except CudaInvalid:
+            with pytest.raises(CudaInvalid):
+                build(p, "cuda")
+            continue
+        clear_cache()
+        assert build(p, "cuda").source() == source, p.name
+        assert cuda_source(p) == source  # now answered by the built module
+        compared += 1
+    assert compared >= 4

@@ -30,7 +30,7 @@ from .link import WHOLE_UP_TO, link
 from .tir import LowerOptions, lower
 
 CACHE_SIZE = 256
-_cache: "OrderedDict[tuple, Built]" = OrderedDict()
+_cache: "OrderedDict[tuple, Built | str]" = OrderedDict()  # str: a CUDA source
 _counts = {"compiled": 0, "cached": 0}   # build() calls in this process, by outcome
 
 
@@ -107,8 +107,25 @@ def build_counts() -> dict[str, int]:
 
 
 def cuda_source(program: Program) -> str:
-    """The CUDA C source of ``program``'s kernels; CudaInvalid says why there is none."""
-    return build(program, "cuda").source()
+    """The CUDA C source of ``program``'s kernels; CudaInvalid says why there is none.
+
+    A program already built for CUDA gives its module's source; otherwise only the device side
+    is compiled (``cuda.device_source``), cached like ``build``."""
+    key = (program.text, program.signature.to_json(), target_key("cuda"), LowerOptions().key())
+    built = _cache.get(key)
+    if built is not None:
+        return built.source()
+    key = ("source",) + key
+    hit = _cache.get(key)
+    if hit is None:
+        from .cuda import device_source
+        hit = device_source(lower(program, "cuda"), target_dict("cuda"))
+        _cache[key] = hit
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    else:
+        _cache.move_to_end(key)
+    return hit
 
 
 # ---------------------------------------------------------------- arguments

@@ -35,7 +35,7 @@ GPU_CONSTRAINTS = {
     "max_vector_bytes": 16,
 }
 __all__ = ["CudaInvalid", "check_launch", "launch_problems", "kernel_scoped_intermediates",
-           "verify_device_kernels", "device_modules", "MAX_SHARED_BYTES"]
+           "verify_device_kernels", "device_modules", "device_source", "MAX_SHARED_BYTES"]
 
 
 class CudaInvalid(LoweringError):
@@ -89,11 +89,13 @@ def device_modules(func, target):
     return build_module.split_host_device_mods(pipeline(mod))
 
 
-def verify_device_kernels(func, target) -> None:
+def verify_device_kernels(func, target, device=None) -> None:
     """Run ``verify_gpu_code`` on every lowered device kernel; raise CudaInvalid naming the
-    failing kernel and, where it can be told, the broken limit."""
+    failing kernel and, where it can be told, the broken limit. ``device``: the device modules
+    of ``func`` when the caller has them already (``device_modules``)."""
     from tvm import s_tir
-    _, device = device_modules(func, target)
+    if device is None:
+        _, device = device_modules(func, target)
     kernels = [(gv.name_hint, fn) for mod in device.values() for gv, fn in mod.functions.items()]
     if not kernels:
         raise CudaInvalid("TVM produced no device kernel (host-only code)")
@@ -103,6 +105,25 @@ def verify_device_kernels(func, target) -> None:
             detail = (f"shared memory {shared} B > {MAX_SHARED_BYTES} B" if shared > MAX_SHARED_BYTES
                       else "a launch or memory limit is exceeded")
             raise CudaInvalid(f"kernel {name} fails TVM's verify_gpu_code ({detail})")
+
+
+def device_source(func, target) -> str:
+    """The CUDA C of ``func``'s device kernels, checked by ``verify_device_kernels``.
+
+    The steps of ``tvm.compile`` for the device side only: the default pipeline once, TVM's
+    device finalisation passes and its CUDA code generator. The host side (an LLVM compilation
+    of the launch code, most of ``tvm.compile``'s time) is not built: the source is the same
+    text ``tvm.compile(...).mod.imports[0].inspect_source()`` gives (tests/test_lower_cuda.py)."""
+    import importlib
+
+    import tvm
+    build_module = importlib.import_module("tvm.tirx.build")
+    _, device = device_modules(func, target)
+    verify_device_kernels(func, target, device)
+    _, _, finalize = tvm.tirx.get_default_tir_pipeline(tvm.target.Target(target))
+    sources = [build_module.codegen_build(finalize()(mod), t).inspect_source()
+               for t, mod in device.items() if len(mod.functions)]
+    return "\n".join(sources)
 
 
 def _shared_bytes(stmt) -> int:
