@@ -49,6 +49,18 @@ An output our verifier finds equal is then checked three more ways, beside its o
   (``ZERO_SHARE``): ``x/D*D`` is NaN where ``D`` is 0 and ``x`` is not. A standard-normal draw
   is never exactly 0, so the verifier alone finds such a split equal.
 
+The overflow check decides only for strategies whose soundness is stated on every float
+input. The value splits (additive, multiplicative and exponential split: their rules read
+``finite_operand`` facts) are stated on the FINITE domain of ``leir/ranges.py`` -- exact real
+arithmetic on finite inputs -- and ``exp(a-m)*exp(m)`` overflows at inputs x100 as surely as
+the reference's forms do; there an overflow is counted (``overflow_outside_domain``) and the
+verdict stays. A division by a value that may be 0 is wrong in real arithmetic too, so the
+zeros check decides everywhere.
+
+``--sample-ours N`` judges a seeded sample of N of *our* transitions per strategy (from the
+programs themselves) in exactly the same way: anything but equal or undecidable there is a
+soundness defect of ours, listed in the report (``ours_defects``).
+
 The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
 with shared outputs counted sound (ours are verified by the rule-file tests and
 ``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
@@ -197,8 +209,10 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     output): (original text, output text)}), ``ours_all`` (program id -> the canonical pairs
     of ours that can match), ``ours_counts`` (distinct transitions of ours from the program
     itself), ``originals`` (program id -> {original text: Program}) and the numbers of
-    identity pairs, unparseable pairs and reference errors."""
+    identity pairs, unparseable pairs and reference errors, and ``ours_made``: our transitions
+    from the programs themselves, ``(row, program, program text, output text)``."""
     ref_all, ours_all, ours_counts, originals = {}, {}, {}, {}
+    ours_made: list = []
     unparseable = errors = identity = 0
     for row, program in zip(rows, programs):
         result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
@@ -233,7 +247,8 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
                         ours.add((c_starts[before], exact_canonical_text(t.after)))
         ours_all[row["id"]] = ours
         ours_counts[row["id"]] = len(seen)
-    return ref_all, ours_all, ours_counts, originals, identity, unparseable, errors
+        ours_made.extend((row, program, row["leir"], text) for text in sorted(seen))
+    return ref_all, ours_all, ours_counts, originals, identity, unparseable, errors, ours_made
 
 
 STRESS_SCALE = 100.0
@@ -293,46 +308,75 @@ def cuda_failure(before: Program, after_text: str) -> str | None:
     return None
 
 
+def finite_domain(strategy_id: str) -> bool:
+    """Whether our strategy is defined on the FINITE domain (its rules read ``finite_operand``
+    facts: exact real arithmetic on finite inputs, ``leir/ranges.py``), where an intermediate
+    that overflows is outside the contract, so the ``overflow`` check does not decide."""
+    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    return ours is not None and "finite_operand" in ours.guards
+
+
+def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
+                ) -> tuple[dict, dict, list]:
+    """Our verifier's verdicts on ``chosen`` (``(row, original program, original text, output
+    text)``), with the CUDA, zeros and overflow checks of the module docstring: (verdict
+    counts, check counts, examples). ``overflow_decides``: an overflow makes the verdict
+    ``not_equal`` (else it is only counted, as ``overflow_outside_domain``)."""
+    verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
+    checks = {"overflow": 0, "zeros": 0, "cuda_invalid": 0, "overflow_outside_domain": 0}
+    examples = []
+    if not chosen:
+        return verdicts, checks, examples
+    from leir_egraph.verify import verify_many
+    results = verify_many([(p, text) for _, p, _, text in chosen], timing=False, workers=workers)
+    for (row, program, before, text), res in zip(chosen, results):
+        verdict, reason = classify(res), res.reason
+        if verdict == "equal":
+            cuda = cuda_failure(program, text)
+            stress = None if cuda else stress_failure(program, text, seed)
+            if cuda:
+                verdict, reason = "invalid", f"not a valid CUDA program: {cuda}"
+                checks["cuda_invalid"] += 1
+            elif stress == "overflow" and not overflow_decides:
+                checks["overflow_outside_domain"] += 1
+            elif stress:
+                what = (f"inputs x{STRESS_SCALE:g}" if stress == "overflow"
+                        else f"inputs with {ZERO_SHARE:.0%} zeros")
+                verdict, reason = "not_equal", f"non-finite where the original is finite, {what}"
+                checks[stress] += 1
+        verdicts[verdict] += 1
+        examples.append({"program": row["id"], "name": row["name"], "before": before,
+                         "after": text, "verdict": verdict, "reason": reason})
+    return verdicts, checks, examples
+
+
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random,
-          seed: int = 0) -> None:
+          seed: int = 0, ours: list | None = None, sample_ours: int = 0) -> None:
     """Verify a seeded sample of the reference-only transitions ``missed`` (``(row, original
     program, original text, output text)``) and add the verdicts and the estimated sound
-    recall to ``entry``."""
+    recall to ``entry``; with ``ours`` and ``sample_ours``, a seeded sample of our own
+    transitions too, judged the same way (``ours_sample``: anything but ``equal`` or
+    ``undecidable`` there is a soundness defect of ours)."""
+    decides = not finite_domain(entry["strategy"])
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
-    verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
-    examples = []
-    stressed = {"overflow": 0, "zeros": 0, "cuda_invalid": 0}
-    if chosen:
-        from leir_egraph.verify import verify_many
-        results = verify_many([(p, text) for _, p, _, text in chosen], timing=False,
-                              workers=workers)
-        for (row, program, before, text), res in zip(chosen, results):
-            verdict, reason = classify(res), res.reason
-            if verdict == "equal":
-                cuda = cuda_failure(program, text)
-                stress = None if cuda else stress_failure(program, text, seed)
-                if cuda:
-                    verdict, reason = "invalid", f"not a valid CUDA program: {cuda}"
-                    stressed["cuda_invalid"] += 1
-                elif stress:
-                    what = (f"inputs x{STRESS_SCALE:g}" if stress == "overflow"
-                            else f"inputs with {ZERO_SHARE:.0%} zeros")
-                    verdict, reason = "not_equal", (f"non-finite where the original is "
-                                                    f"finite, {what}")
-                    stressed[stress] += 1
-            verdicts[verdict] += 1
-            examples.append({"program": row["id"], "name": row["name"], "before": before,
-                             "after": text, "verdict": verdict, "reason": reason})
+    verdicts, checks, examples = verdicts_of(chosen, workers, seed, decides)
     judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
     eq_share = verdicts["equal"] / judged if judged else None
     est = len(missed) * eq_share if eq_share is not None else None
     if not missed:
         est = 0.0
     shared = entry["shared"]
-    entry.update(sample=verdicts, **stressed, sampled=examples,
+    entry.update(sample=verdicts, **checks, sampled=examples, overflow_decides=decides,
                  estimated_sound_missed=est,
                  sound_recall=(shared / (shared + est) if est is not None and shared + est
                                else None))
+    if ours and sample_ours:
+        mine = random.Random(f"{seed}|ours|{entry['strategy']}").sample(
+            ours, min(sample_ours, len(ours)))
+        verdicts, checks, examples = verdicts_of(mine, workers, seed, decides)
+        entry.update(ours_sample=verdicts, ours_checks=checks,
+                     ours_defects=[e for e in examples
+                                   if e["verdict"] not in ("equal", "undecidable")])
 
 
 def print_row(entry: dict) -> None:
@@ -341,7 +385,9 @@ def print_row(entry: dict) -> None:
     v = entry["sample"]
     print(f"{entry['strategy']:<56}{entry['reference']:>7}{entry['ours']:>7}"
           f"{entry['shared']:>7}{rec:>8}"
-          f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}",
+          f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}"
+          + (f"{'':>4}{o['equal']}/{o['not_equal']}/{o['invalid']}/{o['undecidable']}"
+             if (o := entry.get("ours_sample")) else ""),
           flush=True)
 
 
@@ -404,6 +450,8 @@ def main() -> int:
     ap.add_argument("--strategies", help="comma-separated strategy ids (default: all shared)")
     ap.add_argument("--sample", type=int, default=20,
                     help="reference-only outputs verified per strategy (0: none)")
+    ap.add_argument("--sample-ours", type=int, default=0,
+                    help="our own transitions per strategy judged the same way (0: none)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show-missed", type=int, default=5,
@@ -431,12 +479,13 @@ def main() -> int:
               "seed": args.seed, "sample": args.sample, "strategies": []}
     print(f"{len(rows)} {args.programs} {args.dtype} programs")
     print(f"{'strategy':<56}{'ref':>7}{'ours':>7}{'shared':>7}{'recall':>8}"
-          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}")
+          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}"
+          + (f"{'  ours eq/ne/inv/und':>20}" if args.sample_ours else ""))
     for sid in wanted:
         if not reference.has(sid):
             continue
         start = time.perf_counter()
-        ref_all, ours_all, ours_counts, originals, identity, unparseable, errors = strategy_row(
+        ref_all, ours_all, ours_counts, originals, identity, unparseable, errors, ours_made = strategy_row(
             sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
         ref_n = sum(len(v) for v in ref_all.values())
         ours_n = sum(ours_counts.values())
@@ -455,7 +504,8 @@ def main() -> int:
                  "seconds": round(time.perf_counter() - start, 1),
                  "missed": [{"program": row["id"], "before": before, "after": text}
                             for row, _, before, text in missed[:args.show_missed]]}
-        judge(entry, missed, args.sample, args.workers, rng, args.seed)
+        judge(entry, missed, args.sample, args.workers, rng, args.seed, ours_made,
+              args.sample_ours)
         report["strategies"].append(entry)
         print_row(entry)
     finish(report)
