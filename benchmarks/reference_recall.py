@@ -46,8 +46,10 @@ An output our verifier finds equal is then checked three more ways, beside its o
   point there (``exp(A)/(exp(A)+1)`` for a sigmoid is inf/inf = NaN at A = 100, where
   ``1/(1+exp(-A))`` is 1).
 * ``zeros``: the same on inputs with a seeded quarter of their elements exactly 0
-  (``ZERO_SHARE``): ``x/D*D`` is NaN where ``D`` is 0 and ``x`` is not. A standard-normal draw
-  is never exactly 0, so the verifier alone finds such a split equal.
+  (``ZERO_SHARE``), then on inputs that are 0 everywhere: ``x/D*D`` is NaN where ``D`` is 0
+  and ``x`` is not. A standard-normal draw is never exactly 0, and a sum of products of such
+  draws (a matmul's output) is 0 only when its inputs are, so the verifier alone finds such a
+  split equal.
 
 The overflow check decides only for strategies whose soundness is stated on every float
 input. The value splits (additive, multiplicative and exponential split: their rules read
@@ -260,7 +262,7 @@ def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
     all on inputs the verifier's standard-normal draws never produce (module docstring), or
     None: ``"overflow"`` when on inputs ``STRESS_SCALE`` times larger it gives a non-finite
     output element where ``before`` gives a finite one, ``"zeros"`` the same on inputs with a
-    seeded quarter of their elements exactly 0. A program that cannot run here decides nothing
+    seeded quarter of their elements exactly 0 or with all of them 0. A program that cannot run here decides nothing
     (None)."""
     import numpy as np
 
@@ -280,8 +282,9 @@ def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
                     x = inputs[name]
                     if kind == "overflow":
                         inputs[name] = (x * STRESS_SCALE).astype(x.dtype)
-                    else:
-                        inputs[name] = np.where(rng.random(x.shape) < ZERO_SHARE, 0, x
+                    else:   # a quarter of the elements 0, then every element 0
+                        share = ZERO_SHARE if trial == 0 else 1.0
+                        inputs[name] = np.where(rng.random(x.shape) < share, 0, x
                                                 ).astype(x.dtype)
                 want, got = run(before, inputs, target), run(after, inputs, target)
                 if any((np.isfinite(want[k]) & ~np.isfinite(got[k])).any() for k in want):
