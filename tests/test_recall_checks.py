@@ -1,0 +1,55 @@
+"""The checks benchmarks/reference_recall.py adds to the verifier before it counts a reference
+transition as a sound move we owe: CUDA validity, inputs with zeros, inputs x100 (and where the
+last one decides). Real programs, real TVM runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from reference_recall import cuda_failure, finite_domain, stress_failure  # noqa: E402
+
+from leir_egraph.leir import Program  # noqa: E402
+
+SIG = {"inputs": [{"name": "A", "shape": [4, 8], "dtype": "float32"},
+                  {"name": "C", "shape": [4, 8], "dtype": "float32"}],
+       "outputs": [{"name": "D", "shape": [4, 8], "dtype": "float32"}]}
+NEST = "B^{4}_{tx=0}L^{8}_{a=0}"
+
+
+def prog(body: str) -> Program:
+    return Program.parse(f"{NEST}[D^{{f32,g}}_{{tx,a}}={body};];", SIG)
+
+
+def test_a_division_by_a_value_that_may_be_zero_fails_on_zero_inputs():
+    before = prog("A^{f32,g}_{tx,a}+C^{f32,g}_{tx,a}")
+    split = f"{NEST}[D^{{f32,g}}_{{tx,a}}=A^{{f32,g}}_{{tx,a}}/C^{{f32,g}}_{{tx,a}}*C^{{f32,g}}_{{tx,a}}+C^{{f32,g}}_{{tx,a}};];"
+    assert stress_failure(before, split, 0) == "zeros"
+    swapped = f"{NEST}[D^{{f32,g}}_{{tx,a}}=C^{{f32,g}}_{{tx,a}}+A^{{f32,g}}_{{tx,a}};];"
+    assert stress_failure(before, swapped, 0) is None
+
+
+def test_an_exponential_split_overflows_on_large_inputs():
+    before = prog("exp(A^{f32,g}_{tx,a})")
+    split = f"{NEST}[D^{{f32,g}}_{{tx,a}}=exp(A^{{f32,g}}_{{tx,a}}-C^{{f32,g}}_{{tx,a}})*exp(C^{{f32,g}}_{{tx,a}});];"
+    assert stress_failure(before, split, 0) == "overflow"
+    # exp(A) alone overflows too where A is large: only elements the original keeps finite count
+    assert stress_failure(before, f"{NEST}[D^{{f32,g}}_{{tx,a}}=exp(A^{{f32,g}}_{{tx,a}})*1;];", 0) is None
+
+
+def test_the_overflow_check_decides_only_outside_the_value_splits_domain():
+    assert finite_domain("exponential_split") and finite_domain("multiplicative_split")
+    assert finite_domain("additive_split")
+    assert not finite_domain("factorization") and not finite_domain("loop_reorder")
+
+
+def test_local_memory_shared_by_two_kernels_is_no_cuda_program():
+    before = prog("A^{f32,g}_{tx,a}+C^{f32,g}_{tx,a}")
+    staged = (f"{NEST}[E^{{f32,l}}_{{tx,a}}=A^{{f32,g}}_{{tx,a}}+C^{{f32,g}}_{{tx,a}};];"
+              f"{NEST}[D^{{f32,g}}_{{tx,a}}=E^{{f32,l}}_{{tx,a}};];")
+    assert "does not outlive a kernel" in cuda_failure(before, staged)
+    kept = (f"{NEST}[E^{{f32,l}}_{{tx,a}}=A^{{f32,g}}_{{tx,a}}+C^{{f32,g}}_{{tx,a}};"
+            f"D^{{f32,g}}_{{tx,a}}=E^{{f32,l}}_{{tx,a}};];")
+    assert cuda_failure(before, kept) is None
