@@ -157,6 +157,11 @@ MOVES += [
      "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
      "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,s}_{tx,a}=1-J^{f32,g}_{tx,a};"
      "F^{f32,g}_{tx,a}=max(E^{f32,s}_{tx,a},0);];"),
+    # the reference picks shared or local memory at random: local too
+    ("operator_fusion", THREE, THREE_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,l}_{tx,a}=A^{f32,g}_{tx,a}*2;"
+     "E^{f32,g}_{tx,a}=1-J^{f32,l}_{tx,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=max(E^{f32,g}_{tx,a},0);];"),
 ]
 
 # loop_fusion is the reference's loop_split pairs reversed: from its split program (the loop

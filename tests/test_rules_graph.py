@@ -184,6 +184,7 @@ def test_the_inverse_strategy_undoes_every_example_transition(sid):
 ONE_WAY_RULES = {
     ("operator_fusion", "fuse-adjacent-shared"): "the fusion also moves an intermediate to "
     "shared memory; fission splits the nest back but leaves the scope (set_storage_scope's move)",
+    ("operator_fusion", "fuse-adjacent-local"): "the same with local memory",
 }
 
 # Example transitions the inverse strategy is not meant to undo, with the reason.
