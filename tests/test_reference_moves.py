@@ -164,6 +164,19 @@ MOVES += [
      "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=max(E^{f32,g}_{tx,a},0);];"),
 ]
 
+# tensor_split along the only reduction loop, as the reference writes it: the inputs copied
+# into two parts over all the nest's loops, two partial reductions, then their combination
+MOVES += [
+    ("tensor_split_to_decouple_operators",
+     "B^{16}_{tx=0}L^{16}_{a=0}L^{16}_{c=0}[D^{f32,g}_{tx,c}=min(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});];",
+     "A:f32[16,16,16] -> D:f32[16,16]",
+     "B^{16}_{tx=0}L^{1}_{a=0}L^{16}_{c=0}[I^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a,c};];"
+     "B^{16}_{tx=0}L^{15}_{a=0}L^{16}_{c=0}[J^{f32,g}_{tx,a,c}=A^{f32,g}_{tx,a+1,c};];"
+     "B^{16}_{tx=0}L^{1}_{a=0}L^{16}_{c=0}[K^{f32,g}_{tx,c}=min(K^{f32,g}_{tx,c},I^{f32,g}_{tx,a,c});];"
+     "B^{16}_{tx=0}L^{15}_{a=0}L^{16}_{c=0}[M^{f32,g}_{tx,c}=min(M^{f32,g}_{tx,c},J^{f32,g}_{tx,a,c});];"
+     "B^{16}_{tx=0}L^{16}_{c=0}[D^{f32,g}_{tx,c}=min(D^{f32,g}_{tx,c},min(K^{f32,g}_{tx,c},M^{f32,g}_{tx,c}));];"),
+]
+
 # loop_fusion is the reference's loop_split pairs reversed: from its split program (the loop
 # of 6 as 2x3, read at a*3+f) back to the one loop
 MOVES += [

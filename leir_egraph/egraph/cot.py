@@ -138,7 +138,8 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     if params:
         parts.append("Parameters: " + "; ".join(params) + ".")
     slots = dict(rendered, lhs=lhs_text, rhs=rhs_text)
-    parts.append(re.sub(r"{(\w+)}", lambda m: slots.get(m.group(1), m.group(0)), strategy.cot))
+    parts.append(re.sub(r"{(\w+)}", lambda m: slots.get(m.group(1), m.group(0)),
+                        rule.cot or strategy.cot))
     if site.nest is None:
         verb = "becomes" if len(range(first, end_before)) == 1 else "become"
         parts.append(f"Reassembled, {changed} of the original {verb} '{new_text}'; every other "

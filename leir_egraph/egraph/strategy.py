@@ -29,7 +29,7 @@ TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IE
 _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
              "counterexamples", "note", "direction", "inverse", "providers"}
 DIRECTIONS = ("simplify", "expand")
-_RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants"}
+_RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants", "cot"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
 _COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
 
@@ -73,6 +73,7 @@ class Rule:
     lhs_sort: str
     guard_atoms: tuple[GuardAtom, ...]
     source: str
+    cot: str = ""  # the rule's own chain-of-thought template, when the strategy's does not fit
 
     @property
     def binding_names(self) -> tuple[str, ...]:
@@ -300,7 +301,7 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
         raise RuleFileError(path, at or line, message)
 
     if not isinstance(data, dict) or set(data) - _RULE_KEYS or not {"name", "egglog"} <= set(data):
-        fail("a [[rules]] entry needs name and egglog (optional: bindings, lhs_sort)")
+        fail("a [[rules]] entry needs name and egglog (optional: bindings, lhs_sort, cot)")
     name = data["name"]
     if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
         fail(f"rule name '{name}' must be lowercase kebab-case")
@@ -352,8 +353,14 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
         if not re.search(rf"(?<![\w\-\"]){re.escape(var)}(?![\w\-\"])", text_all):
             fail(f"binding '{var}' does not occur in the rule")
     parsed = tuple(_condition(c) for c in rewrite.conditions)
+    cot = data.get("cot", "")
+    if not isinstance(cot, str):
+        fail("a rule's cot is a template string")
+    missing = set(re.findall(r"{(\w+)}", cot)) - set(dict(bindings)) - {"lhs", "rhs"}
+    if missing:
+        fail(f"the rule's CoT template slot(s) {', '.join(sorted(missing))} are not its bindings")
     return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
-                lhs_sort, tuple(atoms), source)
+                lhs_sort, tuple(atoms), source, cot.strip())
 
 
 def _variables(expr) -> set[str]:

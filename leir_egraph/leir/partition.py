@@ -172,6 +172,85 @@ def split_axes(nest: LoopNest, names: Sequence[str], shapes: Mapping[str, tuple[
     return out
 
 
+@dataclass(frozen=True)
+class SplitReduction:
+    """How to split a nest's only reduction loop ``axis`` (the reference's form, whatever the
+    split point): ``copies`` names each input read along the axis as in :class:`SplitAxis`
+    (for the renaming of the parts); ``first`` and ``second`` are the copy nests of the two
+    parts over *all* the nest's loops (the rule cuts the axis and shifts the second's sources),
+    one equation per input; the parts accumulate into ``out1`` and ``out2`` (the output's
+    subscripts), and a last nest over the other loops combines them into the output with
+    ``op``.
+
+    ``B^{4}_{tx=0}L^{4}_{a=0}L^{8}_{c=0}[D_{tx,a}=D_{tx,a}+A_{tx,c}*C_{c,a};]`` along c, cut after
+    3: ``B..L^{4}_{a}L^{3}_{c}[E_{tx,c}=A_{tx,c};G_{c,a}=C_{c,a};]``, the same over ``L^{5}_{c}``
+    from ``A_{tx,c+3}`` and ``C_{c+3,a}``, ``I=I+E*G`` and ``J=J+F*H`` over the two cuts, then
+    ``B^{4}_{tx=0}L^{4}_{a=0}[D_{tx,a}=D_{tx,a}+(I_{tx,a}+J_{tx,a});]``.
+
+    Exact up to the association of ``op`` (as reduction_factorization): every term enters one
+    part once, and the output keeps whatever it held before (its own accumulation or an
+    earlier nest's values), when :func:`reduction_split_exact` holds. A copy runs over all the
+    nest's loops, as the reference's does: over a serial loop its element does not use, it
+    writes that element again with the same value."""
+    axis: str
+    op: str
+    copies: tuple[LoopNest, ...]
+    first: LoopNest
+    second: LoopNest
+    out1: str
+    out2: str
+
+
+def split_reduction_axes(nest: LoopNest, names: Sequence[str],
+                         shapes: Mapping[str, tuple[int, ...]]) -> list[SplitReduction]:
+    """Every reduction loop along which a one-accumulation nest can be split in the reference's
+    form (``names`` as for :func:`split_axes`). Whether the split is exact is
+    :func:`reduction_split_exact`'s question."""
+    from .scheduling import factorizable_reduction
+    found = factorizable_reduction(nest)
+    eq = _single_equation(nest)
+    if found is None or eq is None or not _plain_distinct(eq.target) \
+            or eq.target.scope in KERNEL_SCOPES:
+        return []
+    op, _, axes = found
+    out = []
+    for loop in axes:
+        axis = loop.index
+        if any(isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
+            continue
+        inputs = _inputs_along(eq, axis)
+        if not inputs or len(names) < 2 * len(inputs) + 2:
+            continue
+        if not all(in_range_everywhere(v, nest.loops, shapes) for v in inputs.values()):
+            continue
+        parts = [(Equation(_renamed(var, names[2 * k]), var),
+                  Equation(_renamed(var, names[2 * k + 1]), var))
+                 for k, var in enumerate(inputs.values())]
+        o = 2 * len(inputs)
+        out.append(SplitReduction(axis, op, tuple(LoopNest(nest.loops, pair) for pair in parts),
+                                  LoopNest(nest.loops, tuple(a for a, _ in parts)),
+                                  LoopNest(nest.loops, tuple(b for _, b in parts)),
+                                  names[o], names[o + 1]))
+    return out
+
+
+def reduction_split_exact(nest: LoopNest, plan: SplitReduction) -> bool:
+    """Is the reference's split of ``nest`` along ``plan.axis`` exact, with every parallel
+    claim still true?
+
+    * The output is indexed by every loop but the axis, so a nest over the other loops visits
+      each output element once and adds each partial result once (with a second reduction loop
+      it would add them once per iteration of that loop).
+    * Every copy is fixed by every P/V/B loop of the nest: a copy over a parallel loop its
+      element does not use writes that element from several iterations, which breaks the
+      loop's independence claim (the verifier's check), whatever value it writes."""
+    eq = _single_equation(nest)
+    if eq is None or not {l.index for l in nest.loops} - {plan.axis} <= index_names(eq.target):
+        return False
+    parallel = {l.index for l in nest.loops if l.kind in "PVB"}
+    return all(parallel <= determined_loops(e.target, nest.loops) for e in plan.first.body)
+
+
 # ---------------------------------------------------------------- tensor concatenation
 
 def read_pairing(first: Equation, second: Equation) -> dict[str, str] | None:

@@ -152,3 +152,20 @@ def factorizable_reduction(nest: LoopNest) -> tuple[str, Expr, tuple[Loop, ...]]
     written = index_names(target)
     axes = tuple(l for l in nest.loops if l.index not in written and l.extent >= 2)
     return (op, operand, axes) if axes else None
+
+
+MAX_SPLIT_POINTS = 63
+
+
+def reduction_split_points(n: int) -> range:
+    """Where reduction_factorization may cut an axis of ``n`` iterations: every point when there
+    are at most MAX_SPLIT_POINTS of them, else the multiples of ceil(n/64), so a paper-size axis
+    (up to 16,384) offers at most 63 variants instead of 16,383.
+
+    ``reduction_split_points(8)`` -> 1..7;
+    ``reduction_split_points(4096)`` -> 64, 128, ..., 4032
+    """
+    if n - 1 <= MAX_SPLIT_POINTS:
+        return range(1, n)
+    step = -(-n // (MAX_SPLIT_POINTS + 1))
+    return range(step, n, step)

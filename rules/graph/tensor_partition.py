@@ -7,6 +7,12 @@ rules/graph/tensor_split_to_decouple_operators.toml and tensor_concat_to_fuse_op
   accumulation starting from the identity, at every place the nest occurs;
 * parameter ``TensorSplitInputs nest axis copies out_loops out1 out2``: how to split the nest
   along an axis, at any split point (leir.partition.SplitAxis);
+* parameter ``TensorSplitReduction nest axis op copies first second out1 out2``: how to split
+  the nest along its only reduction loop, the reference's form (leir.partition.SplitReduction),
+  cut at ``TensorReductionSplitPoint n v`` (every point of an axis of up to 64 iterations, as
+  reduction_factorization's); dependency / ``ExactReductionSplit nest axis``: the output is
+  indexed by every other loop, so the combining nest adds each partial result once, and the
+  copies keep the nest's parallel claims (leir.partition.reduction_split_exact);
 * operation_identity / ``IdenticalOperation n1 n2``: the second nest's equation is the first's on
   other tensors;
 * parameter ``TensorConcatInputs n1 n2 axis copies out_loops joined``: how to compute adjacent
@@ -21,16 +27,18 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import loops_term, nests_body_term, quoted
+from leir_egraph.egraph.encoding import encode, loops_term, nests_body_term, quoted, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.hardware import launch_problems
 from leir_egraph.leir.ast import Equation, Leir
 from leir_egraph.leir.names import fresh, tensor_name_supply
 from leir_egraph.leir.partition import (concat_axes, divisor_split_points, same_operation,
-                                        self_contained, split_axes)
+                                        reduction_split_exact, self_contained, split_axes,
+                                        split_reduction_axes)
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.restructure import implicit_initialisations
+from leir_egraph.leir.scheduling import reduction_split_points
 
 PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
 
@@ -96,6 +104,39 @@ def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
                    f"{quoted(plan.out1)} {quoted(plan.out2)})")
 
 
+def _reduction_plans(loaded: LoadedProgram) -> list[tuple[int, object]]:
+    names = _fresh_names(loaded.program)
+    shapes = program_shapes(loaded.program)
+    out, seen = [], set()
+    for i, nest in enumerate(loaded.program.leir.nests):
+        if nest not in seen:
+            seen.add(nest)
+            out.extend((i, plan) for plan in split_reduction_axes(nest, names, shapes))
+    return out
+
+
+def _split_reductions(loaded: LoadedProgram) -> Iterable[str]:
+    for i, plan in _reduction_plans(loaded):
+        yield (f"(TensorSplitReduction {loaded.top_nest_name(i)} {quoted(plan.axis)} "
+               f"{quoted(plan.op)} {nests_body_term(plan.copies)} "
+               f"{to_egglog(encode(plan.first))} {to_egglog(encode(plan.second))} "
+               f"{quoted(plan.out1)} {quoted(plan.out2)})")
+
+
+def _exact_reduction_split_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for i, plan in _reduction_plans(loaded):
+        if reduction_split_exact(loaded.program.leir.nests[i], plan):
+            yield f"(ExactReductionSplit {loaded.top_nest_name(i)} {quoted(plan.axis)})"
+
+
+def _reduction_split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+    extents = sorted({l.extent for i, plan in _reduction_plans(loaded)
+                      for l in loaded.program.leir.nests[i].loops if l.index == plan.axis})
+    for n in extents:
+        for v in reduction_split_points(n):
+            yield f"(TensorReductionSplitPoint {n} {v})"
+
+
 def _same_operation_facts(loaded: LoadedProgram) -> Iterable[str]:
     nests = loaded.program.leir.nests
     for i in range(len(nests) - 1):
@@ -143,6 +184,15 @@ PARAMETER_SETS = (
                            "second part over the loops it uses, and the output is computed in "
                            "the parts {4} and {5}, copied back over {3}"),),
                  _split_inputs),
+    ParameterSet((Relation("TensorSplitReduction", ("Nest", "String", "String", "Body", "Nest",
+                                                    "Nest", "String", "String"),
+                           "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
+                           "read along {1} into a first and a second part over all of {0}'s "
+                           "loops, and the parts accumulate into {6} and {7}"),),
+                 _split_reductions),
+    ParameterSet((Relation("TensorReductionSplitPoint", ("i64", "i64"),
+                           "the reduction loop's {0} iterations are cut into {1} and the rest"),),
+                 _reduction_split_point_facts),
     ParameterSet((Relation("TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
                                                   "String"),
                            "along {2}, {3} copies each input of {0} and its counterpart in {1} "
@@ -159,6 +209,14 @@ GUARD_EXTENSIONS = (
                             "starts from the identity there, so each output element depends on "
                             "the inputs alone"),),
         facts=_decouplable_facts),
+    GuardExtension(
+        "dependency",
+        relations=(Relation("ExactReductionSplit", ("Nest", "String"),
+                            "{1} is the only loop of {0} that does not index its output, so a "
+                            "nest over the other loops adds each partial result to each output "
+                            "element once, and every input copy is fixed by {0}'s parallel "
+                            "loops"),),
+        facts=_exact_reduction_split_facts),
     GuardExtension(
         "operation_identity",
         relations=(Relation("IdenticalOperation", ("Nest", "Nest"),

@@ -13,24 +13,7 @@ from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode_value, quoted, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
-from leir_egraph.leir.scheduling import factorizable_reduction
-
-MAX_SPLIT_POINTS = 63
-
-
-def reduction_split_points(n: int) -> range:
-    """Where reduction_factorization may cut an axis of ``n`` iterations: every point when there
-    are at most MAX_SPLIT_POINTS of them, else the multiples of ceil(n/64), so a paper-size axis
-    (up to 16,384) offers at most 63 variants instead of 16,383.
-
-    ``reduction_split_points(8)`` -> 1..7;
-    ``reduction_split_points(4096)`` -> 64, 128, ..., 4032
-    """
-    if n - 1 <= MAX_SPLIT_POINTS:
-        return range(1, n)
-    step = -(-n // (MAX_SPLIT_POINTS + 1))
-    return range(step, n, step)
-
+from leir_egraph.leir.scheduling import factorizable_reduction, reduction_split_points
 
 def _factorizable_facts(loaded: LoadedProgram) -> Iterable[str]:
     for name, nest, _ in loaded.distinct_nests():
