@@ -251,6 +251,92 @@ def reduction_split_exact(nest: LoopNest, plan: SplitReduction) -> bool:
     return all(parallel <= determined_loops(e.target, nest.loops) for e in plan.first.body)
 
 
+@dataclass(frozen=True)
+class SplitAllLoops:
+    """The reference's split along an output loop ``axis``: everything runs over all the
+    nest's loops (the rule cuts the axis). ``first`` and ``second`` copy each input whose reads
+    mention the axis (compound subscripts such as a convolution window's ``d+h`` included) into
+    its two parts, one equation per input, the second's sources shifted by the rule; the parts
+    compute into ``out1`` and ``out2`` (``copies`` names them for the renaming, as in
+    :class:`SplitAxis`), and two nests over all the loops copy them back into the output, the
+    second at the offset.
+
+    ``B^{4}_{tx=0}L^{6}_{a=0}L^{3}_{h=0}[C_{tx,a}=C_{tx,a}+A_{tx,a+h};]`` along a cut after 4:
+    ``[E_{tx,a+h}=A_{tx,a+h};]`` over ``L^{4}_{a}``, ``[F_{tx,a+h}=A_{tx,a+4+h};]`` over
+    ``L^{2}_{a}``, the two accumulations into G and H, then ``C_{tx,a}=G_{tx,a}`` and
+    ``C_{tx,a+4}=H_{tx,a}``, each over all three loops.
+
+    Exact when the output starts from its identity (the dependency guard's Decouplable) and
+    every copy is fixed by the nest's parallel loops (:func:`all_loops_split_exact`); a copy or
+    copy-back over a serial loop its element does not use writes that element again with the
+    same value."""
+    axis: str
+    copies: tuple[LoopNest, ...]
+    first: LoopNest
+    second: LoopNest
+    out1: str
+    out2: str
+
+
+def _inputs_mentioning(eq: Equation, axis: str) -> dict[str, Var] | None:
+    """Tensors the right-hand side reads with ``axis`` in a subscript (other than the output),
+    each read in one single form; None if some such tensor is read in several forms or lives
+    in kernel-scoped memory."""
+    forms: dict[str, set[Var]] = {}
+    for v in walk(eq.value):
+        if isinstance(v, Var) and v.name != eq.target.name:
+            forms.setdefault(v.name, set()).add(v)
+    found: dict[str, Var] = {}
+    for name, seen in forms.items():
+        if not any(axis in index_names(v) for v in seen):
+            continue
+        if len(seen) > 1 or next(iter(seen)).scope in KERNEL_SCOPES:
+            return None
+        found[name] = next(iter(seen))
+    return found
+
+
+def split_all_loops_axes(nest: LoopNest, names: Sequence[str],
+                         shapes: Mapping[str, tuple[int, ...]]) -> list[SplitAllLoops]:
+    """Every output loop along which a one-equation nest can be split in the reference's
+    all-loops form (``names`` as for :func:`split_axes`)."""
+    eq = _single_equation(nest)
+    if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
+        return []
+    out = []
+    for loop in nest.loops:
+        axis = loop.index
+        if loop.extent < 2 or IName(axis) not in eq.target.subscripts or any(
+                isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
+            continue
+        inputs = _inputs_mentioning(eq, axis)
+        if not inputs or len(names) < 2 * len(inputs) + 2:
+            continue
+        if not all(in_range_everywhere(v, nest.loops, shapes) for v in inputs.values()):
+            continue
+        parts = [(Equation(_renamed(var, names[2 * k]), var),
+                  Equation(_renamed(var, names[2 * k + 1]), var))
+                 for k, var in enumerate(inputs.values())]
+        o = 2 * len(inputs)
+        out.append(SplitAllLoops(axis, tuple(LoopNest(nest.loops, pair) for pair in parts),
+                                 LoopNest(nest.loops, tuple(a for a, _ in parts)),
+                                 LoopNest(nest.loops, tuple(b for _, b in parts)),
+                                 names[o], names[o + 1]))
+    return out
+
+
+def all_loops_split_exact(nest: LoopNest, plan: SplitAllLoops) -> bool:
+    """Do the copies and the copy-backs of ``plan`` keep the nest's parallel claims? Each
+    element they write must fix every P/V/B loop of the nest (a copy over a parallel loop its
+    element does not use writes it from several iterations)."""
+    eq = _single_equation(nest)
+    if eq is None:
+        return False
+    parallel = {l.index for l in nest.loops if l.kind in "PVB"}
+    written = [e.target for e in plan.first.body] + [eq.target]
+    return all(parallel <= determined_loops(v, nest.loops) for v in written)
+
+
 # ---------------------------------------------------------------- tensor concatenation
 
 def read_pairing(first: Equation, second: Equation) -> dict[str, str] | None:

@@ -9,10 +9,14 @@ rules/graph/tensor_split_to_decouple_operators.toml and tensor_concat_to_fuse_op
   along an axis, at any split point (leir.partition.SplitAxis);
 * parameter ``TensorSplitReduction nest axis op copies first second out1 out2``: how to split
   the nest along its only reduction loop, the reference's form (leir.partition.SplitReduction),
-  cut at ``TensorReductionSplitPoint n v`` (every point of an axis of up to 64 iterations, as
+  cut at ``TensorSplitAnyPoint n v`` (every point of an axis of up to 64 iterations, as
   reduction_factorization's); dependency / ``ExactReductionSplit nest axis``: the output is
   indexed by every other loop, so the combining nest adds each partial result once, and the
   copies keep the nest's parallel claims (leir.partition.reduction_split_exact);
+* parameter ``TensorSplitAllLoops nest axis copies first second out1 out2``: the reference's
+  split along an output loop, everything over all the nest's loops
+  (leir.partition.SplitAllLoops), cut at ``TensorSplitAnyPoint``; dependency /
+  ``ExactAllLoopsSplit nest axis``: its copies keep the parallel claims;
 * operation_identity / ``IdenticalOperation n1 n2``: the second nest's equation is the first's on
   other tensors;
 * parameter ``TensorConcatInputs n1 n2 axis copies out_loops joined``: how to compute adjacent
@@ -33,9 +37,10 @@ from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.hardware import launch_problems
 from leir_egraph.leir.ast import Equation, Leir
 from leir_egraph.leir.names import fresh, tensor_name_supply
-from leir_egraph.leir.partition import (concat_axes, divisor_split_points, same_operation,
-                                        reduction_split_exact, self_contained, split_axes,
-                                        split_reduction_axes)
+from leir_egraph.leir.partition import (all_loops_split_exact, concat_axes,
+                                        divisor_split_points, reduction_split_exact,
+                                        same_operation, self_contained, split_all_loops_axes,
+                                        split_axes, split_reduction_axes)
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.restructure import implicit_initialisations
 from leir_egraph.leir.scheduling import reduction_split_points
@@ -104,37 +109,50 @@ def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
                    f"{quoted(plan.out1)} {quoted(plan.out2)})")
 
 
-def _reduction_plans(loaded: LoadedProgram) -> list[tuple[int, object]]:
+def _plans(loaded: LoadedProgram, planner) -> list[tuple[int, object]]:
+    """``(top-level position, plan)`` for each distinct nest and each plan ``planner`` gives."""
     names = _fresh_names(loaded.program)
     shapes = program_shapes(loaded.program)
     out, seen = [], set()
     for i, nest in enumerate(loaded.program.leir.nests):
         if nest not in seen:
             seen.add(nest)
-            out.extend((i, plan) for plan in split_reduction_axes(nest, names, shapes))
+            out.extend((i, plan) for plan in planner(nest, names, shapes))
     return out
 
 
 def _split_reductions(loaded: LoadedProgram) -> Iterable[str]:
-    for i, plan in _reduction_plans(loaded):
+    for i, plan in _plans(loaded, split_reduction_axes):
         yield (f"(TensorSplitReduction {loaded.top_nest_name(i)} {quoted(plan.axis)} "
                f"{quoted(plan.op)} {nests_body_term(plan.copies)} "
                f"{to_egglog(encode(plan.first))} {to_egglog(encode(plan.second))} "
                f"{quoted(plan.out1)} {quoted(plan.out2)})")
 
 
-def _exact_reduction_split_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for i, plan in _reduction_plans(loaded):
-        if reduction_split_exact(loaded.program.leir.nests[i], plan):
-            yield f"(ExactReductionSplit {loaded.top_nest_name(i)} {quoted(plan.axis)})"
+def _split_all_loops(loaded: LoadedProgram) -> Iterable[str]:
+    for i, plan in _plans(loaded, split_all_loops_axes):
+        yield (f"(TensorSplitAllLoops {loaded.top_nest_name(i)} {quoted(plan.axis)} "
+               f"{nests_body_term(plan.copies)} {to_egglog(encode(plan.first))} "
+               f"{to_egglog(encode(plan.second))} {quoted(plan.out1)} {quoted(plan.out2)})")
 
 
-def _reduction_split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
-    extents = sorted({l.extent for i, plan in _reduction_plans(loaded)
-                      for l in loaded.program.leir.nests[i].loops if l.index == plan.axis})
+def _exact_split_facts(loaded: LoadedProgram) -> Iterable[str]:
+    for relation, planner, exact in (
+            ("ExactReductionSplit", split_reduction_axes, reduction_split_exact),
+            ("ExactAllLoopsSplit", split_all_loops_axes, all_loops_split_exact)):
+        for i, plan in _plans(loaded, planner):
+            if exact(loaded.program.leir.nests[i], plan):
+                yield f"({relation} {loaded.top_nest_name(i)} {quoted(plan.axis)})"
+
+
+def _any_split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+    nests = loaded.program.leir.nests
+    extents = sorted({l.extent for planner in (split_reduction_axes, split_all_loops_axes)
+                      for i, plan in _plans(loaded, planner)
+                      for l in nests[i].loops if l.index == plan.axis})
     for n in extents:
         for v in reduction_split_points(n):
-            yield f"(TensorReductionSplitPoint {n} {v})"
+            yield f"(TensorSplitAnyPoint {n} {v})"
 
 
 def _same_operation_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -190,9 +208,15 @@ PARAMETER_SETS = (
                            "read along {1} into a first and a second part over all of {0}'s "
                            "loops, and the parts accumulate into {6} and {7}"),),
                  _split_reductions),
-    ParameterSet((Relation("TensorReductionSplitPoint", ("i64", "i64"),
-                           "the reduction loop's {0} iterations are cut into {1} and the rest"),),
-                 _reduction_split_point_facts),
+    ParameterSet((Relation("TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest",
+                                                   "String", "String"),
+                           "along the output loop {1}, {3} and {4} copy each input whose reads "
+                           "mention {1} into a first and a second part over all of {0}'s loops, "
+                           "and the parts compute into {5} and {6}"),),
+                 _split_all_loops),
+    ParameterSet((Relation("TensorSplitAnyPoint", ("i64", "i64"),
+                           "the loop's {0} iterations are cut into {1} and the rest"),),
+                 _any_split_point_facts),
     ParameterSet((Relation("TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
                                                   "String"),
                            "along {2}, {3} copies each input of {0} and its counterpart in {1} "
@@ -215,8 +239,11 @@ GUARD_EXTENSIONS = (
                             "{1} is the only loop of {0} that does not index its output, so a "
                             "nest over the other loops adds each partial result to each output "
                             "element once, and every input copy is fixed by {0}'s parallel "
-                            "loops"),),
-        facts=_exact_reduction_split_facts),
+                            "loops"),
+                   Relation("ExactAllLoopsSplit", ("Nest", "String"),
+                            "every copy and copy-back of the split of {0} along {1} is fixed by "
+                            "{0}'s parallel loops"),),
+        facts=_exact_split_facts),
     GuardExtension(
         "operation_identity",
         relations=(Relation("IdenticalOperation", ("Nest", "Nest"),
