@@ -172,13 +172,22 @@ def split_axes(nest: LoopNest, names: Sequence[str], shapes: Mapping[str, tuple[
     return out
 
 
+def _copy_loops(loops: Sequence[Loop], targets: Sequence[Var]) -> tuple[Loop, ...]:
+    """The loops of a reference-form copy nest: all of ``loops``, except that a P/V/B loop no
+    copy target uses runs once (extent 1), as the reference writes it: a parallel loop over
+    an element that does not depend on it would write that element from every iteration."""
+    used = {name for v in targets for name in index_names(v)}
+    return tuple(replace(l, extent=1) if l.kind in "PVB" and l.index not in used else l
+                 for l in loops)
+
+
 @dataclass(frozen=True)
 class SplitReduction:
     """How to split a nest's only reduction loop ``axis`` (the reference's form, whatever the
     split point): ``copies`` names each input read along the axis as in :class:`SplitAxis`
     (for the renaming of the parts); ``first`` and ``second`` are the copy nests of the two
-    parts over *all* the nest's loops (the rule cuts the axis and shifts the second's sources),
-    one equation per input; the parts accumulate into ``out1`` and ``out2`` (the output's
+    parts over *all* the nest's loops (the rule cuts the axis and shifts the second's sources;
+    a P/V/B loop no copy uses runs once, :func:`_copy_loops`), one equation per input; the parts accumulate into ``out1`` and ``out2`` (the output's
     subscripts), and a last nest over the other loops combines them into the output with
     ``op``.
 
@@ -227,9 +236,10 @@ def split_reduction_axes(nest: LoopNest, names: Sequence[str],
                   Equation(_renamed(var, names[2 * k + 1]), var))
                  for k, var in enumerate(inputs.values())]
         o = 2 * len(inputs)
+        frame = _copy_loops(nest.loops, [a.target for a, _ in parts])
         out.append(SplitReduction(axis, op, tuple(LoopNest(nest.loops, pair) for pair in parts),
-                                  LoopNest(nest.loops, tuple(a for a, _ in parts)),
-                                  LoopNest(nest.loops, tuple(b for _, b in parts)),
+                                  LoopNest(frame, tuple(a for a, _ in parts)),
+                                  LoopNest(frame, tuple(b for _, b in parts)),
                                   names[o], names[o + 1]))
     return out
 
@@ -247,8 +257,8 @@ def reduction_split_exact(nest: LoopNest, plan: SplitReduction) -> bool:
     eq = _single_equation(nest)
     if eq is None or not {l.index for l in nest.loops} - {plan.axis} <= index_names(eq.target):
         return False
-    parallel = {l.index for l in nest.loops if l.kind in "PVB"}
-    return all(parallel <= determined_loops(e.target, nest.loops) for e in plan.first.body)
+    parallel = {l.index for l in plan.first.loops if l.kind in "PVB" and l.extent > 1}
+    return all(parallel <= determined_loops(e.target, plan.first.loops) for e in plan.first.body)
 
 
 @dataclass(frozen=True)
@@ -259,7 +269,8 @@ class SplitAllLoops:
     its two parts, one equation per input, the second's sources shifted by the rule; the parts
     compute into ``out1`` and ``out2`` (``copies`` names them for the renaming, as in
     :class:`SplitAxis`), and two nests over all the loops copy them back into the output, the
-    second at the offset.
+    second at the offset. A P/V/B loop no copy uses runs once in the copy nests
+    (:func:`_copy_loops`).
 
     ``B^{4}_{tx=0}L^{6}_{a=0}L^{3}_{h=0}[C_{tx,a}=C_{tx,a}+A_{tx,a+h};]`` along a cut after 4:
     ``[E_{tx,a+h}=A_{tx,a+h};]`` over ``L^{4}_{a}``, ``[F_{tx,a+h}=A_{tx,a+4+h};]`` over
@@ -318,9 +329,10 @@ def split_all_loops_axes(nest: LoopNest, names: Sequence[str],
                   Equation(_renamed(var, names[2 * k + 1]), var))
                  for k, var in enumerate(inputs.values())]
         o = 2 * len(inputs)
+        frame = _copy_loops(nest.loops, [a.target for a, _ in parts])
         out.append(SplitAllLoops(axis, tuple(LoopNest(nest.loops, pair) for pair in parts),
-                                 LoopNest(nest.loops, tuple(a for a, _ in parts)),
-                                 LoopNest(nest.loops, tuple(b for _, b in parts)),
+                                 LoopNest(frame, tuple(a for a, _ in parts)),
+                                 LoopNest(frame, tuple(b for _, b in parts)),
                                  names[o], names[o + 1]))
     return out
 
@@ -332,9 +344,11 @@ def all_loops_split_exact(nest: LoopNest, plan: SplitAllLoops) -> bool:
     eq = _single_equation(nest)
     if eq is None:
         return False
+    copy_parallel = {l.index for l in plan.first.loops if l.kind in "PVB" and l.extent > 1}
     parallel = {l.index for l in nest.loops if l.kind in "PVB"}
-    written = [e.target for e in plan.first.body] + [eq.target]
-    return all(parallel <= determined_loops(v, nest.loops) for v in written)
+    return (all(copy_parallel <= determined_loops(e.target, plan.first.loops)
+                for e in plan.first.body)
+            and parallel <= determined_loops(eq.target, nest.loops))
 
 
 # ---------------------------------------------------------------- tensor concatenation
