@@ -96,9 +96,11 @@ def _single_equation(nest: LoopNest) -> Equation | None:
     return None
 
 
-def _inputs_along(eq: Equation, axis: str) -> dict[str, Var] | None:
+def _inputs_along(eq: Equation, axis: str, plain: bool = True) -> dict[str, Var] | None:
     """Tensors the right-hand side reads along ``axis`` (other than the output), each read in
-    one single form with ``axis`` as a plain index; None if some such tensor is not."""
+    one single form with ``axis`` as a plain index (``plain=False``: in any subscript, a
+    window's ``d+h`` too); None if some such tensor is not, or lives in kernel-scoped
+    memory."""
     forms: dict[str, set[Var]] = {}
     for v in walk(eq.value):
         if isinstance(v, Var) and v.name != eq.target.name:
@@ -108,7 +110,7 @@ def _inputs_along(eq: Equation, axis: str) -> dict[str, Var] | None:
         if not any(axis in index_names(v) for v in seen):
             continue
         (var, *more) = seen
-        if more or _axis_dim(var, axis) is None or var.scope in KERNEL_SCOPES:
+        if more or (plain and _axis_dim(var, axis) is None) or var.scope in KERNEL_SCOPES:
             return None
         found[name] = var
     return found
@@ -144,20 +146,26 @@ class SplitAxis:
     out2: str
 
 
+def _output_axes(nest: LoopNest) -> tuple[Equation | None, list[str]]:
+    """A one-equation nest's equation (plain distinct output subscripts, global memory) and the
+    loops of two or more iterations that index its output and are never read as values: the
+    axes an output split may cut."""
+    eq = _single_equation(nest)
+    if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
+        return None, []
+    values = {x.name for x in walk(eq.value) if isinstance(x, Idx)}
+    return eq, [l.index for l in nest.loops if l.extent >= 2 and l.index not in values
+                and IName(l.index) in eq.target.subscripts]
+
+
 def split_axes(nest: LoopNest, names: Sequence[str], shapes: Mapping[str, tuple[int, ...]]
                ) -> list[SplitAxis]:
     """Every output axis along which a one-equation nest can be split (at any point).
     ``names`` are fresh tensor names: two per input read along the axis (in order of
     appearance), then the two part outputs; ``shapes`` the shapes of the program's tensors."""
-    eq = _single_equation(nest)
-    if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
-        return []
+    eq, axes = _output_axes(nest)
     out = []
-    for loop in nest.loops:
-        axis = loop.index
-        if loop.extent < 2 or IName(axis) not in eq.target.subscripts or any(
-                isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
-            continue
+    for axis in axes:
         inputs = _inputs_along(eq, axis)
         if inputs is None or len(names) < 2 * len(inputs) + 2:
             continue
@@ -181,8 +189,41 @@ def _copy_loops(loops: Sequence[Loop], targets: Sequence[Var]) -> tuple[Loop, ..
                  for l in loops)
 
 
+def _reference_parts(nest: LoopNest, inputs: dict[str, Var] | None, names: Sequence[str],
+                     shapes: Mapping[str, tuple[int, ...]]) -> tuple | None:
+    """``(copies, first, second, out1, out2)`` of a reference-form split (:class:`SplitReduction`,
+    :class:`SplitAllLoops`) copying ``inputs``: the renaming pairs, the two copy nests over all
+    the nest's loops (:func:`_copy_loops`) and the two part outputs; None without inputs, names
+    enough, or a read in range everywhere (a padded read is guarded in the original only)."""
+    if not inputs or len(names) < 2 * len(inputs) + 2:
+        return None
+    if not all(in_range_everywhere(v, nest.loops, shapes) for v in inputs.values()):
+        return None
+    parts = [(Equation(_renamed(var, names[2 * k]), var),
+              Equation(_renamed(var, names[2 * k + 1]), var))
+             for k, var in enumerate(inputs.values())]
+    o = 2 * len(inputs)
+    frame = _copy_loops(nest.loops, [a.target for a, _ in parts])
+    return (tuple(LoopNest(nest.loops, pair) for pair in parts),
+            LoopNest(frame, tuple(a for a, _ in parts)), LoopNest(frame, tuple(b for _, b in parts)),
+            names[o], names[o + 1])
+
+
 @dataclass(frozen=True)
-class SplitReduction:
+class ReferenceSplit:
+    """A split in the reference's form (:class:`SplitReduction`, :class:`SplitAllLoops`): the
+    renaming pairs ``copies`` (as in :class:`SplitAxis`), the copy nests of the two parts
+    ``first`` and ``second``, and the two part outputs."""
+    axis: str
+    copies: tuple[LoopNest, ...]
+    first: LoopNest
+    second: LoopNest
+    out1: str
+    out2: str
+
+
+@dataclass(frozen=True)
+class SplitReduction(ReferenceSplit):
     """How to split a nest's only reduction loop ``axis`` (the reference's form, whatever the
     split point): ``copies`` names each input read along the axis as in :class:`SplitAxis`
     (for the renaming of the parts); ``first`` and ``second`` are the copy nests of the two
@@ -201,13 +242,7 @@ class SplitReduction:
     earlier nest's values), when :func:`reduction_split_exact` holds. A copy runs over all the
     nest's loops, as the reference's does: over a serial loop its element does not use, it
     writes that element again with the same value."""
-    axis: str
-    op: str
-    copies: tuple[LoopNest, ...]
-    first: LoopNest
-    second: LoopNest
-    out1: str
-    out2: str
+    op: str = ""
 
 
 def split_reduction_axes(nest: LoopNest, names: Sequence[str],
@@ -227,20 +262,9 @@ def split_reduction_axes(nest: LoopNest, names: Sequence[str],
         axis = loop.index
         if any(isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
             continue
-        inputs = _inputs_along(eq, axis)
-        if not inputs or len(names) < 2 * len(inputs) + 2:
-            continue
-        if not all(in_range_everywhere(v, nest.loops, shapes) for v in inputs.values()):
-            continue
-        parts = [(Equation(_renamed(var, names[2 * k]), var),
-                  Equation(_renamed(var, names[2 * k + 1]), var))
-                 for k, var in enumerate(inputs.values())]
-        o = 2 * len(inputs)
-        frame = _copy_loops(nest.loops, [a.target for a, _ in parts])
-        out.append(SplitReduction(axis, op, tuple(LoopNest(nest.loops, pair) for pair in parts),
-                                  LoopNest(frame, tuple(a for a, _ in parts)),
-                                  LoopNest(frame, tuple(b for _, b in parts)),
-                                  names[o], names[o + 1]))
+        parts = _reference_parts(nest, _inputs_along(eq, axis), names, shapes)
+        if parts is not None:
+            out.append(SplitReduction(axis, *parts, op=op))
     return out
 
 
@@ -262,7 +286,7 @@ def reduction_split_exact(nest: LoopNest, plan: SplitReduction) -> bool:
 
 
 @dataclass(frozen=True)
-class SplitAllLoops:
+class SplitAllLoops(ReferenceSplit):
     """The reference's split along an output loop ``axis``: everything runs over all the
     nest's loops (the rule cuts the axis). ``first`` and ``second`` copy each input whose reads
     mention the axis (compound subscripts such as a convolution window's ``d+h`` included) into
@@ -281,59 +305,18 @@ class SplitAllLoops:
     every copy is fixed by the nest's parallel loops (:func:`all_loops_split_exact`); a copy or
     copy-back over a serial loop its element does not use writes that element again with the
     same value."""
-    axis: str
-    copies: tuple[LoopNest, ...]
-    first: LoopNest
-    second: LoopNest
-    out1: str
-    out2: str
-
-
-def _inputs_mentioning(eq: Equation, axis: str) -> dict[str, Var] | None:
-    """Tensors the right-hand side reads with ``axis`` in a subscript (other than the output),
-    each read in one single form; None if some such tensor is read in several forms or lives
-    in kernel-scoped memory."""
-    forms: dict[str, set[Var]] = {}
-    for v in walk(eq.value):
-        if isinstance(v, Var) and v.name != eq.target.name:
-            forms.setdefault(v.name, set()).add(v)
-    found: dict[str, Var] = {}
-    for name, seen in forms.items():
-        if not any(axis in index_names(v) for v in seen):
-            continue
-        if len(seen) > 1 or next(iter(seen)).scope in KERNEL_SCOPES:
-            return None
-        found[name] = next(iter(seen))
-    return found
 
 
 def split_all_loops_axes(nest: LoopNest, names: Sequence[str],
                          shapes: Mapping[str, tuple[int, ...]]) -> list[SplitAllLoops]:
     """Every output loop along which a one-equation nest can be split in the reference's
     all-loops form (``names`` as for :func:`split_axes`)."""
-    eq = _single_equation(nest)
-    if eq is None or not _plain_distinct(eq.target) or eq.target.scope in KERNEL_SCOPES:
-        return []
+    eq, axes = _output_axes(nest)
     out = []
-    for loop in nest.loops:
-        axis = loop.index
-        if loop.extent < 2 or IName(axis) not in eq.target.subscripts or any(
-                isinstance(x, Idx) and x.name == axis for x in walk(eq.value)):
-            continue
-        inputs = _inputs_mentioning(eq, axis)
-        if not inputs or len(names) < 2 * len(inputs) + 2:
-            continue
-        if not all(in_range_everywhere(v, nest.loops, shapes) for v in inputs.values()):
-            continue
-        parts = [(Equation(_renamed(var, names[2 * k]), var),
-                  Equation(_renamed(var, names[2 * k + 1]), var))
-                 for k, var in enumerate(inputs.values())]
-        o = 2 * len(inputs)
-        frame = _copy_loops(nest.loops, [a.target for a, _ in parts])
-        out.append(SplitAllLoops(axis, tuple(LoopNest(nest.loops, pair) for pair in parts),
-                                 LoopNest(frame, tuple(a for a, _ in parts)),
-                                 LoopNest(frame, tuple(b for _, b in parts)),
-                                 names[o], names[o + 1]))
+    for axis in axes:
+        parts = _reference_parts(nest, _inputs_along(eq, axis, plain=False), names, shapes)
+        if parts is not None:
+            out.append(SplitAllLoops(axis, *parts))
     return out
 
 
