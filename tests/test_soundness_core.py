@@ -44,6 +44,13 @@ def test_every_transition_of_the_core_strategies_is_equal(golden_rows):
         for s in CORE:
             found = single_steps(p, s)
             transitions += rng.sample(found, CAP) if 0 < CAP < len(found) else found
+    # set_storage_scope moves an intermediate into shared or local memory only where one kernel
+    # alone uses it, which the golden programs (one equation per nest) rarely have: also its
+    # moves after a fusion of each program
+    for p in programs:
+        for fused in single_steps(p, "operator_fusion")[:1]:
+            found = single_steps(fused.after, "set_storage_scope")
+            transitions += rng.sample(found, CAP) if 0 < CAP < len(found) else found
     by_strategy = {s: sum(t.strategy == s for t in transitions) for s in CORE}
     for s in ("loop_split", "loop_reorder", "operator_fusion", "set_storage_scope"):
         assert by_strategy[s] > 0, by_strategy
@@ -54,3 +61,27 @@ def test_every_transition_of_the_core_strategies_is_equal(golden_rows):
         elif not r.independent and r.before_independent is not False:
             failures.append((t.strategy, t.before.name, r.level, r.reason, t.after.text))
     assert failures == [], failures[:5]
+
+
+def test_scopes_stay_valid_on_cuda(golden_rows):
+    """Every scope move of set_storage_scope and operator_fusion (before and after a fusion)
+    keeps a program that lowers for CUDA lowerable: shared and local memory stay inside the one
+    kernel that uses them (docs/LEIR.md, "Limits")."""
+    from leir_egraph.lower import CudaInvalid, lower
+    programs = sample_programs(golden_rows, n=20)
+    fused = [t.after for p in programs for t in single_steps(p, "operator_fusion")[:2]]
+    checked, broken = 0, []
+    for p in programs + fused:
+        try:
+            lower(p, "cuda")
+        except CudaInvalid:
+            continue
+        for s in ("set_storage_scope", "operator_fusion"):
+            for t in single_steps(p, s):
+                try:
+                    lower(t.after, "cuda")
+                    checked += 1
+                except CudaInvalid as err:
+                    broken.append((s, p.name, t.rule, err.reason))
+    assert broken == [], broken[:3]
+    assert checked > 20

@@ -285,6 +285,29 @@ def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
         if name not in known:
             yield f"(Intermediate {quoted(name)})"
             yield f"(ScopeOf {quoted(name)} {quoted(scope)})"
+            for fits in kernel_scopes(loaded.program, name, dtype):
+                yield f"(ScopeFits {quoted(name)} {quoted(fits)})"
+
+
+def kernel_scopes(program, name: str, dtype: str) -> list[str]:
+    """The scopes an intermediate may live in on CUDA (docs/LEIR.md, "Limits"): global memory
+    always; a kernel's local memory and, when the tensor fits one block's share
+    (``leir.hardware.MAX_SHARED_BYTES``), its shared memory, only when one top-level nest (one
+    kernel) alone uses the tensor -- such memory does not outlive its kernel."""
+    import math
+
+    import numpy as np
+
+    from ..leir.analysis import program_shapes, tensor_names
+    from ..leir.hardware import MAX_SHARED_BYTES
+    from ..leir.signature import dtype_name
+    users = [nest for nest in program.leir.nests if name in tensor_names(nest)]
+    if len(users) != 1:
+        return ["g"]
+    shape = program_shapes(program).get(name)
+    size = None if shape is None else math.prod(shape) * (
+        2 if dtype == "bf16" else np.dtype(dtype_name(dtype)).itemsize)
+    return ["g", "l"] + (["s"] if size is not None and size <= MAX_SHARED_BYTES else [])
 
 
 INTERMEDIATE_VARIABLE = Guard(
@@ -295,6 +318,9 @@ INTERMEDIATE_VARIABLE = Guard(
     relations=(
         Relation("Intermediate", ("String",), "{0} is an intermediate variable"),
         Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}"),
+        Relation("ScopeFits", ("String", "String"),
+                 "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
+                 "the one kernel (top-level nest) that uses it"),
     ),
     facts=_intermediate_facts)
 
