@@ -299,6 +299,13 @@ def test_user_story_a_new_strategy_is_one_file(tmp_path):
     assert [t.after.text.split(";];")[2] for t in steps] == [
         "B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}+D^{f32,g}_{tx,a}"]
     assert steps[0].difficulty_class == "easy"
+    # a rule's own CoT template replaces the strategy's for that rule's transitions
+    (tmp_path / "math" / "commute_add.toml").write_text(
+        COMMUTE.replace('name = "commute"', 'name = "commute"\ncot = "Swap {a} and {b}."'))
+    (mine,) = [s for s in load_strategies(tmp_path) if s.id == "commute_add"]
+    (step,) = all_steps(ELEMENTWISE, [mine])
+    assert "Swap D^{f32,g}_{tx,a} and E^{f32,g}_{tx,a}." in step.cot
+    assert "The sum" not in step.cot
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -311,6 +318,8 @@ def test_user_story_a_new_strategy_is_one_file(tmp_path):
     (lambda t: t.replace('a = "Expr", b = "Expr"', 'a = "Expr", q = "Expr"'),
      "binding 'q' does not occur in the rule"),
     (lambda t: t.replace('{rhs}', '{c}'), "slot(s) c are not bindings"),
+    (lambda t: t.replace('name = "commute"', 'name = "commute"\ncot = "{a} and {z}"'),
+     ":11: the rule's CoT template slot(s) z are not its bindings"),
     (lambda t: t.replace('refused_by = "pattern_match"', 'refused_by = "dependency"'),
      "refused_by 'dependency' is not one of this strategy's guards"),
 ])

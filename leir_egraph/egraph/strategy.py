@@ -358,7 +358,8 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
         fail("a rule's cot is a template string")
     missing = set(re.findall(r"{(\w+)}", cot)) - set(dict(bindings)) - {"lhs", "rhs"}
     if missing:
-        fail(f"the rule's CoT template slot(s) {', '.join(sorted(missing))} are not its bindings")
+        fail(f"the rule's CoT template slot(s) {', '.join(sorted(missing))} are not its bindings",
+             _line_of_text(text, cot.splitlines()[0], line))
     return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
                 lhs_sort, tuple(atoms), source, cot.strip())
 
