@@ -292,17 +292,33 @@ def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
 def kernel_scopes(program, name: str, dtype: str) -> list[str]:
     """The scopes an intermediate may live in on CUDA (docs/LEIR.md, "Limits"): global memory
     always; a kernel's local memory and, when the tensor fits one block's share
-    (``leir.hardware.MAX_SHARED_BYTES``), its shared memory, only when one top-level nest (one
-    kernel) alone uses the tensor -- such memory does not outlive its kernel."""
+    (``leir.hardware.MAX_SHARED_BYTES``), its shared memory, only when
+
+    * one top-level nest (one kernel) alone uses the tensor -- such memory does not outlive its
+      kernel -- and
+    * every access of it in that nest is of one element form that fixes every B loop around
+      it, so each thread reads only elements it wrote itself: local memory is per thread, and
+      shared memory has no barrier between one thread's write and another's read.
+
+    ``B^{4}_{tx=0}L^{8}_{a=0}[D_{tx,a}=exp(A_{tx,a});C_{tx,a}=D_{tx,a}*2;]``: D may be local;
+    with ``C_{tx,a}=D_{3-tx,a}`` it may not."""
     import math
 
     import numpy as np
 
-    from ..leir.analysis import program_shapes, tensor_names
+    from ..leir.analysis import equation_reads, program_shapes, tensor_names
+    from ..leir.ast import Leir
     from ..leir.hardware import MAX_SHARED_BYTES
+    from ..leir.legality import determined_loops
     from ..leir.signature import dtype_name
     users = [nest for nest in program.leir.nests if name in tensor_names(nest)]
     if len(users) != 1:
+        return ["g"]
+    accesses = [(v, site.loops) for site in equation_sites(Leir((users[0],)))
+                for v in (site.equation.target, *equation_reads(site.equation)) if v.name == name]
+    if len({v.subscripts for v, _ in accesses}) != 1 or not all(
+            {l.index for l in loops if l.kind == "B"} <= determined_loops(v, loops)
+            for v, loops in accesses):
         return ["g"]
     shape = program_shapes(program).get(name)
     size = None if shape is None else math.prod(shape) * (
@@ -320,7 +336,8 @@ INTERMEDIATE_VARIABLE = Guard(
         Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}"),
         Relation("ScopeFits", ("String", "String"),
                  "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
-                 "the one kernel (top-level nest) that uses it"),
+                 "the one kernel (top-level nest) that uses it, each thread touching only the "
+                 "elements it writes"),
     ),
     facts=_intermediate_facts)
 
