@@ -114,6 +114,9 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert len(rank4) == len(set(rank4))
     assert sum("exchanged" in l for l in rank4) + sum("permuted" in l for l in rank4) == 23
     assert not any("permuted" in l.label for l in layouts((2, 2, 2, 2, 2)))   # rank 5: exchanges
+    rank5 = [l.label for l in layouts((2, 3, 4, 5, 6), permutations_up_to=5)]  # bound copies' ask
+    assert len(rank5) == len(set(rank5))
+    assert sum("exchanged" in l for l in rank5) + sum("permuted" in l for l in rank5) == 119
     # set_storage_layout's permutations followed by one merge: (3!-1)*2 and (4!-1)*3, distinct
     for rank_shape, extra in (((4, 6, 2), 10), ((2, 3, 4, 5), 69)):
         more = [layout.label for layout in layouts(rank_shape, merged_permutations=True)]

@@ -253,7 +253,8 @@ class Layout:
         return tuple(s[:i] + [_div(s[i], "//", inner), _div(s[i], "%", inner)] + s[i + 1:])
 
 
-def layouts(shape: tuple[int, ...], merged_permutations: bool = False) -> list[Layout]:
+def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
+            permutations_up_to: int = 4) -> list[Layout]:
     """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
     dimensions, for rank 3 and 4 every other permutation (rank 3: the two rotations; rank 4:
     the 17 that are no single exchange -- the reference shuffles all subscripts at once, and
@@ -265,10 +266,13 @@ def layouts(shape: tuple[int, ...], merged_permutations: bool = False) -> list[L
     ``merged_permutations`` adds, for rank 3 and 4, every permutation followed by the merge of
     two of its adjacent dimensions (``C_{tx,a,c}`` -> ``C_{a*16+tx,c}``; rank 3: 10, rank 4:
     69), the reference's set-storage-layout move in one step. set_storage_layout asks for
-    them; layout_transformation's copies, whose reference outputs do not use them, do not."""
+    them; layout_transformation's copies, whose reference outputs do not use them, do not.
+    ``permutations_up_to=5`` offers every permutation of rank 5 too (the 109 that are no single
+    exchange): layout_transformation's copies bound to threads ask for them, where the
+    reference's rank-5 shuffles are."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
-    if k in (3, 4):
+    if 3 <= k <= permutations_up_to:
         swaps = {tuple(j if d == i else i if d == j else d for d in range(k))
                  for i in range(k) for j in range(i + 1, k)}
         out += [Layout("permute", p, shape) for p in itertools.permutations(range(k))

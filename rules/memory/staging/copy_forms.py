@@ -125,7 +125,7 @@ def bound_forms(x: Var, loops: tuple[Loop, ...], shape):
     used = loops_used(loops, x.subscripts)
     if not used or not _determined(used, x.subscripts):
         return
-    for lay in layouts(shape):
+    for lay in layouts(shape, permutations_up_to=5):
         new = lay.apply(x.subscripts)
         bound = bind_first(used, new, x.subscripts)
         if bound is None:
