@@ -260,10 +260,11 @@ ZERO_SHARE = 0.25
 def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
     """Why ``after_text``, which the verifier found equal to ``before``, is not equal after
     all on inputs the verifier's standard-normal draws never produce (module docstring), or
-    None: ``"overflow"`` when on inputs ``STRESS_SCALE`` times larger it gives a non-finite
-    output element where ``before`` gives a finite one, ``"zeros"`` the same on inputs with a
-    seeded quarter of their elements exactly 0 or with all of them 0. A program that cannot run here decides nothing
-    (None)."""
+    None: ``"zeros"`` when on inputs with a seeded quarter of their elements exactly 0, or with
+    all of them 0, it gives a non-finite output element where ``before`` gives a finite one,
+    ``"overflow"`` the same on inputs ``STRESS_SCALE`` times larger. Zeros are tried first: they
+    decide for every strategy, an overflow not for the value splits (``verdicts_of``). A
+    program that cannot run here decides nothing (None)."""
     import numpy as np
 
     from leir_egraph.lower import run
@@ -274,7 +275,7 @@ def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
         target = equal_target()     # the verifier's equality builds: per-operation rounding
         floats = [spec.name for spec in before.signature.inputs
                   if spec.name not in before.values and spec.code[0] == "f"]
-        for kind in ("overflow", "zeros"):
+        for kind in ("zeros", "overflow"):
             for trial in range(2):
                 inputs = random_inputs(before, seed, 100 + trial)
                 rng = np.random.default_rng([seed, 200 + trial])
@@ -344,7 +345,7 @@ def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
                 checks["overflow_outside_domain"] += 1
             elif stress:
                 what = (f"inputs x{STRESS_SCALE:g}" if stress == "overflow"
-                        else f"inputs with {ZERO_SHARE:.0%} zeros")
+                        else f"inputs with {ZERO_SHARE:.0%} or all elements 0")
                 verdict, reason = "not_equal", f"non-finite where the original is finite, {what}"
                 checks[stress] += 1
         verdicts[verdict] += 1
