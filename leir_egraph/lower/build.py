@@ -62,7 +62,7 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
     """Lower and compile ``program`` (cached). ``options`` are ``lower``'s keywords:
     ``reverse_parallel``, ``poison``, ``serial``, ``directed``."""
     opts = LowerOptions(**options)
-    key = (program.text, program.signature.to_json(), target_key(target), opts.key())
+    key = _key(program, target, opts)
     hit = _cache.get(key)
     if hit is not None:
         _cache.move_to_end(key)
@@ -71,11 +71,7 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
     kind = target_kind(target)
     if kind == "llvm" and opts in _DIRECTED and len(program.leir.nests) <= WHOLE_UP_TO:
         base = build(program, target, directed=True, poison=True)
-        built = replace(base, extra_args=(_DIRECTED[opts],))
-        _cache[key] = built
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-        return built
+        return _remember(key, replace(base, extra_args=(_DIRECTED[opts],)))
     import tvm
     start = time.perf_counter()
     linked = link(program, target, opts) if kind == "llvm" else None
@@ -91,10 +87,21 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
             raise CudaInvalid("TVM produced no device kernel (host-only code)")
     built = Built(program.text, kind, func, executable, time.perf_counter() - start)
     _counts["compiled"] += 1
-    _cache[key] = built
+    return _remember(key, built)
+
+
+def _key(program: Program, target: TargetLike, opts: LowerOptions) -> tuple:
+    """The cache key of a build: canonical text, signature, target and lowering options."""
+    return (program.text, program.signature.to_json(), target_key(target), opts.key())
+
+
+def _remember(key: tuple, value):
+    """Keep ``value`` in the cache under ``key``, dropping the least recently used beyond
+    CACHE_SIZE; returns ``value``."""
+    _cache[key] = value
     while len(_cache) > CACHE_SIZE:
         _cache.popitem(last=False)
-    return built
+    return value
 
 
 def clear_cache() -> None:
@@ -111,7 +118,7 @@ def cuda_source(program: Program) -> str:
 
     A program already built for CUDA gives its module's source; otherwise only the device side
     is compiled (``cuda.device_source``), cached like ``build``."""
-    key = (program.text, program.signature.to_json(), target_key("cuda"), LowerOptions().key())
+    key = _key(program, "cuda", LowerOptions())
     built = _cache.get(key)
     if built is not None:
         return built.source()
@@ -119,12 +126,8 @@ def cuda_source(program: Program) -> str:
     hit = _cache.get(key)
     if hit is None:
         from .cuda import device_source
-        hit = device_source(lower(program, "cuda"), target_dict("cuda"))
-        _cache[key] = hit
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
-    else:
-        _cache.move_to_end(key)
+        return _remember(key, device_source(lower(program, "cuda"), target_dict("cuda")))
+    _cache.move_to_end(key)
     return hit
 
 
