@@ -221,6 +221,14 @@ class ReferenceSplit:
     out1: str
     out2: str
 
+    def copies_keep_parallel_claims(self) -> bool:
+        """Does every copy fix each P/V/B loop of its nest that runs more than once? A copy
+        over a parallel loop its element does not use writes that element from several
+        iterations, which breaks the loop's independence claim (the verifier's check)."""
+        parallel = {l.index for l in self.first.loops if l.kind in "PVB" and l.extent > 1}
+        return all(parallel <= determined_loops(e.target, self.first.loops)
+                   for e in self.first.body)
+
 
 @dataclass(frozen=True)
 class SplitReduction(ReferenceSplit):
@@ -281,8 +289,7 @@ def reduction_split_exact(nest: LoopNest, plan: SplitReduction) -> bool:
     eq = _single_equation(nest)
     if eq is None or not {l.index for l in nest.loops} - {plan.axis} <= index_names(eq.target):
         return False
-    parallel = {l.index for l in plan.first.loops if l.kind in "PVB" and l.extent > 1}
-    return all(parallel <= determined_loops(e.target, plan.first.loops) for e in plan.first.body)
+    return plan.copies_keep_parallel_claims()
 
 
 @dataclass(frozen=True)
@@ -327,11 +334,9 @@ def all_loops_split_exact(nest: LoopNest, plan: SplitAllLoops) -> bool:
     eq = _single_equation(nest)
     if eq is None:
         return False
-    copy_parallel = {l.index for l in plan.first.loops if l.kind in "PVB" and l.extent > 1}
     parallel = {l.index for l in nest.loops if l.kind in "PVB"}
-    return (all(copy_parallel <= determined_loops(e.target, plan.first.loops)
-                for e in plan.first.body)
-            and parallel <= determined_loops(eq.target, nest.loops))
+    return plan.copies_keep_parallel_claims() and parallel <= determined_loops(eq.target,
+                                                                               nest.loops)
 
 
 # ---------------------------------------------------------------- tensor concatenation

@@ -29,6 +29,7 @@ a plan needs.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode, loops_term, nests_body_term, quoted, to_egglog
@@ -95,34 +96,29 @@ def _decouplable_facts(loaded: LoadedProgram) -> Iterable[str]:
             yield f"(Decouplable {loaded.top_nest_name(i)})"
 
 
-def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
-    names = _fresh_names(loaded.program)
-    shapes = program_shapes(loaded.program)
-    seen = set()
-    for i, nest in enumerate(loaded.program.leir.nests):
-        if nest in seen:
-            continue
-        seen.add(nest)
-        for plan in split_axes(nest, names, shapes):
-            yield (f"(TensorSplitInputs {loaded.top_nest_name(i)} {quoted(plan.axis)} "
-                   f"{nests_body_term(plan.copies)} {loops_term(plan.out_loops)} "
-                   f"{quoted(plan.out1)} {quoted(plan.out2)})")
-
-
-def _plans(loaded: LoadedProgram, planner) -> list[tuple[int, object]]:
-    """``(top-level position, plan)`` for each distinct nest and each plan ``planner`` gives."""
-    names = _fresh_names(loaded.program)
-    shapes = program_shapes(loaded.program)
+@lru_cache(maxsize=16)
+def _plans(program: Program, planner) -> tuple[tuple[int, object], ...]:
+    """``(top-level position, plan)`` for each distinct nest and each plan ``planner`` gives
+    (computed once per program for every fact producer below that reads them)."""
+    names = _fresh_names(program)
+    shapes = program_shapes(program)
     out, seen = [], set()
-    for i, nest in enumerate(loaded.program.leir.nests):
+    for i, nest in enumerate(program.leir.nests):
         if nest not in seen:
             seen.add(nest)
             out.extend((i, plan) for plan in planner(nest, names, shapes))
-    return out
+    return tuple(out)
+
+
+def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
+    for i, plan in _plans(loaded.program, split_axes):
+        yield (f"(TensorSplitInputs {loaded.top_nest_name(i)} {quoted(plan.axis)} "
+               f"{nests_body_term(plan.copies)} {loops_term(plan.out_loops)} "
+               f"{quoted(plan.out1)} {quoted(plan.out2)})")
 
 
 def _split_reductions(loaded: LoadedProgram) -> Iterable[str]:
-    for i, plan in _plans(loaded, split_reduction_axes):
+    for i, plan in _plans(loaded.program, split_reduction_axes):
         yield (f"(TensorSplitReduction {loaded.top_nest_name(i)} {quoted(plan.axis)} "
                f"{quoted(plan.op)} {nests_body_term(plan.copies)} "
                f"{to_egglog(encode(plan.first))} {to_egglog(encode(plan.second))} "
@@ -130,7 +126,7 @@ def _split_reductions(loaded: LoadedProgram) -> Iterable[str]:
 
 
 def _split_all_loops(loaded: LoadedProgram) -> Iterable[str]:
-    for i, plan in _plans(loaded, split_all_loops_axes):
+    for i, plan in _plans(loaded.program, split_all_loops_axes):
         yield (f"(TensorSplitAllLoops {loaded.top_nest_name(i)} {quoted(plan.axis)} "
                f"{nests_body_term(plan.copies)} {to_egglog(encode(plan.first))} "
                f"{to_egglog(encode(plan.second))} {quoted(plan.out1)} {quoted(plan.out2)})")
@@ -140,7 +136,7 @@ def _exact_split_facts(loaded: LoadedProgram) -> Iterable[str]:
     for relation, planner, exact in (
             ("ExactReductionSplit", split_reduction_axes, reduction_split_exact),
             ("ExactAllLoopsSplit", split_all_loops_axes, all_loops_split_exact)):
-        for i, plan in _plans(loaded, planner):
+        for i, plan in _plans(loaded.program, planner):
             if exact(loaded.program.leir.nests[i], plan):
                 yield f"({relation} {loaded.top_nest_name(i)} {quoted(plan.axis)})"
 
@@ -148,7 +144,7 @@ def _exact_split_facts(loaded: LoadedProgram) -> Iterable[str]:
 def _any_split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
     nests = loaded.program.leir.nests
     extents = sorted({l.extent for planner in (split_reduction_axes, split_all_loops_axes)
-                      for i, plan in _plans(loaded, planner)
+                      for i, plan in _plans(loaded.program, planner)
                       for l in nests[i].loops if l.index == plan.axis})
     for n in extents:
         for v in reduction_split_points(n):
