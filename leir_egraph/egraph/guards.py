@@ -12,13 +12,17 @@ rendered as LEIR text, so the chain of thought can state exactly which fact held
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Callable, Iterable
 
-from ..leir.analysis import Range, equation_sites, index_range, reads, writes
+from ..leir.analysis import (Range, equation_reads, equation_sites, index_range,
+                             program_shapes, reads, tensor_names, writes)
 from ..leir.ast import Leir
-from ..leir.legality import fusible, independent_iterations, loops_swappable
+from ..leir.hardware import MAX_SHARED_BYTES
+from ..leir.legality import determined_loops, fusible, independent_iterations, loops_swappable
+from ..leir.signature import dtype_bytes
 from .encoding import quoted
 from .facts import LoadedProgram
 
@@ -281,18 +285,24 @@ def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
     for site in equation_sites(loaded.program.leir):
         t = site.equation.target
         seen.setdefault(t.name, (t.dtype, t.scope))
+    users: dict[str, list] = {}
+    for nest in loaded.program.leir.nests:
+        for name in tensor_names(nest):
+            users.setdefault(name, []).append(nest)
+    shapes = program_shapes(loaded.program)
     for name, (dtype, scope) in seen.items():
         if name not in known:
             yield f"(Intermediate {quoted(name)})"
             yield f"(ScopeOf {quoted(name)} {quoted(scope)})"
-            for fits in kernel_scopes(loaded.program, name, dtype):
+            for fits in kernel_scopes(name, dtype, shapes.get(name), users.get(name, [])):
                 yield f"(ScopeFits {quoted(name)} {quoted(fits)})"
 
 
-def kernel_scopes(program, name: str, dtype: str) -> list[str]:
-    """The scopes an intermediate may live in on CUDA (docs/LEIR.md, "Limits"): global memory
-    always; a kernel's local memory and, when the tensor fits one block's share
-    (``leir.hardware.MAX_SHARED_BYTES``), its shared memory, only when
+def kernel_scopes(name: str, dtype: str, shape, users) -> list[str]:
+    """The scopes an intermediate of this dtype and shape, accessed by the top-level nests
+    ``users``, may live in on CUDA (docs/LEIR.md, "Limits"): global memory always; a kernel's
+    local memory and, when the tensor fits one block's share (``leir.hardware.MAX_SHARED_BYTES``),
+    its shared memory, only when
 
     * one top-level nest (one kernel) alone uses the tensor -- such memory does not outlive its
       kernel -- and
@@ -302,16 +312,6 @@ def kernel_scopes(program, name: str, dtype: str) -> list[str]:
 
     ``B^{4}_{tx=0}L^{8}_{a=0}[D_{tx,a}=exp(A_{tx,a});C_{tx,a}=D_{tx,a}*2;]``: D may be local;
     with ``C_{tx,a}=D_{3-tx,a}`` it may not."""
-    import math
-
-    import numpy as np
-
-    from ..leir.analysis import equation_reads, program_shapes, tensor_names
-    from ..leir.ast import Leir
-    from ..leir.hardware import MAX_SHARED_BYTES
-    from ..leir.legality import determined_loops
-    from ..leir.signature import dtype_name
-    users = [nest for nest in program.leir.nests if name in tensor_names(nest)]
     if len(users) != 1:
         return ["g"]
     accesses = [(v, site.loops) for site in equation_sites(Leir((users[0],)))
@@ -320,10 +320,8 @@ def kernel_scopes(program, name: str, dtype: str) -> list[str]:
             {l.index for l in loops if l.kind == "B"} <= determined_loops(v, loops)
             for v, loops in accesses):
         return ["g"]
-    shape = program_shapes(program).get(name)
-    size = None if shape is None else math.prod(shape) * (
-        2 if dtype == "bf16" else np.dtype(dtype_name(dtype)).itemsize)
-    return ["g", "l"] + (["s"] if size is not None and size <= MAX_SHARED_BYTES else [])
+    fits_shared = shape is not None and math.prod(shape) * dtype_bytes(dtype) <= MAX_SHARED_BYTES
+    return ["g", "l"] + (["s"] if fits_shared else [])
 
 
 INTERMEDIATE_VARIABLE = Guard(

@@ -30,6 +30,12 @@ def dtype_name(code: str) -> str:
     return DTYPE_NAMES[code]
 
 
+def dtype_bytes(code: str) -> int:
+    """Bytes of one element: ``f32`` -> 4 (``bf16``, which NumPy does not know: 2)."""
+    import numpy as np
+    return 2 if code == "bf16" else np.dtype(dtype_name(code)).itemsize
+
+
 def dtype_code(name: str) -> str:
     """``float32`` (or ``torch.float32``) -> ``f32``."""
     name = name.removeprefix("torch.")

@@ -34,7 +34,7 @@ from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape
                             kernel_split, kernel_staging_loops, layouts, loops_used,
                             parallel_loops_determined, staged_extent)
 from leir_egraph.leir.program import Program
-from leir_egraph.leir.signature import dtype_name
+from leir_egraph.leir.signature import dtype_bytes
 from leir_egraph.egraph.encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
 from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
@@ -299,10 +299,6 @@ def _staging_facts(loaded: LoadedProgram) -> Iterable[str]:
     return list(out)
 
 
-def _itemsize(code: str) -> int:
-    return 2 if code == "bf16" else np.dtype(dtype_name(code)).itemsize
-
-
 def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
     """How a nest splits into its kernel's loops and the loops inside them, the inner loops
     each access uses, and the scopes a copy of an access may take: local memory always, shared
@@ -325,7 +321,7 @@ def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
             extent = staged_extent(x, outer + copy)
             if extent is None:
                 continue
-            size = int(np.prod(extent)) * _itemsize(x.dtype)
+            size = int(np.prod(extent)) * dtype_bytes(x.dtype)
             for scope in ("s", "l"):
                 if scope != x.scope and (scope == "l" or size <= MAX_SHARED_BYTES):
                     out[f"(StagingScope {name} {_var(x)} {quoted(scope)})"] = None
