@@ -63,9 +63,17 @@ zeros check decides everywhere.
 programs themselves) in exactly the same way: anything but equal or undecidable there is a
 soundness defect of ours, listed in the report (``ours_defects``).
 
+An output still equal after these checks is then offered to our strategy with one guard
+removed at a time (``rulecheck.without_guard``): if one of our rules makes exactly that output
+once guard G is gone, the move is one our guard G refuses (``refused_by`` in the sample,
+``refused`` in the table) -- a decision stated in the rule file for every input the guard's
+domain allows (e.g. defined_values refuses a new exponential of a tensor value, which overflows
+for softmax logits above 89), where the verifier's checks try a few input sets.
+
 The estimated *sound recall* is shared / (shared + reference-only x equal share of the sample),
 with shared outputs counted sound (ours are verified by the rule-file tests and
-``strategy_coverage.py``). With ``--sample 0`` nothing is verified and only plain recall is
+``strategy_coverage.py``); the *owed recall* leaves out the estimated share our guards refuse
+(``owed`` in the table; ``owed_recall`` in the JSON). With ``--sample 0`` nothing is verified and only plain recall is
 given. The report is deterministic for a given seed, reference checkout and PYTHONHASHSEED
 (the script re-executes itself with PYTHONHASHSEED=0, see reference_steptp.py).
 
@@ -354,6 +362,24 @@ def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
     return verdicts, checks, examples
 
 
+def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: str) -> str | None:
+    """The guard of our strategy that refuses this reference move: without it, one of our rules
+    makes exactly the reference's output (exact canonical form). None when no single guard does
+    (the move is not one of our rules' at all)."""
+    from leir_egraph.egraph.rulecheck import without_guard
+    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    want = canonical_or_none(after_text, row)
+    if ours is None or want is None:
+        return None
+    for guard in ours.guards:
+        if guard == "pattern_match":
+            continue
+        for t in single_steps(program, without_guard(ours, guard)):
+            if exact_canonical_text(t.after) == want:
+                return guard
+    return None
+
+
 def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Random,
           seed: int = 0, ours: list | None = None, sample_ours: int = 0) -> None:
     """Verify a seeded sample of the reference-only transitions ``missed`` (``(row, original
@@ -364,16 +390,26 @@ def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Rand
     decides = not finite_domain(entry["strategy"])
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
     verdicts, checks, examples = verdicts_of(chosen, workers, seed, decides)
+    refused = 0
+    for (row, program, _, text), example in zip(chosen, examples):
+        if example["verdict"] == "equal":
+            example["refused_by"] = refusing_guard(entry["strategy"], row, program, text)
+            refused += example["refused_by"] is not None
     judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
     eq_share = verdicts["equal"] / judged if judged else None
     est = len(missed) * eq_share if eq_share is not None else None
+    est_refused = len(missed) * refused / judged if judged else 0.0
     if not missed:
         est = 0.0
     shared = entry["shared"]
+    owed = est - est_refused if est is not None else None
     entry.update(sample=verdicts, **checks, sampled=examples, overflow_decides=decides,
-                 estimated_sound_missed=est,
+                 estimated_sound_missed=est, refused_equal=refused,
+                 estimated_refused=est_refused,
                  sound_recall=(shared / (shared + est) if est is not None and shared + est
-                               else None))
+                               else None),
+                 owed_recall=(shared / (shared + owed) if owed is not None and shared + owed
+                              else None))
     if ours and sample_ours:
         mine = random.Random(f"{seed}|ours|{entry['strategy']}").sample(
             ours, min(sample_ours, len(ours)))
@@ -386,10 +422,13 @@ def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Rand
 def print_row(entry: dict) -> None:
     rec = f"{100 * entry['recall']:.1f}%" if entry["reference"] else "-"
     srec = f"{100 * entry['sound_recall']:.1f}%" if entry["sound_recall"] is not None else "-"
+    orec = (f"{100 * entry['owed_recall']:.1f}%" if entry.get("owed_recall") is not None
+            else "-")
     v = entry["sample"]
     print(f"{entry['strategy']:<56}{entry['reference']:>7}{entry['ours']:>7}"
           f"{entry['shared']:>7}{rec:>8}"
           f"{v['equal']:>8}/{v['not_equal']}/{v['invalid']}/{v['undecidable']:<8}{srec:>13}"
+          f"{entry.get('refused_equal', 0):>8}{orec:>7}"
           + (f"{'':>4}{o['equal']}/{o['not_equal']}/{o['invalid']}/{o['undecidable']}"
              if (o := entry.get("ours_sample")) else ""),
           flush=True)
@@ -405,11 +444,16 @@ def finish(report: dict) -> None:
     est = [e["estimated_sound_missed"] for e in entries]
     if all(x is not None for x in est):
         missed_sound = sum(est)
+        owed = missed_sound - sum(e.get("estimated_refused", 0.0) for e in entries)
         report["total"]["sound_recall"] = (tot_shared / (tot_shared + missed_sound)
                                            if tot_shared + missed_sound else None)
+        report["total"]["owed_recall"] = (tot_shared / (tot_shared + owed)
+                                          if tot_shared + owed else None)
     print(f"total: reference {tot_ref}, shared {tot_shared}, recall "
           f"{100 * tot_shared / tot_ref if tot_ref else 0:.1f}%"
           + (f", estimated sound recall {100 * report['total']['sound_recall']:.1f}%"
+             f" ({100 * report['total']['owed_recall']:.1f}% of the sound moves no guard of "
+             "ours refuses)"
              if report["total"].get("sound_recall") else ""))
 
 
@@ -483,7 +527,7 @@ def main() -> int:
               "seed": args.seed, "sample": args.sample, "strategies": []}
     print(f"{len(rows)} {args.programs} {args.dtype} programs")
     print(f"{'strategy':<56}{'ref':>7}{'ours':>7}{'shared':>7}{'recall':>8}"
-          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}"
+          f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}{'refused':>8}{'owed':>7}"
           + (f"{'  ours eq/ne/inv/und':>20}" if args.sample_ours else ""))
     for sid in wanted:
         if not reference.has(sid):

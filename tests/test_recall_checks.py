@@ -1,6 +1,6 @@
 """The checks benchmarks/reference_recall.py adds to the verifier before it counts a reference
 transition as a sound move we owe: CUDA validity, inputs with zeros, inputs x100 (and where the
-last one decides). Real programs, real TVM runs."""
+last one decides), and which guard of ours refuses a move. Real programs, real TVM runs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from reference_recall import cuda_failure, finite_domain, stress_failure  # noqa: E402
+from reference_recall import (cuda_failure, finite_domain, refusing_guard,  # noqa: E402
+                              stress_failure)
 
 from leir_egraph.leir import Program  # noqa: E402
 
@@ -53,3 +54,14 @@ def test_local_memory_shared_by_two_kernels_is_no_cuda_program():
     kept = (f"{NEST}[E^{{f32,l}}_{{tx,a}}=A^{{f32,g}}_{{tx,a}}+C^{{f32,g}}_{{tx,a}};"
             f"D^{{f32,g}}_{{tx,a}}=E^{{f32,l}}_{{tx,a}};];")
     assert cuda_failure(before, kept) is None
+
+
+def test_the_guard_that_refuses_a_reference_move_is_named():
+    """sympy's sqf splits softmax's exp(x-max) into exp(-max)*exp(x): defined_values refuses
+    it (a new exponential); a move none of our rules makes at all names no guard."""
+    row = {"signature": SIG, "name": "softmax-like"}
+    before = prog("exp(A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a})")
+    split = f"{NEST}[D^{{f32,g}}_{{tx,a}}=exp(-C^{{f32,g}}_{{tx,a}})*exp(A^{{f32,g}}_{{tx,a}});];"
+    assert refusing_guard("factorization", row, before, split) == "defined_values"
+    other = f"{NEST}[D^{{f32,g}}_{{tx,a}}=exp(A^{{f32,g}}_{{tx,a}}-C^{{f32,g}}_{{tx,a}})+0;];"
+    assert refusing_guard("factorization", row, before, other) is None

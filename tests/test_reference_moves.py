@@ -13,7 +13,7 @@ import pytest
 
 from leir_egraph.egraph import single_steps
 from leir_egraph.leir import Program
-from leir_egraph.leir.canonical import canonical_text
+from leir_egraph.leir.canonical import canonical_text, exact_canonical_text
 from leir_egraph.leir.signature import Signature
 
 MATMUL = ("B^{4}_{tx=0}L^{6}_{a=0}L^{8}_{c=0}"
@@ -204,6 +204,57 @@ MOVES += [
      "B^{8}_{tx=0}B^{1}_{bza=0}L^{8}_{c=0}[E^{f32,g}_{tx,bza,c}=D^{f32,g}_{tx,bza,c}+H^{f32,g};];"),
 ]
 
+# the sympy family: sympy's function of a whole right-hand side (rules/math/sympy_forms.py), on
+# layer norm's affine step; the variance Q is a sum of squares, so sqrt(Q+1e-05) is positive
+NORM = ("B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx}=Q^{f32,g}_{tx}"
+        "+(A^{f32,g}_{tx,a}-M^{f32,g}_{tx})**2/8;];"
+        "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=G^{f32,g}_{a}*((A^{f32,g}_{tx,a}-M^{f32,g}_{tx})"
+        "/sqrt(Q^{f32,g}_{tx}+1e-05))+H^{f32,g}_{a};];")
+NORM_SIG = "A:f32[4,8] M:f32[4] G:f32[8] H:f32[8] -> C:f32[4,8]"
+NORM_HEAD = NORM[:NORM.index("B^{4}_{tx=0}L^{8}_{a=0}[C")]
+NORM_LOOPS = "B^{4}_{tx=0}L^{8}_{a=0}"
+SQRT_V = "sqrt(Q^{f32,g}_{tx}+1.0e-5)"
+SYMPY_MOVES = [
+    ("cancellation", NORM, NORM_SIG,
+     NORM_HEAD + NORM_LOOPS + "[C^{f32,g}_{tx,a}=(A^{f32,g}_{tx,a}*G^{f32,g}_{a}"
+     "-G^{f32,g}_{a}*M^{f32,g}_{tx}+H^{f32,g}_{a}*" + SQRT_V + ")/" + SQRT_V + ";];"),
+    ("together", NORM, NORM_SIG,
+     NORM_HEAD + NORM_LOOPS + "[C^{f32,g}_{tx,a}=(G^{f32,g}_{a}*(A^{f32,g}_{tx,a}-M^{f32,g}_{tx})"
+     "+H^{f32,g}_{a}*" + SQRT_V + ")/" + SQRT_V + ";];"),
+    ("collect", NORM, NORM_SIG,
+     NORM_HEAD + NORM_LOOPS + "[C^{f32,g}_{tx,a}=G^{f32,g}_{a}*(A^{f32,g}_{tx,a}-M^{f32,g}_{tx})"
+     "/" + SQRT_V + "+H^{f32,g}_{a};];"),
+    # expand_factorization of the variance's squared difference; the reference writes
+    # Q=Q+A**2-2*A*M+M**2, which is no accumulation (docs/LEIR.md): ours keeps Q+(...)
+    ("expand_factorization", NORM, NORM_SIG,
+     NORM_LOOPS + "[Q^{f32,g}_{tx}=Q^{f32,g}_{tx}+(A^{f32,g}_{tx,a}**2/8"
+     "-A^{f32,g}_{tx,a}*M^{f32,g}_{tx}/4+M^{f32,g}_{tx}**2/8);];" + NORM[len(NORM_HEAD):]),
+    # powsimp as sympy prints its result: x+x is 2*x, x/2.0 is 0.5*x
+    ("powsimp", "B^{4}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx}+D^{f32,g}_{tx};];", "D:f32[4] -> C:f32[4]",
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=2*D^{f32,g}_{tx};];"),
+    ("powsimp", "B^{4}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx}/2.0;];", "D:f32[4] -> C:f32[4]",
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=0.5*D^{f32,g}_{tx};];"),
+]
+
+SYMPY_REFUSED = [
+    # softmax's exp(x-max) split by sqf into exp(-max)*exp(x): exp(x) overflows, inf*0 is NaN
+    ("factorization",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];",
+     "A:f32[4,8] -> C:f32[4,8]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=exp(-D^{f32,g}_{tx})*exp(A^{f32,g}_{tx,a});];"),
+    # the sigmoid as exp(x)/(exp(x)+1): inf/inf for x above 89
+    ("factorization", "B^{4}_{tx=0}[C^{f32,g}_{tx}=1/(1+exp(-A^{f32,g}_{tx}));];",
+     "A:f32[4] -> C:f32[4]",
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=exp(A^{f32,g}_{tx})/(exp(A^{f32,g}_{tx})+1);];"),
+    # cancelling a divisor that may be zero: (A*A-E*E)/(A-E) is NaN at A=E, A+E is not
+    ("cancellation",
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=(A^{f32,g}_{tx}*A^{f32,g}_{tx}-E^{f32,g}_{tx}*E^{f32,g}_{tx})"
+     "/(A^{f32,g}_{tx}-E^{f32,g}_{tx});];", "A:f32[4] E:f32[4] -> C:f32[4]",
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}+E^{f32,g}_{tx};];"),
+]
+
 REFUSED = [
     # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
     # the program's output: shared memory does not outlive the fused kernel
@@ -262,3 +313,26 @@ def test_reference_move_is_ours(strategy, before, sig, after):
                          ids=[f"{m[0]}-{i}" for i, m in enumerate(REFUSED)])
 def test_unsound_reference_move_is_refused(strategy, before, sig, after):
     assert _canonical(after, sig) not in _canonical_steps(strategy, before, sig)
+
+
+def _exact(text: str, sig: str) -> str:
+    return exact_canonical_text(Program.parse(text, Signature.from_short(sig)))
+
+
+def _exact_steps(strategy: str, before: str, sig: str) -> set[str]:
+    p = Program.parse(before, Signature.from_short(sig))
+    return {exact_canonical_text(t.after) for t in single_steps(p, strategy)}
+
+
+@pytest.mark.parametrize("strategy,before,sig,after", SYMPY_MOVES,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(SYMPY_MOVES)])
+def test_reference_sympy_move_is_ours(strategy, before, sig, after):
+    """Compared as the benchmark compares them: up to bit-exact re-printing (1.0 is 1)."""
+    assert _exact(after, sig) in _exact_steps(strategy, before, sig)
+
+
+@pytest.mark.parametrize("strategy,before,sig,after", SYMPY_REFUSED,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(SYMPY_REFUSED)])
+def test_unsound_reference_sympy_move_is_refused(strategy, before, sig, after):
+    made = _exact_steps(strategy, before, sig)
+    assert _exact(after, sig) not in made

@@ -54,6 +54,31 @@ def probe_rule(rule: Rule, strip: set[str]) -> Rule:
                    parsed_conditions=tuple(kept), bindings=(), guard_atoms=())
 
 
+def without_guard(strategy: Strategy, guard: str) -> Strategy:
+    """The strategy with the conditions of one guard's relations removed (as
+    :func:`probe_rule` removes them), its rewrites otherwise as written: what its rules would
+    make if that guard did not refuse. A rule whose replacement needs a variable only the
+    removed conditions bound is left out. For measuring which guard refuses a move
+    (benchmarks/reference_recall.py), never for producing data."""
+    strip = _guard_relations(strategy, guard)
+    rules = []
+    for rule in strategy.rules:
+        probe = probe_rule(rule, strip)
+        kept = set(rule.lhs_variables).union(*(c.variables for c in probe.parsed_conditions))
+        needed = {v for v, _ in rule.bindings} | _variables(rule.rhs)
+        if needed <= kept:
+            rules.append(replace(probe, rhs=rule.rhs, bindings=rule.bindings))
+    return replace(strategy, id=strategy.id, rules=tuple(rules))
+
+
+def _variables(text: str) -> set[str]:
+    """The pattern variables of an egglog term: the lower-case symbols that are not a
+    constructor, a literal or a keyword."""
+    import re
+    words = set(re.findall(r"(?<![\w\"$])([a-z][A-Za-z0-9_-]*)", text))
+    return words
+
+
 def probe_matches(strategy: Strategy, program: Program, strip: set[str]) -> int:
     """Number of matches of the strategy's rules with the ``strip`` relations removed."""
     probe = replace(strategy, id=f"{strategy.id}__probe",

@@ -1,0 +1,427 @@
+"""Fact provider of the sympy-form rules of the math family (factorization, expand_factorization,
+cancellation, together, powsimp, collect name this file).
+
+The paper's math strategies are sympy's own functions applied to an equation's right-hand side:
+``sqf`` (factorization), ``expand`` (expand_factorization), ``cancel`` (cancellation),
+``together``, ``powsimp`` and ``collect`` (once per variable). The local identities of the rule
+files (``a*b+a*c -> a*(b+c)`` ...) are one step of those; the forms below are what the function
+itself returns for the whole right-hand side, so a rule may offer exactly the move the paper's
+dataset holds:
+
+* ``SympyForm n e fn x y`` (parameter): ``x`` is the value of equation ``e`` of flat nest ``n``
+  (for an accumulation ``X=X+r``: the whole ``X+r``), and ``y`` is the same with ``r`` -- or the
+  whole value -- replaced by what sympy's ``fn`` returns for it, read back into LEIR. Each
+  distinct tensor access is one symbol (``A_{a}`` and ``A_{a-1}`` are two), named by its tensor
+  so sympy orders terms as it does for the paper's data. Only float equations (f32, f64, bf16)
+  of value arithmetic with ``+ - * / **``, ``exp``, ``log``, ``sqrt``, ``max``, ``min`` and
+  ``abs``; no conditions, loop-index values or other functions; the form must differ from the
+  original beyond the exact re-printings of ``leir.canonical`` (``1-x`` is ``-x+1``).
+
+* ``SympyDefined n e x y`` (guard ``defined_values``): the real-number identity sympy proves is
+  also a program rewrite. Assumption (leir/ranges.py, FINITE domain, as for the value splits):
+  inputs are finite and the two sides agree up to rounding wherever both are defined. So both
+  sides must be defined for every finite input: every divisor provably non-zero, every logarithm
+  argument provably positive, every square-root argument and every base of a non-integer power
+  provably non-negative (by the FINITE sign classes of the values the nest reads); and both
+  sides compute the same exponentials of tensor values (up to sympy's expansion of the
+  argument; exponentials of constants are free). An exponential overflows at ordinary finite
+  arguments (89 in f32), so a new one can turn a finite result into ``inf*0``: ``exp(a-m) ->
+  exp(a)*exp(-m)`` (softmax's ``exp(x-max)``) is refused; so is a removed one, which can turn
+  the original's overflow into a number (``exp(a)*exp(-a) -> 1``). The exponentials both sides
+  share are assumed, as for the value splits, not to overflow where the original is finite.
+
+Everything here is a pure function of the program; sympy's results are cached per expression.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Iterable
+
+import sympy
+
+from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
+from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
+from leir_egraph.leir.ast import Bin, Call, Equation, LoopNest, Neg, Num, Var
+from leir_egraph.leir.canonical import exact_normal_form
+from leir_egraph.leir.ast import Leir
+from leir_egraph.leir.parser import parse
+from leir_egraph.leir.printer import to_text
+from leir_egraph.leir.ranges import FINITE, FLOAT, analyse, expression_range
+
+REWRITABLE = ("f32", "f64", "bf16")
+
+#: the rule files' function names -> how sympy computes the form (a list: collect gives one per
+#: variable)
+FUNCTIONS = {
+    "sqf": lambda e, syms: [sympy.sqf(e)],
+    "expand": lambda e, syms: [sympy.expand(e)],
+    "cancel": lambda e, syms: [sympy.cancel(e)],
+    "together": lambda e, syms: [sympy.together(e)],
+    "powsimp": lambda e, syms: [sympy.powsimp(e)],
+    "collect": lambda e, syms: [sympy.collect(e, s) for s in syms],
+}
+_NEEDS_DIVISION = ("cancel", "together")   # as the paper's data: only where '/' occurs
+
+_FUNCTION_NAMES = {"exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "abs": sympy.Abs,
+                   "max": sympy.Max, "min": sympy.Min}
+_BACK = {"Max": "max", "Min": "min", "Abs": "abs"}
+_PREFIX = "T_"
+
+
+class _Unsupported(Exception):
+    """An expression sympy cannot take faithfully (conditions, index values, other calls)."""
+
+
+# ---------------------------------------------------------------- LEIR <-> sympy
+
+def _symbol_names(expr) -> dict:
+    """Each distinct access -> a symbol name: its tensor's name (then ``_1``, ``_2`` ... for
+    further accesses of the same tensor), prefixed so no sympy constant (E, I, S) is met."""
+    names: dict = {}
+    taken: dict[str, int] = {}
+
+    def visit(e):
+        if isinstance(e, Var):
+            if e not in names:
+                k = taken.get(e.name, 0)
+                taken[e.name] = k + 1
+                names[e] = _PREFIX + e.name + (f"_{k}" if k else "")
+            return
+        for child in _children(e):
+            visit(child)
+
+    visit(expr)
+    return names
+
+
+def _children(e) -> tuple:
+    if isinstance(e, Bin):
+        return (e.lhs, e.rhs)
+    if isinstance(e, Neg):
+        return (e.operand,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, (Num, Var)):
+        return ()
+    raise _Unsupported(type(e).__name__)
+
+
+def _to_sympy(e, symbols: dict):
+    """The expression as sympify(text, evaluate=False) builds it from the paper's text."""
+    if isinstance(e, Num):
+        text = e.text
+        if any(c in text for c in ".eE") or "inf" in text:
+            if "inf" in text:
+                raise _Unsupported("infinite literal")
+            return sympy.Float(text)
+        return sympy.Integer(int(text))
+    if isinstance(e, Var):
+        if e.dtype not in REWRITABLE:
+            raise _Unsupported(f"a {e.dtype} value")   # 1.0*x is x only for a float x
+        return symbols[e]
+    if isinstance(e, Neg):
+        return sympy.Mul(-1, _to_sympy(e.operand, symbols), evaluate=False)
+    if isinstance(e, Bin):
+        a, b = _to_sympy(e.lhs, symbols), _to_sympy(e.rhs, symbols)
+        if e.op == "+":
+            return sympy.Add(a, b, evaluate=False)
+        if e.op == "-":
+            return sympy.Add(a, sympy.Mul(-1, b, evaluate=False), evaluate=False)
+        if e.op == "*":
+            return sympy.Mul(a, b, evaluate=False)
+        if e.op == "/":
+            return sympy.Mul(a, sympy.Pow(b, -1, evaluate=False), evaluate=False)
+        if e.op == "**":
+            return sympy.Pow(a, b, evaluate=False)
+        raise _Unsupported(e.op)
+    if isinstance(e, Call) and e.fn in _FUNCTION_NAMES:
+        fn = _FUNCTION_NAMES[e.fn]
+        args = [_to_sympy(a, symbols) for a in e.args]
+        if fn is sympy.sqrt:
+            return sympy.Pow(args[0], sympy.Rational(1, 2), evaluate=False)
+        return fn(*args, evaluate=False)
+    raise _Unsupported(getattr(e, "fn", type(e).__name__))
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KNOWN = {"exp", "log", "sqrt", "max", "min", "abs"}
+
+
+def _from_sympy(printed: str, texts: dict[str, str]):
+    """sympy's printed form read back as a LEIR expression (``None`` when it uses anything
+    LEIR has no word for: E, pi, I, infinities, other functions)."""
+    printed = printed.replace(" ", "")
+    for old, new in _BACK.items():
+        printed = printed.replace(old + "(", new + "(")
+
+    def name(m):
+        word = m.group(0)
+        if word in texts:
+            return texts[word]
+        if word in _KNOWN or re.fullmatch(r"e\d*", word):
+            return word
+        raise _Unsupported(word)
+
+    try:
+        text = re.sub(_NAME, name, printed)
+    except _Unsupported:
+        return None
+    try:
+        leir = parse(f"B^{{1}}_{{tx=0}}[Z^{{f32,g}}={text};];")
+    except ValueError:
+        return None
+    return _tidy(leir.nests[0].body[0].value)
+
+
+def _tidy(e):
+    """sympy's float 1.0 factors (``1.0*(1.0*x+1.0)`` for ``1.0+x``) multiply a float value by
+    one, which changes nothing: they are dropped. (``p/q`` of two integer literals stays: a
+    literal is cast to the float target dtype first, docs/LEIR.md, so it is the ratio.)"""
+    if isinstance(e, Bin):
+        lhs, rhs = _tidy(e.lhs), _tidy(e.rhs)
+        if e.op == "*" and _float_one(lhs):
+            return rhs
+        if e.op in ("*", "/") and _float_one(rhs):
+            return lhs
+        return Bin(e.op, lhs, rhs)
+    if isinstance(e, Neg):
+        return Neg(_tidy(e.operand))
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(_tidy(a) for a in e.args))
+    return e
+
+
+def _float_one(e) -> bool:
+    return isinstance(e, Num) and "." in e.text and float(e.text) == 1.0
+
+
+def forms(fn: str, value) -> list:
+    """LEIR expressions sympy's ``fn`` makes of ``value`` (each different from it beyond exact
+    re-printing), or ``[]`` when ``value`` is outside what sympy takes faithfully."""
+    try:
+        names = _symbol_names(value)
+        symbols = {v: sympy.Symbol(n) for v, n in names.items()}
+        expr = _to_sympy(value, symbols)
+    except _Unsupported:
+        return []
+    if fn in _NEEDS_DIVISION and not _has_division(value):
+        return []
+    texts = {n: to_text(v) for v, n in names.items()}
+    try:
+        printed = _cached_forms(fn, expr)
+    except (sympy.SympifyError, sympy.PolynomialError, TypeError, ValueError,
+            RecursionError, AttributeError):
+        return []
+    own = _exact_text(value)
+    out, seen = [], {own}
+    for text in printed:
+        form = _from_sympy(text, texts)
+        if form is None:
+            continue
+        exact = _exact_text(form)
+        if exact not in seen:
+            seen.add(exact)
+            out.append(form)
+    return out
+
+
+_FORM_CACHE: dict = {}
+
+
+def _cached_forms(fn: str, expr) -> tuple[str, ...]:
+    """sympy's printed forms of ``expr`` (cached by its structure: many programs share one)."""
+    key = (fn, sympy.srepr(expr))
+    hit = _FORM_CACHE.get(key)
+    if hit is None:
+        symbols = sorted(expr.free_symbols, key=lambda s: s.name)
+        hit = tuple(dict.fromkeys(str(f) for f in FUNCTIONS[fn](expr, symbols)))
+        if len(_FORM_CACHE) > 20000:
+            _FORM_CACHE.clear()
+        _FORM_CACHE[key] = hit
+    return hit
+
+
+def _has_division(e) -> bool:
+    if isinstance(e, Bin) and e.op == "/":
+        return True
+    return any(_has_division(c) for c in _children(e))
+
+
+def _exact_text(value) -> str:
+    eq = Equation(Var("Z", "f32", "g"), value)
+    leir = exact_normal_form(Leir((LoopNest((), (eq,)),)))
+    return to_text(leir.nests[0].body[0].value)
+
+
+# ---------------------------------------------------------------- where, and the guard
+
+def _reads(e, name: str) -> bool:
+    if isinstance(e, Var):
+        return e.name == name
+    return any(_reads(c, name) for c in _children(e))
+
+
+def _value_forms(fn: str, eq: Equation) -> list:
+    """New right-hand sides for ``eq``: sympy's ``fn`` of the whole value, or of ``r`` in an
+    accumulation ``X=X+r`` (which keeps its form: its implicit initialisation stays)."""
+    value, target = eq.value, eq.target
+    try:
+        if not _reads(value, target.name):
+            return forms(fn, value)
+        if (isinstance(value, Bin) and value.op == "+" and value.lhs == target
+                and not _reads(value.rhs, target.name)):
+            return [Bin("+", target, form) for form in forms(fn, value.rhs)]
+    except _Unsupported:
+        pass
+    return []
+
+
+@lru_cache(maxsize=16)
+def _ranges(program, domain):
+    return analyse(program, domain)
+
+
+class _Spans:
+    """What a sub-expression of one equation may be, in both domains of leir.ranges: FINITE
+    (sign classes on finite inputs; a value that may be NaN or infinite is unknown there) and
+    FLOAT (intervals of the extended reals: exp of anything is >= 0 or NaN, so 1+exp(x) is
+    never zero). A fact of FLOAT holds on finite inputs too; a property holds when either
+    domain proves it."""
+
+    def __init__(self, program, nest, dtype: str):
+        written = {q.target.name for q in nest.body}
+        self.loops = {l.index: (0, l.extent - 1) for l in nest.loops}
+        self.reads = {d: _ranges(program, d).reads_outside(written) for d in (FINITE, FLOAT)}
+        self.dtype = dtype
+
+    def holds(self, node, prop: str) -> bool:
+        return any(getattr(expression_range(node, self.reads[d], self.loops, d, self.dtype), prop)
+                   for d in (FINITE, FLOAT))
+
+
+def _defined_everywhere(e, spans: "_Spans") -> bool:
+    """Every divisor non-zero, logarithm argument positive, square-root argument and base of a
+    non-integer power non-negative."""
+    holds = spans.holds
+    if isinstance(e, Bin):
+        if e.op == "/" and not holds(e.rhs, "nonzero"):
+            return False
+        if e.op == "**":
+            exponent = _literal(e.rhs)
+            if exponent is None or exponent != int(exponent):
+                if not holds(e.lhs, "nonnegative"):
+                    return False
+            elif exponent < 0 and not holds(e.lhs, "nonzero"):
+                return False
+    if isinstance(e, Call):
+        if e.fn == "log" and not holds(e.args[0], "positive"):
+            return False
+        if e.fn == "sqrt" and not holds(e.args[0], "nonnegative"):
+            return False
+    return all(_defined_everywhere(c, spans) for c in _children(e))
+
+
+def _literal(e) -> float | None:
+    if isinstance(e, Num):
+        try:
+            return float(e.text)
+        except ValueError:
+            return None
+    if isinstance(e, Neg):
+        inner = _literal(e.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _exponents(e, symbols: dict) -> set:
+    """The arguments of the exponentials of ``e`` that read a tensor, expanded by sympy."""
+    out = set()
+    if isinstance(e, Call) and e.fn == "exp" and _has_access(e.args[0]):
+        out.add(sympy.expand(_to_sympy(e.args[0], symbols)))
+    for c in _children(e):
+        out |= _exponents(c, symbols)
+    return out
+
+
+def _has_access(e) -> bool:
+    return isinstance(e, Var) or any(_has_access(c) for c in _children(e))
+
+
+def defined_like(before, after, spans: "_Spans") -> bool:
+    """The guard (module docstring): both sides defined for every finite input, and the same
+    exponentials of tensor values on both sides."""
+    if not (_defined_everywhere(before, spans) and _defined_everywhere(after, spans)):
+        return False
+    names = _symbol_names(Bin("+", before, after))
+    symbols = {v: sympy.Symbol(n) for v, n in names.items()}
+    return _exponents(after, symbols) == _exponents(before, symbols)
+
+
+def _flat_nests(loaded: LoadedProgram):
+    for i, nest in enumerate(loaded.program.leir.nests):
+        if not any(isinstance(item, LoopNest) for item in nest.body):
+            yield loaded.top_nest_name(i), nest
+
+
+@lru_cache(maxsize=64)
+def _program_forms(program) -> tuple:
+    """``(nest position, equation, fn, new value, defined)`` for every form of the program."""
+    out = []
+    for i, nest in enumerate(program.leir.nests):
+        if any(isinstance(item, LoopNest) for item in nest.body):
+            continue
+        for eq in nest.body:
+            if eq.target.dtype not in REWRITABLE:
+                continue
+            spans = None
+            for fn in FUNCTIONS:
+                for new in _value_forms(fn, eq):
+                    spans = spans or _Spans(program, nest, eq.target.dtype)
+                    out.append((i, eq, fn, new, defined_like(eq.value, new, spans)))
+    return tuple(out)
+
+
+def _form_facts(loaded: LoadedProgram) -> Iterable[str]:
+    out: dict[str, None] = {}
+    for i, eq, fn, new, _ in _program_forms(loaded.program):
+        name = loaded.top_nest_name(i)
+        out[f"(SympyForm {name} {to_egglog(encode(eq))} {quoted(fn)} "
+            f"{to_egglog(encode_value(eq.value))} {to_egglog(encode_value(new))})"] = None
+    return list(out)
+
+
+def _defined_facts(loaded: LoadedProgram) -> Iterable[str]:
+    out: dict[str, None] = {}
+    for i, eq, fn, new, defined in _program_forms(loaded.program):
+        if defined:
+            name = loaded.top_nest_name(i)
+            out[f"(SympyDefined {name} {to_egglog(encode(eq))} "
+                f"{to_egglog(encode_value(eq.value))} {to_egglog(encode_value(new))})"] = None
+    return list(out)
+
+
+DEFINED_VALUES = Guard(
+    "defined_values",
+    "Extra soundness guard (not one of the paper's nine): sympy's form is an identity of real "
+    "numbers; it is a program rewrite when both sides are defined for every finite input "
+    "(leir.ranges FINITE domain: every divisor provably non-zero, every logarithm argument "
+    "positive, every square-root argument and base of a non-integer power non-negative) and "
+    "both sides compute the same exponentials of tensor values (up to sympy's expansion of the "
+    "argument): a new exponential can overflow where the original is finite (exp(x-m) -> "
+    "exp(x)*exp(-m) gives inf*0), a removed one can hide the original's overflow.",
+    "a side may divide by zero, take a logarithm or root outside its domain, or the sides "
+    "compute different exponentials of tensor values",
+    relations=(Relation("SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
+                        "{2} and {3} are defined for every finite input and compute the same "
+                        "exponentials"),),
+    facts=_defined_facts)
+
+GUARD_EXTENSIONS = (GuardExtension("defined_values", new_guard=DEFINED_VALUES),)
+
+PARAMETER_SETS = (ParameterSet((
+    Relation("SympyForm", ("Nest", "Eqn", "String", "Expr", "Expr"),
+             "sympy's {2} turns the value {3} of {1} into {4}"),
+), _form_facts),)
