@@ -204,6 +204,22 @@ MOVES += [
      "B^{8}_{tx=0}B^{1}_{bza=0}L^{8}_{c=0}[E^{f32,g}_{tx,bza,c}=D^{f32,g}_{tx,bza,c}+H^{f32,g};];"),
 ]
 
+# additive_split of a whole right-hand side that adds onto values an earlier nest wrote (a bias
+# after the nest that computed D): D=D+C+C-C reads D's written values, no initial value
+MOVES += [
+    ("additive_split",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+C^{f32,g}_{a};];",
+     "A:f32[4,8] C:f32[8] -> D:f32[4,8]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+C^{f32,g}_{a}"
+     "+C^{f32,g}_{a}-C^{f32,g}_{a};];"),
+    # exponential_split's quotient by the value the exponent subtracts: exp(x-r)/exp(r-r)
+    ("exponential_split", SOFTMAX_SUM, "A:f32[4,8] -> E:f32[4]",
+     SOFTMAX_SUM.replace("exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})",
+                         "exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/exp(D^{f32,g}_{tx}-D^{f32,g}_{tx})")),
+]
+
 # the sympy family: sympy's function of a whole right-hand side (rules/math/sympy_forms.py), on
 # layer norm's affine step; the variance Q is a sum of squares, so sqrt(Q+1e-05) is positive
 NORM = ("B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx}=Q^{f32,g}_{tx}"

@@ -46,13 +46,13 @@ from typing import Iterable
 
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
-from leir_egraph.leir.analysis import accesses, program_shapes, tensor_names
+from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, IName, LoopNest, Num, Var
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
 from leir_egraph.leir.values import index_as_value
-from .splits import _analysis, _flat_nests, _term, operands
+from .splits import _analysis, _flat_nests, _term, operands, whole_value
 
 IDENTITY = {"add": "0", "mul": "1"}
 
@@ -191,7 +191,7 @@ def _extra(loaded: LoadedProgram):
                         for kind in kinds:
                             yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
             elements = defined(positions[id(nest)], eq.target)
-            whole = () if eq.target.name in tensor_names(eq.value) else (eq.value,)
+            whole = (eq.value,) if whole_value(loaded.program, eq) else ()
             for x in (*reads, *whole):
                 for v in elements:
                     yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)

@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
 from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.analysis import reads
+from leir_egraph.leir.analysis import equation_sites, reads
 from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.ranges import ANY, FINITE, analyse, expression_range
@@ -169,6 +169,28 @@ FINITE_OPERAND = Guard(
 GUARD_EXTENSIONS = (GuardExtension("finite_operand", new_guard=FINITE_OPERAND),)
 
 
+@lru_cache(maxsize=16)
+def _onto_written(program: Program) -> frozenset[int]:
+    """ids of the equations whose target an input or a textually earlier equation already
+    holds: reading the target there reads those values (docs/LEIR.md: X=X+e accumulates onto
+    them, no implicit initialisation), so its value is an ordinary expression, which a split
+    may rewrite whole (X=X+e -> X=X+e+m-m)."""
+    inputs = set(program.signature.input_names)
+    seen, out = set(), set()
+    for site in equation_sites(program.leir):
+        eq = site.equation
+        if eq.target.name in seen or eq.target.name in inputs:
+            out.add(id(eq))
+        seen.add(eq.target.name)
+    return frozenset(out)
+
+
+def whole_value(program: Program, eq: Equation) -> bool:
+    """The equation's whole value may be split: it reads nothing it writes, or what it reads of
+    its target was written before (``_onto_written``)."""
+    return eq.target.name not in reads(eq) or id(eq) in _onto_written(program)
+
+
 def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
     for name, nest in _flat_nests(loaded):
@@ -181,7 +203,7 @@ def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
                 out[f"(SplitSite {name} {e} {_term(site.node)})"] = None
             for m in splitters:
                 out[f"(SplitBy {name} {e} {_term(m)})"] = None
-            if eq.target.name not in reads(eq):   # no accumulation or scan
+            if whole_value(loaded.program, eq):   # no accumulation from an initial value
                 out[f"(WholeValueSite {name} {e} {_term(eq.value)})"] = None
     return list(out)
 
@@ -192,6 +214,7 @@ PARAMETER_SETS = (ParameterSet((
     Relation("SplitBy", ("Nest", "Eqn", "Expr"),
              "{2} is read by {1} whenever it is evaluated"),
     Relation("WholeValueSite", ("Nest", "Eqn", "Expr"),
-             "{2} is the whole right-hand side of {1}, which reads nothing it writes (no "
-             "accumulation, whose form X=X op e must stay)"),
+             "{2} is the whole right-hand side of {1}, which reads nothing it writes, or reads "
+             "only values written before it (no accumulation from an initial value, whose "
+             "form X=X op e must stay)"),
 ), _site_facts),)
