@@ -184,11 +184,7 @@ def _extra(loaded: LoadedProgram):
                     # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
                     if (v.name not in written
                             and target_names <= subscript_index_names(v.subscripts)):
-                        # exponential_split ("exp") only by a result the equation reads
-                        # anyway: exp(m) of an arbitrary earlier result (a cosh, a square)
-                        # overflows where exp(x) did not, and 0*inf is NaN
-                        kinds = ("add", "mul", "exp") if v in reads else ("add", "mul")
-                        for kind in kinds:
+                        for kind in ("add", "mul", "exp"):
                             yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
             elements = defined(positions[id(nest)], eq.target)
             whole = (eq.value,) if whole_value(loaded.program, eq) else ()
@@ -221,7 +217,40 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
     return list(out)
 
 
-GUARD_EXTENSIONS = (GuardExtension("finite_operand", facts=_finite_facts),)
+def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
+    """``ExpSafeOperand``: exp(m) (and exp(x-m)) of an extra splitting value m overflow no more
+    than the exponential they split: m is the operand's neighbouring element (the same tensor),
+    a value the equation reads anyway, or bounded by the range analysis (FLOAT domain: every
+    value m's tensor ever holds) so far from zero that exp(m) and exp(-m) stay normal numbers.
+    An earlier result of any size is refused: Mish's exp(H)+exp(-H) split by the cosh-like
+    result exp(H)+exp(-H) itself overflows to inf where exp(H) did not, and 0*inf is NaN."""
+    from leir_egraph.egraph.extensions.math_ranges import analyse_ranges
+    from leir_egraph.leir.ranges import format_of
+    held = analyse_ranges(loaded.program).tensors
+    out: dict[str, None] = {}
+    for name, eq, x, m, kind, _ in _extra_of(loaded.program):
+        if kind != "exp":
+            continue
+        fmt = format_of(eq.target.dtype)
+        span = held.get(m.name, ANY) if isinstance(m, Var) else None
+        bounded = span is not None and -fmt.exp_arg <= span.lo and span.hi <= fmt.exp_arg
+        if not isinstance(m, Var) or m in _reads_of(eq) or bounded:
+            out[f"(ExpSafeOperand {name} {to_egglog(encode(eq))} {_term(m)})"] = None
+    return list(out)
+
+
+def _reads_of(eq) -> set:
+    return {op.node for op in operands(eq.value) if isinstance(op.node, Var)}
+
+
+GUARD_EXTENSIONS = (
+    GuardExtension("finite_operand", facts=_finite_facts),
+    GuardExtension("finite_operand", relations=(
+        Relation("ExpSafeOperand", ("Nest", "Eqn", "Expr"),
+                 "exp of {2} overflows no more than the exponential of {1} it splits: {2} is "
+                 "the operand's neighbour, a value {1} reads, or small in magnitude"),),
+        facts=_exp_facts),
+)
 
 PARAMETER_SETS = (ParameterSet((
     Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
