@@ -109,41 +109,45 @@ def _children(e) -> tuple:
     raise _Unsupported(type(e).__name__)
 
 
-def _to_sympy(e, symbols: dict):
-    """The expression as sympify(text, evaluate=False) builds it from the paper's text."""
+def _check(e) -> None:
+    """Raise _Unsupported unless ``e`` is value arithmetic sympy takes faithfully."""
     if isinstance(e, Num):
-        text = e.text
-        if any(c in text for c in ".eE") or "inf" in text:
-            if "inf" in text:
-                raise _Unsupported("infinite literal")
-            return sympy.Float(text)
-        return sympy.Integer(int(text))
+        if "inf" in e.text:
+            raise _Unsupported("infinite literal")
+        return
     if isinstance(e, Var):
         if e.dtype not in REWRITABLE:
             raise _Unsupported(f"a {e.dtype} value")   # 1.0*x is x only for a float x
-        return symbols[e]
-    if isinstance(e, Neg):
-        return sympy.Mul(-1, _to_sympy(e.operand, symbols), evaluate=False)
-    if isinstance(e, Bin):
-        a, b = _to_sympy(e.lhs, symbols), _to_sympy(e.rhs, symbols)
-        if e.op == "+":
-            return sympy.Add(a, b, evaluate=False)
-        if e.op == "-":
-            return sympy.Add(a, sympy.Mul(-1, b, evaluate=False), evaluate=False)
-        if e.op == "*":
-            return sympy.Mul(a, b, evaluate=False)
-        if e.op == "/":
-            return sympy.Mul(a, sympy.Pow(b, -1, evaluate=False), evaluate=False)
-        if e.op == "**":
-            return sympy.Pow(a, b, evaluate=False)
+        return
+    if isinstance(e, Bin) and e.op not in ("+", "-", "*", "/", "**"):
         raise _Unsupported(e.op)
-    if isinstance(e, Call) and e.fn in _FUNCTION_NAMES:
-        fn = _FUNCTION_NAMES[e.fn]
-        args = [_to_sympy(a, symbols) for a in e.args]
-        if fn is sympy.sqrt:
-            return sympy.Pow(args[0], sympy.Rational(1, 2), evaluate=False)
-        return fn(*args, evaluate=False)
-    raise _Unsupported(getattr(e, "fn", type(e).__name__))
+    if isinstance(e, Call) and e.fn not in _FUNCTION_NAMES:
+        raise _Unsupported(e.fn)
+    for child in _children(e):
+        _check(child)
+
+
+def _to_sympy(e, names: dict):
+    """The expression as the paper's code builds it: its text, each access replaced by its
+    symbol's name, read by ``sympify(text, evaluate=False)`` (which already distributes a
+    unary minus over a sum and flattens products: the forms sympy returns depend on that)."""
+    _check(e)
+    return _parsed(_symbolic_text(e, names), tuple(sorted(names.values())))
+
+
+def _symbolic_text(e, names: dict) -> str:
+    text = to_text(e)
+    for var, name in sorted(names.items(), key=lambda kv: -len(to_text(kv[0]))):
+        text = text.replace(to_text(var), name)
+    return text
+
+
+@lru_cache(maxsize=8192)
+def _parsed(text: str, symbols: tuple[str, ...]):
+    local = {n: sympy.Symbol(n) for n in symbols}
+    local.update(max=sympy.Max, min=sympy.Min, abs=sympy.Abs, exp=sympy.exp, log=sympy.log,
+                 sqrt=sympy.sqrt)
+    return sympy.sympify(text, locals=local, evaluate=False)
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -201,20 +205,16 @@ def _float_one(e) -> bool:
 def forms(fn: str, value) -> list:
     """LEIR expressions sympy's ``fn`` makes of ``value`` (each different from it beyond exact
     re-printing), or ``[]`` when ``value`` is outside what sympy takes faithfully."""
-    try:
-        names = _symbol_names(value)
-        symbols = {v: sympy.Symbol(n) for v, n in names.items()}
-        expr = _to_sympy(value, symbols)
-    except _Unsupported:
-        return []
     if fn in _NEEDS_DIVISION and not _has_division(value):
         return []
-    texts = {n: to_text(v) for v, n in names.items()}
     try:
-        printed = _cached_forms(fn, expr)
-    except (sympy.SympifyError, sympy.PolynomialError, TypeError, ValueError,
-            RecursionError, AttributeError):
+        names = _symbol_names(value)
+        _check(value)
+        printed = _printed_forms(fn, _symbolic_text(value, names), tuple(sorted(names.values())))
+    except (_Unsupported, sympy.SympifyError, sympy.PolynomialError, SyntaxError, TypeError,
+            ValueError, RecursionError, AttributeError):
         return []
+    texts = {n: to_text(v) for v, n in names.items()}
     own = _exact_text(value)
     out, seen = [], {own}
     for text in printed:
@@ -228,20 +228,13 @@ def forms(fn: str, value) -> list:
     return out
 
 
-_FORM_CACHE: dict = {}
-
-
-def _cached_forms(fn: str, expr) -> tuple[str, ...]:
-    """sympy's printed forms of ``expr`` (cached by its structure: many programs share one)."""
-    key = (fn, sympy.srepr(expr))
-    hit = _FORM_CACHE.get(key)
-    if hit is None:
-        symbols = sorted(expr.free_symbols, key=lambda s: s.name)
-        hit = tuple(dict.fromkeys(str(f) for f in FUNCTIONS[fn](expr, symbols)))
-        if len(_FORM_CACHE) > 20000:
-            _FORM_CACHE.clear()
-        _FORM_CACHE[key] = hit
-    return hit
+@lru_cache(maxsize=8192)
+def _printed_forms(fn: str, text: str, symbols: tuple[str, ...]) -> tuple[str, ...]:
+    """sympy's printed forms of one symbolic text (cached: programs share expressions, and the
+    six functions read one text)."""
+    expr = _parsed(text, symbols)
+    ordered = sorted(expr.free_symbols, key=lambda s: s.name)
+    return tuple(dict.fromkeys(str(f) for f in FUNCTIONS[fn](expr, ordered)))
 
 
 def _has_division(e) -> bool:
@@ -336,13 +329,13 @@ def _literal(e) -> float | None:
     return None
 
 
-def _exponents(e, symbols: dict) -> set:
+def _exponents(e, names: dict) -> set:
     """The arguments of the exponentials of ``e`` that read a tensor, expanded by sympy."""
     out = set()
     if isinstance(e, Call) and e.fn == "exp" and _has_access(e.args[0]):
-        out.add(sympy.expand(_to_sympy(e.args[0], symbols)))
+        out.add(sympy.expand(_to_sympy(e.args[0], names)))
     for c in _children(e):
-        out |= _exponents(c, symbols)
+        out |= _exponents(c, names)
     return out
 
 
@@ -356,8 +349,7 @@ def defined_like(before, after, spans: "_Spans") -> bool:
     if not (_defined_everywhere(before, spans) and _defined_everywhere(after, spans)):
         return False
     names = _symbol_names(Bin("+", before, after))
-    symbols = {v: sympy.Symbol(n) for v, n in names.items()}
-    return _exponents(after, symbols) == _exponents(before, symbols)
+    return _exponents(after, names) == _exponents(before, names)
 
 
 def _flat_nests(loaded: LoadedProgram):
