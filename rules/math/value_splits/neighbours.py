@@ -29,7 +29,10 @@ not read yet, in the forms real LEIR data uses (``ExtraSplitBy`` facts).
         -> ..[C_{tx,a}=A_{tx,a}/(E_{tx,a}+G_{tx,a}-G_{tx,a});]
 
   The whole right-hand side of an equation that accumulates nothing is split the same way
-  (``A+E`` -> ``A+E+G-G``).
+  (``A+E`` -> ``A+E+G-G``), and by the neighbour of one of its reads (``E+A`` ->
+  ``E+A+if_then_else(a-1<0,0,A_{tx,a-1})-if_then_else(..)``). An exponential's operand may be
+  split by a defined element too ("exp"); the guard's ExpSafeOperand refuses one that is not
+  provably small (an input of any size).
 
 Soundness stays with the ``finite_operand`` guard, whose FiniteOperand / NonZeroOperand facts
 are given here for these values too (leir.ranges, FINITE domain): the neighbour is finite
@@ -191,6 +194,18 @@ def _extra(loaded: LoadedProgram):
             for x in (*reads, *whole):
                 for v in elements:
                     yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)
+            for x in reads:
+                # an exponential of x split by a defined element (exp(x-m)*exp(m)): offered,
+                # and refused by ExpSafeOperand unless the element is small in magnitude
+                for v in elements:
+                    yield name, eq, x, v, "exp", (ranges.after.get(v.name, ANY),)
+            for v in whole:
+                # the whole value split by the neighbour of one of its reads, v+n-n
+                for x in reads:
+                    m = neighbour(x, "add")
+                    if m is not None:
+                        known = ANY if x.name in written else ranges.after.get(x.name, ANY)
+                        yield name, eq, v, m, "add", (known, point(0.0))
 
 
 @lru_cache(maxsize=16)
@@ -255,7 +270,8 @@ GUARD_EXTENSIONS = (
 PARAMETER_SETS = (ParameterSet((
     Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
              "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
-             "{2} along its last dimension (the split's identity before the first), a result "
+             "{2} (or, for a whole value, of one of its reads) along its last dimension (the "
+             "split's identity before the first), a result "
              "of an earlier nest with the same loops read where it was written, or an element "
              "of an input or of a finished earlier result, in bounds"),
 ), _split_facts),)
