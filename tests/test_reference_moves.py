@@ -220,6 +220,15 @@ MOVES += [
                          "exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})/exp(D^{f32,g}_{tx}-D^{f32,g}_{tx})")),
 ]
 
+# operator_fusion of two scalar nests of one iteration, the intermediate in shared memory
+MOVES += [
+    ("operator_fusion",
+     "B^{1}_{tx=0}[O^{f64,g}=2;];B^{1}_{tx=0}[Q^{f64,g}=sqrt(O^{f64,g});];"
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*Q^{f64,g};];", "A:f32[4] -> C:f32[4]",
+     "B^{1}_{tx=0}[O^{f64,s}=2;Q^{f64,g}=sqrt(O^{f64,s});];"
+     "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*Q^{f64,g};];"),
+]
+
 # the sympy family: sympy's function of a whole right-hand side (rules/math/sympy_forms.py), on
 # layer norm's affine step; the variance Q is a sum of squares, so sqrt(Q+1e-05) is positive
 NORM = ("B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx}=Q^{f32,g}_{tx}"

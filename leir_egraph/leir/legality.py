@@ -129,14 +129,16 @@ def fusible(producer: LoopNest, consumer: LoopNest) -> bool:
 
     ``[J_{tx,a}=A_{tx,a}*2;]`` then ``[C_{tx,a}=J_{tx,a}+1;]``: fusible.
     ``[D_{tx}=max(D_{tx},A_{tx,a});]`` then ``[C_{tx,a}=A_{tx,a}-D_{tx};]``: not (reduction).
+    ``B^{1}_{tx}[O=2;]`` then ``B^{1}_{tx}[Q=sqrt(O);]``: fusible (one iteration writes O once).
     """
     p_sites, c_sites = _sites(producer), _sites(consumer)
     p_reads = {v.name for s in p_sites for v in equation_reads(s.equation)}
     p_writes: dict[str, set[Var]] = {}
     for site in p_sites:
         p_writes.setdefault(site.equation.target.name, set()).add(site.equation.target)
-        all_loops = {l.index for l in site.loops}
-        if determined_loops(site.equation.target, site.loops) != all_loops:
+        # a loop of one iteration writes its element once whatever the subscript
+        repeated = {l.index for l in site.loops if l.extent > 1}
+        if not repeated <= determined_loops(site.equation.target, site.loops):
             if any(site.equation.target.name in {v.name for v in equation_reads(c.equation)}
                    for c in c_sites):
                 return False
