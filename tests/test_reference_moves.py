@@ -229,6 +229,19 @@ MOVES += [
      "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*Q^{f64,g};];"),
 ]
 
+# layout_transformation of a convolution window read: the split copy over the read's loops,
+# the window subscript carried as it is (the reference's F_{tx,h,a,c*2+d*3}=D_{tx,h*4+a,c*2+d*3})
+MOVES += [
+    ("layout_transformation",
+     "B^{16}_{tx=0}L^{16}_{a=0}L^{6}_{c=0}L^{4}_{d=0}"
+     "[E^{f32,g}_{tx,a,c}=E^{f32,g}_{tx,a,c}+D^{f32,g}_{tx,a,c*2+d*3};];",
+     "D:f32[16,16,20] -> E:f32[16,16,6]",
+     "B^{16}_{tx=0}L^{4}_{h=0}L^{4}_{a=0}L^{6}_{c=0}L^{4}_{d=0}"
+     "[F^{f32,g}_{tx,h,a,c*2+d*3}=D^{f32,g}_{tx,h*4+a,c*2+d*3};];"
+     "B^{16}_{tx=0}L^{16}_{a=0}L^{6}_{c=0}L^{4}_{d=0}"
+     "[E^{f32,g}_{tx,a,c}=E^{f32,g}_{tx,a,c}+F^{f32,g}_{tx,a//4,a%4,c*2+d*3};];"),
+]
+
 # the sympy family: sympy's function of a whole right-hand side (rules/math/sympy_forms.py), on
 # layer norm's affine step; the variance Q is a sum of squares, so sqrt(Q+1e-05) is positive
 NORM = ("B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx}=Q^{f32,g}_{tx}"

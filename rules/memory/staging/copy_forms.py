@@ -57,15 +57,17 @@ def _rename(sub, old: str, new: str):
     return sub
 
 
-def bind_first(loops: tuple[Loop, ...], *subs_lists):
+def bind_first(loops: tuple[Loop, ...], *subs_lists, allowed=None):
     """``loops`` with the first loop of extent < 1024 made ``B`` and renamed ``tx`` (in the
     subscript lists too); ``None`` if a loop is already bound, ``tx`` is taken, or no loop fits.
+    ``allowed``: the loops that may be bound (those the copied element determines), if not all.
 
     ``bind_first((L 6 a, L 5 c), (c, a))`` -> ``((B 6 tx, L 5 c), ((c, tx),))``
     """
     if any(l.kind == "B" or l.index == "tx" for l in loops):
         return None
-    pick = next((k for k, l in enumerate(loops) if l.extent < BIND_LIMIT), None)
+    pick = next((k for k, l in enumerate(loops) if l.extent < BIND_LIMIT
+                 and (allowed is None or l.index in allowed)), None)
     if pick is None:
         return None
     old = loops[pick].index
@@ -73,18 +75,38 @@ def bind_first(loops: tuple[Loop, ...], *subs_lists):
     return new_loops, tuple(tuple(_rename(s, old, "tx") for s in subs) for subs in subs_lists)
 
 
-def _determined(loops, subs) -> bool:
-    fixed = determined_loops(Var("_", "f32", "g", tuple(subs)), loops)
-    return all(l.index in fixed for l in loops)
+def _fixed(loops, subs) -> set[str]:
+    """The loops whose index the element ``subs`` determines."""
+    return set(determined_loops(Var("_", "f32", "g", tuple(subs)), loops))
+
+
+def _parallel_fixed(loops, subs) -> bool:
+    """Every P/V/B loop is determined by the element: no two of its iterations write one slot.
+    (A serial loop may revisit a slot -- a window ``c*2+d*3`` -- storing the same element.)"""
+    fixed = _fixed(loops, subs)
+    return all(l.index in fixed for l in loops if l.kind in PARALLEL_KINDS)
+
+
+def _names_in(sub) -> list[str]:
+    """The loop indices of a subscript in order of appearance: ``c*2+d*3`` -> ``[c, d]``."""
+    if isinstance(sub, IName):
+        return [sub.name]
+    if isinstance(sub, IBin):
+        return _names_in(sub.lhs) + [n for n in _names_in(sub.rhs) if n not in _names_in(sub.lhs)]
+    return []
 
 
 def split_forms(x: Var, loops: tuple[Loop, ...]):
     """``(label, copy loops, copy write subs, copy read subs, nest read subs)`` of every
-    split-loop copy of ``x`` (module docstring), bound where possible."""
+    split-loop copy of ``x`` (module docstring), bound where possible. A compound subscript (a
+    convolution window ``c*2+d*3``) is carried into the copy as it is, over its loops in order
+    of appearance: the copy then writes a slot once per window position that reaches it, the
+    same element each time."""
     by_index = {l.index: l for l in loops}
-    names = [s.name for s in x.subscripts if isinstance(s, IName)]
-    if (any(not isinstance(s, (IName, IConst)) for s in x.subscripts)
-            or len(set(names)) != len(names) or any(n not in by_index for n in names)):
+    groups = [_names_in(s) for s in x.subscripts]
+    flat = [n for g in groups for n in g]
+    if (len(set(flat)) != len(flat) or any(n not in by_index for n in flat)
+            or not any(isinstance(s, IName) for s in x.subscripts)):
         return
     taken = set(by_index)
     outer = next(n for n in index_name_supply() if n not in taken and n != "tx")
@@ -98,12 +120,11 @@ def split_forms(x: Var, loops: tuple[Loop, ...]):
                 continue
             f0 = n // f1
             copy_loops: list[Loop] = []
-            for s in x.subscripts:
-                if isinstance(s, IName):
-                    if s.name == sub.name:
-                        copy_loops += [Loop("L", f0, outer), Loop(loop.kind, f1, loop.index)]
-                    else:
-                        copy_loops.append(by_index[s.name])
+            for s, names in zip(x.subscripts, groups):
+                if s is sub:
+                    copy_loops += [Loop("L", f0, outer), Loop(loop.kind, f1, loop.index)]
+                else:
+                    copy_loops += [by_index[m] for m in names]
             write = x.subscripts[:dim] + (IName(outer), sub) + x.subscripts[dim + 1:]
             read = x.subscripts[:dim] + (
                 IBin("+", IBin("*", IName(outer), IConst(f1)), sub),) + x.subscripts[dim + 1:]
@@ -111,10 +132,9 @@ def split_forms(x: Var, loops: tuple[Loop, ...]):
                                               IBin("%", sub, IConst(f1))) + x.subscripts[dim + 1:]
             label = f"loop {sub.name} split into {f0}x{f1} in the copy"
             copy_loops = tuple(copy_loops)
-            if any(l.kind in PARALLEL_KINDS for l in copy_loops) and not _determined(
-                    copy_loops, write):
+            if not _parallel_fixed(copy_loops, write):
                 continue
-            bound = bind_first(copy_loops, write, read)
+            bound = bind_first(copy_loops, write, read, allowed=_fixed(copy_loops, write))
             if bound is not None:
                 copy_loops, (write, read) = bound
             yield label, copy_loops, write, read, nest_read
@@ -123,11 +143,12 @@ def split_forms(x: Var, loops: tuple[Loop, ...]):
 def bound_forms(x: Var, loops: tuple[Loop, ...], shape):
     """The plain copy of ``x`` for every layout, with its first loop bound (module docstring)."""
     used = loops_used(loops, x.subscripts)
-    if not used or not _determined(used, x.subscripts):
+    if not used or not _parallel_fixed(used, x.subscripts):
         return
+    fixed = _fixed(used, x.subscripts)   # only a loop the element determines is bound
     for lay in layouts(shape, permutations_up_to=5):
         new = lay.apply(x.subscripts)
-        bound = bind_first(used, new, x.subscripts)
+        bound = bind_first(used, new, x.subscripts, allowed=fixed)
         if bound is None:
             continue
         copy_loops, (write, read) = bound
