@@ -382,7 +382,9 @@ class ConcatAxis:
     ``out_loops``; ``fused`` is the first nest over both extents on the joined tensors.
 
     ``[D_{tx,a}=log(A_{tx,a});]`` and ``[E_{tx,a}=log(C_{tx,a});]`` along tx: copies
-    ``B^{4}_{tx=0}L^{8}_{a=0}[F_{tx,a}=A_{tx,a};F_{tx,a}=C_{tx,a};]``, joined output G."""
+    ``B^{4}_{tx=0}L^{8}_{a=0}[F_{tx,a}=A_{tx,a};F_{tx,a}=C_{tx,a};]``, joined output G.
+    (:func:`concat_axes` also gives the reference's form: the copies and the copy-back over
+    all the nest's loops.)"""
     axis: str
     copies: tuple[LoopNest, ...]
     out_loops: tuple[Loop, ...]
@@ -430,11 +432,20 @@ def concat_axes(n1: LoopNest, n2: LoopNest, names: Sequence[str], implicit1: boo
         if any(f is None for f in frames.values()) or not all(
                 _copy_frame(n2.loops, _renamed(v, pairing[t]), shapes) for t, v in inputs.items()):
             continue
-        copies = tuple(LoopNest(frames[t], (Equation(_renamed(var, joined[t]), var),
-                                            Equation(_renamed(var, joined[t]),
-                                                     _renamed(var, pairing[t]))))
-                       for t, var in inputs.items())
         fused = rename_tensors(replace(n1, loops=_resized(n1.loops, axis, m1 + m2)),
                                joined | {e1.target.name: h})
-        out.append(ConcatAxis(axis, copies, _frame(n1.loops, e1.target), h, fused))
+        # the copies over the loops their reads use, and in the reference's form over all the
+        # nest's loops (a serial loop the copy does not use repeats the same copy; a P/V/B loop
+        # it does not use runs once, _copy_loops)
+        for frame_of, out_loops in (
+                (frames.get, _frame(n1.loops, e1.target)),
+                (lambda t: _copy_loops(n1.loops, [inputs[t]]),
+                 _copy_loops(n1.loops, [e1.target]))):
+            copies = tuple(LoopNest(frame_of(t), (Equation(_renamed(var, joined[t]), var),
+                                                  Equation(_renamed(var, joined[t]),
+                                                           _renamed(var, pairing[t]))))
+                           for t, var in inputs.items())
+            plan = ConcatAxis(axis, copies, out_loops, h, fused)
+            if plan not in out:
+                out.append(plan)
     return out

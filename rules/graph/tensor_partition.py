@@ -176,12 +176,11 @@ def _concat_inputs(loaded: LoadedProgram) -> Iterable[str]:
             return None
         n1, n2 = nests[i], nests[i + 1]
         found = concat_axes(n1, n2, names, i in implicit, i + 1 in implicit, shapes)
-        plans = {p.axis: p for p in found if _fits_a_kernel(program, p.fused)}
-        return (n1, n2), {(axis, plan.copies, plan.out_loops, plan.joined)
-                          for axis, plan in plans.items()}
+        return (n1, n2), {(plan.axis, plan.copies, plan.out_loops, plan.joined)
+                          for plan in found if _fits_a_kernel(program, plan.fused)}
 
     for i, plans in _at_every_place(program, place).values():
-        for axis, copies, out_loops, joined in sorted(plans, key=lambda p: p[0]):
+        for axis, copies, out_loops, joined in sorted(plans, key=lambda p: (p[0], repr(p))):
             yield (f"(TensorConcatInputs {loaded.top_nest_name(i)} {loaded.top_nest_name(i + 1)} "
                    f"{quoted(axis)} {nests_body_term(copies)} {loops_term(out_loops)} "
                    f"{quoted(joined)})")
