@@ -170,25 +170,27 @@ GUARD_EXTENSIONS = (GuardExtension("finite_operand", new_guard=FINITE_OPERAND),)
 
 
 @lru_cache(maxsize=16)
-def _onto_written(program: Program) -> frozenset[int]:
-    """ids of the equations whose target an input or a textually earlier equation already
-    holds: reading the target there reads those values (docs/LEIR.md: X=X+e accumulates onto
-    them, no implicit initialisation), so its value is an ordinary expression, which a split
-    may rewrite whole (X=X+e -> X=X+e+m-m)."""
+def _onto_written(program: Program) -> frozenset[Equation]:
+    """The equations whose target an input or a textually earlier equation already holds at
+    every place they occur: reading the target there reads those values (docs/LEIR.md: X=X+e
+    accumulates onto them, no implicit initialisation), so its value is an ordinary expression,
+    which a split may rewrite whole (X=X+e -> X=X+e+m-m). (Keyed by the equation itself, as
+    facts are: one that also occurs where its target is fresh is left out.)"""
     inputs = set(program.signature.input_names)
-    seen, out = set(), set()
+    seen: set[str] = set()
+    onto: set[Equation] = set()
+    fresh: set[Equation] = set()
     for site in equation_sites(program.leir):
         eq = site.equation
-        if eq.target.name in seen or eq.target.name in inputs:
-            out.add(id(eq))
+        (onto if eq.target.name in seen or eq.target.name in inputs else fresh).add(eq)
         seen.add(eq.target.name)
-    return frozenset(out)
+    return frozenset(onto - fresh)
 
 
 def whole_value(program: Program, eq: Equation) -> bool:
     """The equation's whole value may be split: it reads nothing it writes, or what it reads of
     its target was written before (``_onto_written``)."""
-    return eq.target.name not in reads(eq) or id(eq) in _onto_written(program)
+    return eq.target.name not in reads(eq) or eq in _onto_written(program)
 
 
 def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
