@@ -90,6 +90,7 @@ import random
 import re
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -362,19 +363,26 @@ def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
     return verdicts, checks, examples
 
 
+@lru_cache(maxsize=None)
+def _unguarded(strategy_id: str) -> tuple:
+    """``(guard, our strategy without that guard)`` for each guard but the pattern itself (built
+    once per strategy: each is a new engine)."""
+    from leir_egraph.egraph.rulecheck import without_guard
+    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    if ours is None:
+        return ()
+    return tuple((g, without_guard(ours, g)) for g in ours.guards if g != "pattern_match")
+
+
 def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: str) -> str | None:
     """The guard of our strategy that refuses this reference move: without it, one of our rules
     makes exactly the reference's output (exact canonical form). None when no single guard does
     (the move is not one of our rules' at all)."""
-    from leir_egraph.egraph.rulecheck import without_guard
-    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
     want = canonical_or_none(after_text, row)
-    if ours is None or want is None:
+    if want is None:
         return None
-    for guard in ours.guards:
-        if guard == "pattern_match":
-            continue
-        for t in single_steps(program, without_guard(ours, guard)):
+    for guard, unguarded in _unguarded(strategy_id):
+        for t in single_steps(program, unguarded):
             if exact_canonical_text(t.after) == want:
                 return guard
     return None

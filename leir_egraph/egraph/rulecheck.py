@@ -50,8 +50,9 @@ def probe_rule(rule: Rule, strip: set[str]) -> Rule:
         else:
             kept.append(cond)
         bound |= new
-    return replace(rule, rhs=rule.lhs, conditions=tuple(c.text for c in kept),
-                   parsed_conditions=tuple(kept), bindings=(), guard_atoms=())
+    return replace(rule, rhs=rule.lhs, rhs_variables=rule.lhs_variables,
+                   conditions=tuple(c.text for c in kept), parsed_conditions=tuple(kept),
+                   bindings=(), guard_atoms=())
 
 
 def without_guard(strategy: Strategy, guard: str) -> Strategy:
@@ -65,18 +66,9 @@ def without_guard(strategy: Strategy, guard: str) -> Strategy:
     for rule in strategy.rules:
         probe = probe_rule(rule, strip)
         kept = set(rule.lhs_variables).union(*(c.variables for c in probe.parsed_conditions))
-        needed = {v for v, _ in rule.bindings} | _variables(rule.rhs)
-        if needed <= kept:
+        if {v for v, _ in rule.bindings} | rule.rhs_variables <= kept:
             rules.append(replace(probe, rhs=rule.rhs, bindings=rule.bindings))
-    return replace(strategy, id=strategy.id, rules=tuple(rules))
-
-
-def _variables(text: str) -> set[str]:
-    """The pattern variables of an egglog term: the lower-case symbols that are not a
-    constructor, a literal or a keyword."""
-    import re
-    words = set(re.findall(r"(?<![\w\"$])([a-z][A-Za-z0-9_-]*)", text))
-    return words
+    return replace(strategy, rules=tuple(rules))
 
 
 def probe_matches(strategy: Strategy, program: Program, strip: set[str]) -> int:

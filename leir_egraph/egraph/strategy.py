@@ -74,6 +74,7 @@ class Rule:
     guard_atoms: tuple[GuardAtom, ...]
     source: str
     cot: str = ""  # the rule's own chain-of-thought template, when the strategy's does not fit
+    rhs_variables: frozenset[str] = frozenset()  # the pattern variables its replacement uses
 
     @property
     def binding_names(self) -> tuple[str, ...]:
@@ -361,7 +362,8 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
         fail(f"the rule's CoT template slot(s) {', '.join(sorted(missing))} are not its bindings",
              _line_of_text(text, cot.splitlines()[0], line))
     return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
-                lhs_sort, tuple(atoms), source, cot.strip())
+                lhs_sort, tuple(atoms), source, cot.strip(),
+                rhs_variables=frozenset(_variables(rewrite.rhs)))
 
 
 def _variables(expr) -> set[str]:

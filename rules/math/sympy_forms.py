@@ -44,11 +44,11 @@ import sympy
 from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
 from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.ast import Bin, Call, Equation, LoopNest, Neg, Num, Var
+from leir_egraph.leir.ast import Bin, Call, Equation, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import exact_normal_form
-from leir_egraph.leir.ast import Leir
 from leir_egraph.leir.parser import parse
 from leir_egraph.leir.printer import to_text
+from leir_egraph.leir.traverse import rebuild, walk_values
 from leir_egraph.leir.ranges import FINITE, FLOAT, analyse, expression_range
 
 REWRITABLE = ("f32", "f64", "bf16")
@@ -65,9 +65,11 @@ FUNCTIONS = {
 }
 _NEEDS_DIVISION = ("cancel", "together")   # as the paper's data: only where '/' occurs
 
+#: LEIR's functions sympy reads (by these names, in sympify's local namespace)
 _FUNCTION_NAMES = {"exp": sympy.exp, "log": sympy.log, "sqrt": sympy.sqrt, "abs": sympy.Abs,
                    "max": sympy.Max, "min": sympy.Min}
-_BACK = {"Max": "max", "Min": "min", "Abs": "abs"}
+_BACK = {"Max": "max", "Min": "min", "Abs": "abs"}   # sympy's printed names -> LEIR's
+_VALUE_NODES = (Num, Var, Neg, Bin, Call)
 _PREFIX = "T_"
 
 
@@ -82,49 +84,28 @@ def _symbol_names(expr) -> dict:
     further accesses of the same tensor), prefixed so no sympy constant (E, I, S) is met."""
     names: dict = {}
     taken: dict[str, int] = {}
-
-    def visit(e):
-        if isinstance(e, Var):
-            if e not in names:
-                k = taken.get(e.name, 0)
-                taken[e.name] = k + 1
-                names[e] = _PREFIX + e.name + (f"_{k}" if k else "")
-            return
-        for child in _children(e):
-            visit(child)
-
-    visit(expr)
+    for e in walk_values(expr):
+        if isinstance(e, Var) and e not in names:
+            k = taken.get(e.name, 0)
+            taken[e.name] = k + 1
+            names[e] = _PREFIX + e.name + (f"_{k}" if k else "")
     return names
 
 
-def _children(e) -> tuple:
-    if isinstance(e, Bin):
-        return (e.lhs, e.rhs)
-    if isinstance(e, Neg):
-        return (e.operand,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, (Num, Var)):
-        return ()
-    raise _Unsupported(type(e).__name__)
-
-
 def _check(e) -> None:
-    """Raise _Unsupported unless ``e`` is value arithmetic sympy takes faithfully."""
-    if isinstance(e, Num):
-        if "inf" in e.text:
+    """Raise _Unsupported unless ``e`` is value arithmetic sympy takes faithfully (no
+    condition, index value, infinity, integer value or other function)."""
+    for node in walk_values(e):
+        if not isinstance(node, _VALUE_NODES):
+            raise _Unsupported(type(node).__name__)
+        if isinstance(node, Num) and "inf" in node.text:
             raise _Unsupported("infinite literal")
-        return
-    if isinstance(e, Var):
-        if e.dtype not in REWRITABLE:
-            raise _Unsupported(f"a {e.dtype} value")   # 1.0*x is x only for a float x
-        return
-    if isinstance(e, Bin) and e.op not in ("+", "-", "*", "/", "**"):
-        raise _Unsupported(e.op)
-    if isinstance(e, Call) and e.fn not in _FUNCTION_NAMES:
-        raise _Unsupported(e.fn)
-    for child in _children(e):
-        _check(child)
+        if isinstance(node, Var) and node.dtype not in REWRITABLE:
+            raise _Unsupported(f"a {node.dtype} value")   # 1.0*x is x only for a float x
+        if isinstance(node, Bin) and node.op not in ("+", "-", "*", "/", "**"):
+            raise _Unsupported(node.op)
+        if isinstance(node, Call) and node.fn not in _FUNCTION_NAMES:
+            raise _Unsupported(node.fn)
 
 
 def _to_sympy(e, names: dict):
@@ -145,13 +126,11 @@ def _symbolic_text(e, names: dict) -> str:
 @lru_cache(maxsize=8192)
 def _parsed(text: str, symbols: tuple[str, ...]):
     local = {n: sympy.Symbol(n) for n in symbols}
-    local.update(max=sympy.Max, min=sympy.Min, abs=sympy.Abs, exp=sympy.exp, log=sympy.log,
-                 sqrt=sympy.sqrt)
+    local.update(_FUNCTION_NAMES)
     return sympy.sympify(text, locals=local, evaluate=False)
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KNOWN = {"exp", "log", "sqrt", "max", "min", "abs"}
 
 
 def _from_sympy(printed: str, texts: dict[str, str]):
@@ -165,7 +144,7 @@ def _from_sympy(printed: str, texts: dict[str, str]):
         word = m.group(0)
         if word in texts:
             return texts[word]
-        if word in _KNOWN or re.fullmatch(r"e\d*", word):
+        if word in _FUNCTION_NAMES or re.fullmatch(r"e\d*", word):
             return word
         raise _Unsupported(word)
 
@@ -184,18 +163,15 @@ def _tidy(e):
     """sympy's float 1.0 factors (``1.0*(1.0*x+1.0)`` for ``1.0+x``) multiply a float value by
     one, which changes nothing: they are dropped. (``p/q`` of two integer literals stays: a
     literal is cast to the float target dtype first, docs/LEIR.md, so it is the ratio.)"""
-    if isinstance(e, Bin):
-        lhs, rhs = _tidy(e.lhs), _tidy(e.rhs)
-        if e.op == "*" and _float_one(lhs):
-            return rhs
-        if e.op in ("*", "/") and _float_one(rhs):
-            return lhs
-        return Bin(e.op, lhs, rhs)
-    if isinstance(e, Neg):
-        return Neg(_tidy(e.operand))
-    if isinstance(e, Call):
-        return Call(e.fn, tuple(_tidy(a) for a in e.args))
-    return e
+    def drop_one(node):
+        if isinstance(node, Bin):
+            if node.op == "*" and _float_one(node.lhs):
+                return node.rhs
+            if node.op in ("*", "/") and _float_one(node.rhs):
+                return node.lhs
+        return None
+
+    return rebuild(e, drop_one)
 
 
 def _float_one(e) -> bool:
@@ -238,9 +214,7 @@ def _printed_forms(fn: str, text: str, symbols: tuple[str, ...]) -> tuple[str, .
 
 
 def _has_division(e) -> bool:
-    if isinstance(e, Bin) and e.op == "/":
-        return True
-    return any(_has_division(c) for c in _children(e))
+    return any(isinstance(n, Bin) and n.op == "/" for n in walk_values(e))
 
 
 def _exact_text(value) -> str:
@@ -252,9 +226,7 @@ def _exact_text(value) -> str:
 # ---------------------------------------------------------------- where, and the guard
 
 def _reads(e, name: str) -> bool:
-    if isinstance(e, Var):
-        return e.name == name
-    return any(_reads(c, name) for c in _children(e))
+    return any(isinstance(n, Var) and n.name == name for n in walk_values(e))
 
 
 def _value_forms(fn: str, eq: Equation) -> list:
@@ -299,22 +271,23 @@ def _defined_everywhere(e, spans: "_Spans") -> bool:
     """Every divisor non-zero, logarithm argument positive, square-root argument and base of a
     non-integer power non-negative."""
     holds = spans.holds
-    if isinstance(e, Bin):
-        if e.op == "/" and not holds(e.rhs, "nonzero"):
-            return False
-        if e.op == "**":
-            exponent = _literal(e.rhs)
-            if exponent is None or exponent != int(exponent):
-                if not holds(e.lhs, "nonnegative"):
-                    return False
-            elif exponent < 0 and not holds(e.lhs, "nonzero"):
+    for node in walk_values(e):
+        if isinstance(node, Bin):
+            if node.op == "/" and not holds(node.rhs, "nonzero"):
                 return False
-    if isinstance(e, Call):
-        if e.fn == "log" and not holds(e.args[0], "positive"):
-            return False
-        if e.fn == "sqrt" and not holds(e.args[0], "nonnegative"):
-            return False
-    return all(_defined_everywhere(c, spans) for c in _children(e))
+            if node.op == "**":
+                exponent = _literal(node.rhs)
+                if exponent is None or exponent != int(exponent):
+                    if not holds(node.lhs, "nonnegative"):
+                        return False
+                elif exponent < 0 and not holds(node.lhs, "nonzero"):
+                    return False
+        if isinstance(node, Call):
+            if node.fn == "log" and not holds(node.args[0], "positive"):
+                return False
+            if node.fn == "sqrt" and not holds(node.args[0], "nonnegative"):
+                return False
+    return True
 
 
 def _literal(e) -> float | None:
@@ -331,16 +304,9 @@ def _literal(e) -> float | None:
 
 def _exponents(e, names: dict) -> set:
     """The arguments of the exponentials of ``e`` that read a tensor, expanded by sympy."""
-    out = set()
-    if isinstance(e, Call) and e.fn == "exp" and _has_access(e.args[0]):
-        out.add(sympy.expand(_to_sympy(e.args[0], names)))
-    for c in _children(e):
-        out |= _exponents(c, names)
-    return out
-
-
-def _has_access(e) -> bool:
-    return isinstance(e, Var) or any(_has_access(c) for c in _children(e))
+    return {sympy.expand(_to_sympy(n.args[0], names)) for n in walk_values(e)
+            if isinstance(n, Call) and n.fn == "exp"
+            and any(isinstance(v, Var) for v in walk_values(n.args[0]))}
 
 
 def defined_like(before, after, spans: "_Spans") -> bool:
@@ -350,12 +316,6 @@ def defined_like(before, after, spans: "_Spans") -> bool:
         return False
     names = _symbol_names(Bin("+", before, after))
     return _exponents(after, names) == _exponents(before, names)
-
-
-def _flat_nests(loaded: LoadedProgram):
-    for i, nest in enumerate(loaded.program.leir.nests):
-        if not any(isinstance(item, LoopNest) for item in nest.body):
-            yield loaded.top_nest_name(i), nest
 
 
 @lru_cache(maxsize=64)

@@ -169,11 +169,7 @@ def _extra(loaded: LoadedProgram):
             if not is_float(eq.target.dtype):
                 continue
             target_names = subscript_index_names(eq.target.subscripts)
-            # every read evaluated whenever the equation is (the rules still ask SplitSite of
-            # what they rewrite; exp(x)+exp(-x) reads x twice, each exp is a site)
-            reads = dict.fromkeys(op.node for op in operands(eq.value)
-                                  if isinstance(op.node, Var) and not op.branch
-                                  and not op.condition and op.node.name != eq.target.name)
+            reads = _evaluated_reads(eq)
             for x in reads:
                 known = ANY if x.name in written else ranges.after.get(x.name, ANY)
                 for kind in ("add", "mul"):
@@ -249,13 +245,19 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
         fmt = format_of(eq.target.dtype)
         span = held.get(m.name, ANY) if isinstance(m, Var) else None
         bounded = span is not None and -fmt.exp_arg <= span.lo and span.hi <= fmt.exp_arg
-        if not isinstance(m, Var) or m in _reads_of(eq) or bounded:
+        if not isinstance(m, Var) or m in _evaluated_reads(eq) or bounded:
             out[f"(ExpSafeOperand {name} {to_egglog(encode(eq))} {_term(m)})"] = None
     return list(out)
 
 
-def _reads_of(eq) -> set:
-    return {op.node for op in operands(eq.value) if isinstance(op.node, Var)}
+@lru_cache(maxsize=1024)
+def _evaluated_reads(eq) -> dict:
+    """The reads of ``eq`` evaluated whenever it is (not in a branch or a condition), other than
+    of its own target, in order (the rules still ask SplitSite of what they rewrite;
+    exp(x)+exp(-x) reads x twice, each exp is a site)."""
+    return dict.fromkeys(op.node for op in operands(eq.value)
+                         if isinstance(op.node, Var) and not op.branch
+                         and not op.condition and op.node.name != eq.target.name)
 
 
 GUARD_EXTENSIONS = (

@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.leir.ast import PARALLEL_KINDS, IBin, IConst, IName, Loop, Var
+from leir_egraph.leir.ast import IBin, IConst, IName, Loop, Var
 from leir_egraph.leir.hardware import AXIS_LIMITS
 from leir_egraph.leir.legality import determined_loops
-from leir_egraph.leir.memory import layouts, loops_used
+from leir_egraph.leir.memory import layouts, loops_used, parallel_loops_determined
+from leir_egraph.leir.traverse import walk
 from leir_egraph.leir.names import index_name_supply
 from leir_egraph.egraph.encoding import encode_index, loops_term, quoted, subs_term, to_egglog
 from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
@@ -83,17 +84,12 @@ def _fixed(loops, subs) -> set[str]:
 def _parallel_fixed(loops, subs) -> bool:
     """Every P/V/B loop is determined by the element: no two of its iterations write one slot.
     (A serial loop may revisit a slot -- a window ``c*2+d*3`` -- storing the same element.)"""
-    fixed = _fixed(loops, subs)
-    return all(l.index in fixed for l in loops if l.kind in PARALLEL_KINDS)
+    return parallel_loops_determined(Var("_", "f32", "g", tuple(subs)), loops)
 
 
 def _names_in(sub) -> list[str]:
     """The loop indices of a subscript in order of appearance: ``c*2+d*3`` -> ``[c, d]``."""
-    if isinstance(sub, IName):
-        return [sub.name]
-    if isinstance(sub, IBin):
-        return _names_in(sub.lhs) + [n for n in _names_in(sub.rhs) if n not in _names_in(sub.lhs)]
-    return []
+    return list(dict.fromkeys(n.name for n in walk(sub) if isinstance(n, IName)))
 
 
 def split_forms(x: Var, loops: tuple[Loop, ...]):
