@@ -224,6 +224,51 @@ def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
                 t for t in everything if t.strategy == s.id), (program.name, s.id)
 
 
+def test_drawn_steps_are_a_seeded_draw_from_the_full_enumeration(golden_rows):
+    """The capped path (queries first, replacements built only for the drawn applications)
+    draws from exactly the transitions the full enumeration makes: every drawn transition is one
+    of them (the same record, chain of thought included, where the same rule is credited: when
+    two rules of a strategy make the same program, the full enumeration keeps the first rule's
+    and a draw the drawn rule's), each strategy gets min(cap, its count) of them, a cap above
+    every count gives the full set, and the draw depends only on the seed."""
+    import random
+
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.steps import default_strategies, drawn_steps
+
+    rng = random.Random(5)
+    rows = rng.sample([r for r in golden_rows if 300 <= len(r["leir"]) <= 900], 3)
+    strategies = default_strategies()
+    engine = engine_for(strategies)
+
+    def key(t):
+        return (t.strategy, t.path, t.after.text)
+
+    for row in rows:
+        program = Program.parse(row["leir"], row["signature"], row["name"])
+        full = {key(t): t for t in all_steps(program)}
+        count: dict[str, int] = {}
+        for sid, _, _ in full:
+            count[sid] = count.get(sid, 0) + 1
+        for cap in (1, 2):
+            def seed_of(sid, cap=cap):
+                return f"{cap}|{row['name']}|{sid}"
+            drawn, found = drawn_steps(program, strategies, cap, seed_of, engine=engine)
+            again, _ = drawn_steps(program, strategies, cap, seed_of, engine=engine)
+            assert [(k, t.after.text) for k, t in drawn] == [(k, t.after.text) for k, t in again]
+            got: dict[str, int] = {}
+            for _, t in drawn:
+                got[t.strategy] = got.get(t.strategy, 0) + 1
+                same = full.get(key(t))
+                assert same is not None, (row["name"], t.strategy, t.after.text)
+                if same.rule == t.rule:
+                    assert same.to_dict() == t.to_dict()
+            assert got == {sid: min(cap, n) for sid, n in count.items()}, row["name"]
+            assert all(found[sid] >= n for sid, n in got.items())
+        everything, _ = drawn_steps(program, strategies, 10 ** 6, lambda sid: 0, engine=engine)
+        assert sorted(key(t) for _, t in everything) == sorted(full)
+
+
 def test_applicable_and_seeded_sampling():
     counts = applicable(ELEMENTWISE)
     assert counts["operator_fusion"] == 2 and counts["loop_split"] == 3

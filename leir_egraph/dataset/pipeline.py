@@ -178,44 +178,59 @@ class _ProgramRun:
 
     # ---------------------------------------------------------------- enumeration
 
-    def transitions(self, program: Program) -> list[tuple[int, Any]]:
-        """(k, transition) pairs to verify: every strategy's enumeration, numbered k = 0, 1, ...
-        in the engine's order, capped per strategy by a seeded choice."""
-        from ..egraph.steps import transitions_from
+    def transitions(self, program: Program) -> list[tuple[str, Any]]:
+        """(k, transition) pairs to verify. Without a cap, every strategy's enumeration,
+        numbered k = 0, 1, ... in the engine's order. With a cap, a seeded draw of at most
+        ``cap`` per strategy that builds only the drawn replacements (``egraph.steps.
+        drawn_steps``; k is the application's position in the canonical order)."""
+        from ..egraph.steps import drawn_steps, transitions_from
         for sid, reason in self.ctx.rejected.items():
             self.fail("engine", reason, strategy=sid)
         strategies = self.ctx.strategies
-        by_id = {s.id: s for s in strategies}
-        by_strategy: dict[str, list] = {s.id: [] for s in strategies}
+        cap = self.cfg.per_strategy_cap
         broken: list = []
+        if cap is not None:
+            def draw(chosen):
+                return drawn_steps(program, chosen, cap, self._seed_of, engine=self.ctx.engine,
+                                   broken=broken)
+        else:
+            by_id = {s.id: s for s in strategies}
+
+            def draw(chosen):
+                found = transitions_from(program, self.ctx.engine.matches(program, list(chosen)),
+                                         by_id, broken)
+                counts = {s.id: 0 for s in chosen}
+                numbered = {s.id: [] for s in chosen}
+                for t in found:
+                    counts[t.strategy] += 1
+                    numbered[t.strategy].append(t)
+                return [(str(k), t) for ts in numbered.values() for k, t in enumerate(ts)], counts
         try:
-            found = transitions_from(program, self.ctx.engine.matches(program), by_id, broken)
+            out, counts = draw(strategies)
         except Exception:  # noqa: BLE001 -- find which strategy it is, keep the others
-            found, broken = [], []
+            out, counts, broken = [], {}, []
             for s in strategies:
                 try:
-                    found.extend(transitions_from(program, self.ctx.engine.matches(program, [s]),
-                                                  {s.id: s}, broken))
+                    got, n = draw((s,))
+                    out += got
+                    counts.update(n)
                 except Exception as err:  # noqa: BLE001
                     self.fail("engine", _describe(err), strategy=s.id)
         for b in broken:
             self.fail("engine", f"rule '{b.rule}' matched '{b.lhs}' but its right-hand side did "
                                 "not finish evaluating", strategy=b.strategy)
-        for t in found:
-            by_strategy[t.strategy].append(t)
-        out = []
-        cap = self.cfg.per_strategy_cap
-        for sid, options in by_strategy.items():
-            keep = range(len(options))
-            if cap is not None and len(options) > cap:
-                rng = random.Random(f"{self.cfg.seed}|{self.src.program_id}|{sid}")
-                keep = sorted(rng.sample(range(len(options)), cap))
-            out.extend((k, options[k]) for k in keep)
-            if options:
-                self.summary["by_strategy"][sid] = [len(options), len(keep)]
-        self.summary["enumerated"] = len(found)
+        kept: dict[str, int] = {}
+        for _, t in out:
+            kept[t.strategy] = kept.get(t.strategy, 0) + 1
+        for sid, n in counts.items():
+            if n:
+                self.summary["by_strategy"][sid] = [n, kept.get(sid, 0)]
+        self.summary["enumerated"] = sum(counts.values())
         self.summary["selected"] = len(out)
         return out
+
+    def _seed_of(self, strategy_id: str) -> str:
+        return f"{self.cfg.seed}|{self.src.program_id}|{strategy_id}"
 
     # ---------------------------------------------------------------- one transition
 
@@ -228,7 +243,7 @@ class _ProgramRun:
         except Exception as err:  # noqa: BLE001 -- CudaInvalid and lowering errors alike
             return None, _describe(err)
 
-    def transition(self, program: Program, k: int, t, before_tir: str,
+    def transition(self, program: Program, k: str, t, before_tir: str,
                    before_cuda: tuple[str | None, str | None]) -> str | None:
         """Verify one transition and keep its record; returns a reason when the verification
         showed that the *original* is broken (then no transition of it can be judged)."""

@@ -245,8 +245,9 @@ class SharedTerms:
 
     MIN_CHARS = 16
 
-    def __init__(self, names: dict | None = None):
+    def __init__(self, names: dict | None = None, prefix: str = "$f"):
         self._text: dict[Term, str] = dict(names or {})
+        self._prefix = prefix
         self._seen: set[Term] = set()
         self._lets: list[str] = []
         self.count = 0
@@ -259,7 +260,7 @@ class SharedTerms:
         if len(text) < self.MIN_CHARS:
             self._text[term] = text
         elif term in self._seen:
-            name = f"$f{self.count}_"
+            name = f"{self._prefix}{self.count}_"
             self.count += 1
             self._lets.append(f"(let {name} {text})")
             self._text[term] = text = name
@@ -276,11 +277,12 @@ _sharing: SharedTerms | None = None
 
 
 @contextmanager
-def shared_terms(names: dict | None = None):
+def shared_terms(names: dict | None = None, prefix: str = "$f"):
     """Within the block, :func:`to_egglog` shares repeated subterms through a
-    :class:`SharedTerms` table (yielded). Not thread-safe: one program is loaded at a time."""
+    :class:`SharedTerms` table (yielded), its ``let`` names starting with ``prefix``. Not
+    thread-safe: one program is loaded at a time."""
     global _sharing
-    outer, _sharing = _sharing, SharedTerms(names)
+    outer, _sharing = _sharing, SharedTerms(names, prefix)
     try:
         yield _sharing
     finally:

@@ -12,7 +12,9 @@ bindings) triple instead of unioning: matches are taken against the pre-iteratio
 rule never fires on what it just built, and no multi-site combinations arise. Per program the
 engine pushes, declares the program and its facts, saturates ``analysis``, runs the strategies
 once, saturates ``helpers`` (which evaluates helper functions in right-hand sides), reads the
-match table and pops.
+match table and pops. Each rule is also compiled as a *finding* rule (its query alone, no
+replacement) and a *making* rule (the recording rule restricted by a ``Chosen`` fact), so that a
+seeded draw builds only the replacements it keeps (:class:`Applications`, ``steps.drawn_steps``).
 
 Every rule's row is a term of its own constructor ``Match__<strategy>__<rule>`` of the sort
 ``MatchRow``, and all rows are kept in one relation, ``Matched``, so one ``print-function``
@@ -27,7 +29,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .encoding import Literal, Term, from_termdag, shared_terms
+from .encoding import Literal, Term, from_termdag, shared_terms, to_egglog
 from .facts import LoadedProgram
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
@@ -46,7 +48,23 @@ def ruleset_name(strategy: Strategy) -> str:
     return f"strategy__{strategy.id}"
 
 
-MATCH_TABLE = "(sort MatchRow)\n(relation Matched (MatchRow))"
+MATCH_TABLE = "(sort MatchRow)\n(relation Matched (MatchRow))\n(sort FoundRow)\n(relation Found (FoundRow))"
+
+
+def found_relation(strategy: Strategy, rule: Rule) -> str:
+    return f"Find__{strategy.id}__{rule.name.replace('-', '_')}"
+
+
+def chosen_relation(strategy: Strategy, rule: Rule) -> str:
+    return f"Chosen__{strategy.id}__{rule.name.replace('-', '_')}"
+
+
+def finding_ruleset(strategy: Strategy) -> str:
+    return f"find__{strategy.id}"
+
+
+def making_ruleset(strategy: Strategy) -> str:
+    return f"make__{strategy.id}"
 
 
 def recording_rule(strategy: Strategy, rule: Rule) -> str:
@@ -58,6 +76,28 @@ def recording_rule(strategy: Strategy, rule: Rule) -> str:
     return (f"(constructor {row} ({sorts}) MatchRow)\n"
             f"(rule ({facts}) ((Matched ({row} {values}))) :ruleset {ruleset_name(strategy)} "
             f":name \"{strategy.id}/{rule.name}\")")
+
+
+def finding_rule(strategy: Strategy, rule: Rule) -> str:
+    """The rule's query alone: record (site, bindings) without building the replacement, so
+    that no helper runs for it (a capped enumeration builds only the applications it keeps)."""
+    sorts = " ".join([rule.lhs_sort] + [s for _, s in rule.bindings])
+    facts = " ".join((f"(= __lhs {rule.lhs})",) + rule.conditions)
+    values = " ".join(["__lhs", *rule.binding_names])
+    return (f"(constructor {found_relation(strategy, rule)} ({sorts}) FoundRow)\n"
+            f"(rule ({facts}) ((Found ({found_relation(strategy, rule)} {values}))) "
+            f":ruleset {finding_ruleset(strategy)} :name \"find {strategy.id}/{rule.name}\")")
+
+
+def making_rule(strategy: Strategy, rule: Rule) -> str:
+    """The recording rule restricted to the applications named in its ``Chosen`` relation."""
+    sorts = " ".join([rule.lhs_sort, *(s for _, s in rule.bindings[:1])])
+    chosen = " ".join([chosen_relation(strategy, rule), "__lhs", *rule.binding_names[:1]])
+    facts = " ".join((f"({chosen})", f"(= __lhs {rule.lhs})") + rule.conditions)
+    values = " ".join(["__lhs", rule.rhs, *rule.binding_names])
+    return (f"(relation {chosen_relation(strategy, rule)} ({sorts}))\n"
+            f"(rule ({facts}) ((Matched ({match_relation(strategy, rule)} {values}))) "
+            f":ruleset {making_ruleset(strategy)} :name \"make {strategy.id}/{rule.name}\")")
 
 
 
@@ -109,9 +149,10 @@ class Engine:
                                 f"{message[-1] if message else err}") from None
         for strategy in self.strategies:
             self._compile(strategy)
-        names = " ".join(ruleset_name(s) for s in self.strategies)
         if self.strategies:
-            self._run(f"(unstable-combined-ruleset strategy__all {names})")
+            for combined, name in (("strategy__all", ruleset_name), ("find__all", finding_ruleset)):
+                names = " ".join(name(s) for s in self.strategies)
+                self._run(f"(unstable-combined-ruleset {combined} {names})")
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
         self._read_relations = ({c.head for s in self.strategies for r in s.rules
                                  for c in r.parsed_conditions}
@@ -123,9 +164,11 @@ class Engine:
 
     def _compile(self, strategy: Strategy) -> None:
         try:
-            self._run(f"(ruleset {ruleset_name(strategy)})")
+            self._run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
+                      f"(ruleset {making_ruleset(strategy)})")
             for rule in strategy.rules:
-                self._run(recording_rule(strategy, rule))
+                self._run("\n".join((recording_rule(strategy, rule), finding_rule(strategy, rule),
+                                     making_rule(strategy, rule))))
         except Exception as err:
             message = str(err).splitlines()
             raise RuleFileError(strategy.path, None,
@@ -148,6 +191,14 @@ class Engine:
                     found.append(RawMatch(strategy.id, " or ".join(r.name for r in strategy.rules),
                                           None, None, ()))
         return found
+
+    def applications(self, program, strategies: list[Strategy] | None = None) -> "Applications":
+        """The program loaded and every rule's query run, replacements not built yet: a context
+        manager whose ``found`` lists the applications and whose ``make`` builds chosen ones
+        (:class:`Applications`). For drawing a few transitions of many: the helpers that build
+        replacements then run for the drawn ones only."""
+        chosen = self.strategies if strategies is None else tuple(strategies)
+        return Applications(self, program, chosen)
 
     def fact_commands(self, loaded: LoadedProgram) -> list[str]:
         """The egglog commands that declare a program and state every fact the compiled rules
@@ -177,26 +228,130 @@ class Engine:
             (output,) = self._run(f"(print-function Matched {MAX_ROWS})")
         finally:
             self._run("(pop)")
-        found: list[RawMatch] = []
-        stuck = 0
-        termdag, memo = output.termdag, {}
-        for row_id, _ in output.terms:
-            (row_arg,) = termdag.get(row_id).args  # (Matched row)
-            row = termdag.get(row_arg)
-            if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
-                stuck += 1
-                continue
-            strategy, rule = rows[row.name]
-            args = [from_termdag(termdag, a, memo) for a in row.args]
-            lhs, rhs, values = args[0], args[1], args[2:]
-            if lhs is None:
-                continue
-            found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
-                                  tuple(zip(rule.binding_names, values))))
+        found, stuck = _rows(output, rows)
         # in rule order, as the strategies list them (a stable sort keeps egglog's row order)
         order = {(s.id, r.name): i for i, (s, r) in enumerate(rows.values())}
         found.sort(key=lambda m: order[m.strategy, m.rule])
         return found, stuck
+
+
+@dataclass(frozen=True)
+class Application:
+    """One match of a rule's query (the matched term and the reported bindings), before its
+    replacement is built."""
+    strategy: str
+    rule: str
+    lhs: Term
+    bindings: tuple[tuple[str, Term | Literal | None], ...]
+
+
+class Applications:
+    """A program in the engine with every query of the chosen strategies run once and their
+    matches read, the replacements not yet built; ``make(apps)`` builds those of the given
+    applications (the recording rules restricted by ``Chosen`` facts, then the helpers) and
+    returns their rows as :meth:`Engine.matches` would. Pops on exit.
+
+    ``found`` is in a canonical order (strategy, rule, then the terms), whatever order egglog
+    prints in. An application whose reported bindings do not pin its replacement gives every
+    row the full enumeration has for it."""
+
+    def __init__(self, engine: Engine, program, chosen: tuple[Strategy, ...]):
+        self.engine, self.chosen = engine, chosen
+        self.loaded = LoadedProgram(program)
+        self.found: list[Application] = []
+        self._rules = {(s.id, r.name): (s, r) for s in chosen for r in s.rules}
+        self._lets = 0
+
+    def __enter__(self) -> "Applications":
+        engine, chosen = self.engine, self.chosen
+        if set(chosen) == set(engine.strategies) and len(chosen) > 1:
+            step = "(run find__all 1)"
+        else:
+            step = "\n".join(f"(run {finding_ruleset(s)} 1)" for s in chosen)
+        commands = engine.fact_commands(self.loaded) + [
+            "(run-schedule (saturate (run analysis)))", step]
+        engine._run("(push)")
+        try:
+            for batch in batches(commands):
+                engine._run(batch)
+            (output,) = engine._run(f"(print-function Found {MAX_ROWS})")
+        except BaseException:
+            engine._run("(pop)")
+            raise
+        rows = {found_relation(s, r): (s, r) for s in chosen for r in s.rules}
+        order = {key: i for i, key in enumerate(self._rules)}
+        termdag, memo = output.termdag, {}
+        for row_id, _ in output.terms:
+            (row_arg,) = termdag.get(row_id).args
+            row = termdag.get(row_arg)
+            strategy, rule = rows[row.name]
+            args = [from_termdag(termdag, a, memo) for a in row.args]
+            if any(a is None for a in args):  # not extractable, so it cannot be named again
+                continue
+            self.found.append(Application(strategy.id, rule.name, args[0],
+                                          tuple(zip(rule.binding_names, args[1:]))))
+        self.found.sort(key=lambda a: (order[a.strategy, a.rule], a.lhs,
+                                       tuple(v for _, v in a.bindings)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.engine._run("(pop)")
+
+    def make(self, apps: list[Application]) -> list[RawMatch]:
+        """The recorded rows of ``apps``, in egglog's order. An application none of whose rows
+        is among them has a replacement that could not be extracted (a helper that never
+        finished).
+
+        The ``Chosen`` fact names the matched term and the first reported binding only: with
+        every binding in it, egglog planned the restricted query badly (9 s instead of
+        milliseconds for online_softmax on a 145-nest program). The rows of other applications
+        that agree on those two are built too and left out here."""
+        if not apps:
+            return []
+        names = self.loaded.names()
+        suffix: Term = ("PNil",)
+        for i in reversed(range(len(self.loaded.program.leir.nests))):
+            suffix = ("PCons", self.loaded.nest_terms[self.loaded.top_level[i]], suffix)
+            names[suffix] = self.loaded.suffix_name(i)
+        commands: list[str] = []
+        with shared_terms(names, prefix=f"$c{self._lets}x") as shared:
+            for app in dict.fromkeys((a.strategy, a.rule, a.lhs, a.bindings[:1]) for a in apps):
+                strategy, rule = self._rules[app[0], app[1]]
+                args = " ".join(to_egglog(v) for v in (app[2], *(v for _, v in app[3])))
+                commands.extend(shared.take())
+                commands.append(f"({chosen_relation(strategy, rule)} {args})")
+        self._lets += 1
+        involved = dict.fromkeys(self._rules[a.strategy, a.rule][0] for a in apps)
+        commands += [f"(run {making_ruleset(s)} 1)" for s in involved]
+        commands.append("(run-schedule (saturate (run helpers)))")
+        for batch in batches(commands):
+            self.engine._run(batch)
+        (output,) = self.engine._run(f"(print-function Matched {MAX_ROWS})")
+        found, _ = _rows(output, {match_relation(s, r): (s, r) for s, r in self._rules.values()})
+        wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
+        return [m for m in found if (m.strategy, m.rule, m.lhs, m.bindings) in wanted]
+
+
+def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
+    """The rows of a ``print-function Matched`` output (egglog's order), and how many could not
+    be extracted."""
+    found: list[RawMatch] = []
+    stuck = 0
+    termdag, memo = output.termdag, {}
+    for row_id, _ in output.terms:
+        (row_arg,) = termdag.get(row_id).args  # (Matched row)
+        row = termdag.get(row_arg)
+        if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
+            stuck += 1
+            continue
+        strategy, rule = rows[row.name]
+        args = [from_termdag(termdag, a, memo) for a in row.args]
+        lhs, rhs, values = args[0], args[1], args[2:]
+        if lhs is None:
+            continue
+        found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
+                              tuple(zip(rule.binding_names, values))))
+    return found, stuck
 
 
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
@@ -211,6 +211,69 @@ def applicable(program: Program, strategies=None) -> dict[str, int]:
     for t in all_steps(program, strategies):
         counts.setdefault(t.strategy, set()).add(t.path)
     return {k: len(v) for k, v in counts.items()}
+
+
+def drawn_steps(program: Program, strategies, cap: int, seed_of: Callable[[str], object], *,
+                engine=None, broken: list | None = None
+                ) -> tuple[list[tuple[str, Transition]], dict[str, int]]:
+    """Up to ``cap`` transitions of each strategy, a seeded draw, building only what is drawn.
+
+    Every rule's query runs once (``Engine.applications``); each strategy's applications, in
+    canonical order, are shuffled by ``random.Random(seed_of(strategy_id))`` and taken in that
+    order until ``cap`` distinct transitions are placed: an application is one transition, or
+    several where its matched term occurs at several places (then a seeded choice among
+    them), or none where its replacement prints as the original. Only the taken applications
+    have their replacements built by the helpers, which is most of a full enumeration's cost.
+
+    Returns ``(key, transition)`` pairs, in strategy order, ``key`` being the application's
+    position in the canonical order (``"7"``, or ``"7.1"`` for its second placement), and the
+    number of applications each strategy has. An application whose replacement never finishes
+    evaluating is reported in ``broken``."""
+    chosen = resolve(strategies)
+    engine = engine or engine_for(chosen)
+    by_id = {s.id: s for s in chosen}
+    kept: dict[str, dict[tuple, tuple[str, Transition]]] = {s.id: {} for s in chosen}
+    with engine.applications(program, list(chosen)) as run:
+        apps: dict[str, list] = {s.id: [] for s in chosen}
+        for app in run.found:
+            apps[app.strategy].append(app)
+        rngs = {sid: random.Random(seed_of(sid)) for sid in apps}
+        queues = {}
+        for sid, found in apps.items():
+            order = list(range(len(found)))
+            rngs[sid].shuffle(order)
+            queues[sid] = order
+        taken = {sid: 0 for sid in apps}
+        while True:
+            batch: list[tuple[str, int]] = []
+            for sid, order in queues.items():
+                want = cap - len(kept[sid])
+                if want > 0 and taken[sid] < len(order):
+                    batch += [(sid, i) for i in order[taken[sid]:taken[sid] + want]]
+                    taken[sid] += want
+            if not batch:
+                break
+            made = run.make([apps[sid][i] for sid, i in batch])
+            rows: dict[tuple, list[RawMatch]] = {}
+            for m in made:
+                rows.setdefault((m.strategy, m.rule, m.lhs, m.bindings), []).append(m)
+            for sid, i in batch:
+                app = apps[sid][i]
+                own = rows.get((app.strategy, app.rule, app.lhs, app.bindings))
+                if not own:  # its row was not extractable: a helper never finished
+                    transitions_from(program, [RawMatch(sid, app.rule, app.lhs, None, ())],
+                                     by_id, broken)
+                    continue
+                placed = transitions_from(program, own, by_id, broken)
+                for j, t in enumerate(placed):
+                    kept[sid].setdefault((t.path, t.after.text), (f"{i}" if j == 0 else f"{i}.{j}", t))
+    out: list[tuple[str, Transition]] = []
+    for sid, options in kept.items():
+        keys = sorted(options)
+        if len(keys) > cap:
+            keys = sorted(rngs[sid].sample(keys, cap))
+        out.extend(options[k] for k in keys)
+    return out, {sid: len(found) for sid, found in apps.items()}
 
 
 def sample_steps(program: Program, strategies=None, *, seed: int, per_strategy: int = 1
