@@ -50,7 +50,8 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import encode, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import accesses, program_shapes
-from leir_egraph.leir.ast import Compare, IBin, IConst, IfThenElse, IName, LoopNest, Num, Var
+from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, IName, LoopNest,
+                                  Neg, Num, Var)
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
@@ -229,25 +230,72 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 
 def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
-    """``ExpSafeOperand``: exp(m) (and exp(x-m)) of an extra splitting value m overflow no more
-    than the exponential they split: m is the operand's neighbouring element (the same tensor),
-    a value the equation reads anyway, or bounded by the range analysis (FLOAT domain: every
-    value m's tensor ever holds) so far from zero that exp(m) and exp(-m) stay normal numbers.
-    An earlier result of any size is refused: Mish's exp(H)+exp(-H) split by the cosh-like
-    result exp(H)+exp(-H) itself overflows to inf where exp(H) did not, and 0*inf is NaN."""
+    """``ExpSafeOperand n e m``: splitting any exponential of ``e`` by ``m`` keeps every factor
+    a normal number wherever the original exponential is one. The FLOAT range analysis
+    (intervals: inputs of any size; every value a tensor ever holds) bounds the numbers of
+    m, the argument of every exponential of the equation and that argument's operands (x and r of x-r, x+r, -x) within half the
+    dtype's exp range (|.| <= 20 in f32); every split argument (a-m, x-m, m-r, m+r, r-m, m) is
+    then within exp_arg (40), where exp, products and quotients of exponentials stay normal.
+
+    Nothing weaker holds: exp(x-r) split by a value the equation reads anyway, or by x's
+    neighbour, overflows at large inputs where the original does not (TransformerSeq2Seq's
+    attention: exp(Cn-Hd) -> exp(Cn-Hd-Cn)*exp(Cn) is NaN where exp(Cn) overflows, found by a
+    verified sample), as does Mish's exp(H)+exp(-H) split by a cosh-like result."""
+    from leir_egraph.egraph.encoding import encode_value
     from leir_egraph.egraph.extensions.math_ranges import analyse_ranges
     from leir_egraph.leir.ranges import format_of
-    held = analyse_ranges(loaded.program).tensors
+    from leir_egraph.leir.traverse import walk_values
+    from .splits import split_sites
+    analysis = analyse_ranges(loaded.program)
+
+    def small(node, half: float) -> bool:
+        # the magnitude of the numbers it may hold; a NaN input gives NaN on both sides alike
+        # (finite_operand's FiniteOperand keeps m itself from being NaN)
+        if isinstance(node, Var):
+            span = analysis.tensors.get(node.name, ANY)
+        elif isinstance(node, Num):
+            return abs(float(node.value)) <= half
+        else:
+            span = analysis.values.get(encode_value(node), ANY)
+        return not span.empty and -half <= span.lo and span.hi <= half
+
+    def read_small(m, half: float) -> bool:
+        # a splitting value: a read, or a neighbour if_then_else(k-1<0,0,X_{..,k-1})
+        if isinstance(m, Var):
+            return small(m, half)
+        return all(small(v, half) for v in walk_values(m) if isinstance(v, (Var, Num)))
+
+    extra: dict[tuple, list] = {}
+    for name, eq, _, m, kind, _ in _extra_of(loaded.program):
+        if kind == "exp":
+            extra.setdefault((name, eq), []).append(m)
     out: dict[str, None] = {}
-    for name, eq, x, m, kind, _ in _extra_of(loaded.program):
-        if kind != "exp":
-            continue
-        fmt = format_of(eq.target.dtype)
-        span = held.get(m.name, ANY) if isinstance(m, Var) else None
-        bounded = span is not None and -fmt.exp_arg <= span.lo and span.hi <= fmt.exp_arg
-        if not isinstance(m, Var) or m in _evaluated_reads(eq) or bounded:
-            out[f"(ExpSafeOperand {name} {to_egglog(encode(eq))} {_term(m)})"] = None
+    for name, nest in _flat_nests(loaded):
+        for eq in nest.equations:
+            if not is_float(eq.target.dtype):
+                continue
+            half = format_of(eq.target.dtype).exp_arg / 2
+            arguments = [node.args[0] for node in walk_values(eq.value)
+                         if isinstance(node, Call) and node.fn == "exp"]
+            if not arguments:
+                continue
+            parts = [p for a in arguments for p in (a, *_operands_of(a))]
+            if not all(small(p, half) for p in parts):
+                continue
+            e = to_egglog(encode(eq))
+            for m in (*split_sites(eq)[1], *extra.get((name, eq), ())):
+                if read_small(m, half):
+                    out[f"(ExpSafeOperand {name} {e} {_term(m)})"] = None
     return list(out)
+
+
+def _operands_of(argument) -> tuple:
+    """The operands an exponential's argument is split between: x and r of x-r or x+r, x of -x."""
+    if isinstance(argument, Bin) and argument.op in ("+", "-"):
+        return (argument.lhs, argument.rhs)
+    if isinstance(argument, Neg):
+        return (argument.operand,)
+    return ()
 
 
 @lru_cache(maxsize=1024)
@@ -264,8 +312,9 @@ GUARD_EXTENSIONS = (
     GuardExtension("finite_operand", facts=_finite_facts),
     GuardExtension("finite_operand", relations=(
         Relation("ExpSafeOperand", ("Nest", "Eqn", "Expr"),
-                 "exp of {2} overflows no more than the exponential of {1} it splits: {2} is "
-                 "the operand's neighbour, a value {1} reads, or small in magnitude"),),
+                 "{2} and the arguments of {1}'s exponentials and their operands are at most "
+                 "half the exp range in magnitude wherever they are evaluated (any inputs), so "
+                 "every exponential of the split stays a normal number"),),
         facts=_exp_facts),
 )
 
