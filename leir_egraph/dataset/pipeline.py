@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import random
 from dataclasses import dataclass
 from typing import Any
 
