@@ -198,12 +198,11 @@ class _ProgramRun:
             def draw(chosen):
                 found = transitions_from(program, self.ctx.engine.matches(program, list(chosen)),
                                          by_id, broken)
-                counts = {s.id: 0 for s in chosen}
-                numbered = {s.id: [] for s in chosen}
+                numbered: dict[str, list] = {s.id: [] for s in chosen}
                 for t in found:
-                    counts[t.strategy] += 1
                     numbered[t.strategy].append(t)
-                return [(str(k), t) for ts in numbered.values() for k, t in enumerate(ts)], counts
+                return ([(str(k), t) for ts in numbered.values() for k, t in enumerate(ts)],
+                        {sid: len(ts) for sid, ts in numbered.items()})
         try:
             out, counts = draw(strategies)
         except Exception:  # noqa: BLE001 -- find which strategy it is, keep the others

@@ -210,14 +210,18 @@ class Engine:
                 facts.append(fact)
         return facts
 
+    def one_iteration(self, chosen: tuple[Strategy, ...], combined: str, ruleset_of) -> str:
+        """The command running the chosen strategies' rulesets (``ruleset_of``) for one
+        iteration: the combined ruleset when all of the engine's strategies are chosen."""
+        if set(chosen) == set(self.strategies) and len(chosen) > 1:
+            return f"(run {combined} 1)"
+        return "\n".join(f"(run {ruleset_of(s)} 1)" for s in chosen)
+
     def _recorded(self, facts: list[str], chosen: tuple[Strategy, ...]
                   ) -> tuple[list[RawMatch], int]:
         """The rows the chosen strategies record on the program these facts declare, in rule
         order, and how many rows could not be extracted."""
-        if set(chosen) == set(self.strategies) and len(chosen) > 1:
-            step = "(run strategy__all 1)"
-        else:
-            step = "\n".join(f"(run {ruleset_name(s)} 1)" for s in chosen)
+        step = self.one_iteration(chosen, "strategy__all", ruleset_name)
         commands = facts + ["(run-schedule (saturate (run analysis)))", step,
                             "(run-schedule (saturate (run helpers)))"]
         rows = {match_relation(s, r): (s, r) for s in chosen for r in s.rules}
@@ -261,13 +265,11 @@ class Applications:
         self.found: list[Application] = []
         self._rules = {(s.id, r.name): (s, r) for s in chosen for r in s.rules}
         self._lets = 0
+        self._names: dict[Term, str] | None = None  # nests and suffixes by let name, for Chosen
 
     def __enter__(self) -> "Applications":
         engine, chosen = self.engine, self.chosen
-        if set(chosen) == set(engine.strategies) and len(chosen) > 1:
-            step = "(run find__all 1)"
-        else:
-            step = "\n".join(f"(run {finding_ruleset(s)} 1)" for s in chosen)
+        step = engine.one_iteration(chosen, "find__all", finding_ruleset)
         commands = engine.fact_commands(self.loaded) + [
             "(run-schedule (saturate (run analysis)))", step]
         engine._run("(push)")
@@ -308,13 +310,10 @@ class Applications:
         that agree on those two are built too and left out here."""
         if not apps:
             return []
-        names = self.loaded.names()
-        suffix: Term = ("PNil",)
-        for i in reversed(range(len(self.loaded.program.leir.nests))):
-            suffix = ("PCons", self.loaded.nest_terms[self.loaded.top_level[i]], suffix)
-            names[suffix] = self.loaded.suffix_name(i)
+        if self._names is None:
+            self._names = self.loaded.named_terms()
         commands: list[str] = []
-        with shared_terms(names, prefix=f"$c{self._lets}x") as shared:
+        with shared_terms(self._names, prefix=f"$c{self._lets}x") as shared:
             for app in dict.fromkeys((a.strategy, a.rule, a.lhs, a.bindings[:1]) for a in apps):
                 strategy, rule = self._rules[app[0], app[1]]
                 args = " ".join(to_egglog(v) for v in (app[2], *(v for _, v in app[3])))

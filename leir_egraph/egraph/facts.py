@@ -85,6 +85,16 @@ class LoadedProgram:
             out.setdefault(term, self.nest_name(k))
         return out
 
+    def named_terms(self) -> dict[Term, str]:
+        """``names()`` plus the term of every top-level program suffix but the empty one
+        (``$sK_``, as ``declarations`` binds them)."""
+        out = self.names()
+        suffix: Term = ("PNil",)
+        for i in reversed(range(len(self.program.leir.nests))):
+            suffix = ("PCons", self.nest_terms[self.top_level[i]], suffix)
+            out[suffix] = self.suffix_name(i)
+        return out
+
     def declarations(self) -> str:
         """egglog ``let`` commands binding every nest and suffix; the program is ``$s0_``."""
         lines = [f"(let {self.nest_name(k)} {to_egglog(term)})"

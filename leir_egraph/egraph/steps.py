@@ -240,17 +240,15 @@ def drawn_steps(program: Program, strategies, cap: int, seed_of: Callable[[str],
         rngs = {sid: random.Random(seed_of(sid)) for sid in apps}
         queues = {}
         for sid, found in apps.items():
-            order = list(range(len(found)))
-            rngs[sid].shuffle(order)
-            queues[sid] = order
-        taken = {sid: 0 for sid in apps}
+            queues[sid] = list(range(len(found)))
+            rngs[sid].shuffle(queues[sid])
         while True:
             batch: list[tuple[str, int]] = []
-            for sid, order in queues.items():
+            for sid, queue in queues.items():
                 want = cap - len(kept[sid])
-                if want > 0 and taken[sid] < len(order):
-                    batch += [(sid, i) for i in order[taken[sid]:taken[sid] + want]]
-                    taken[sid] += want
+                if want > 0:
+                    batch += [(sid, i) for i in queue[:want]]
+                    del queue[:want]
             if not batch:
                 break
             made = run.make([apps[sid][i] for sid, i in batch])
@@ -261,8 +259,8 @@ def drawn_steps(program: Program, strategies, cap: int, seed_of: Callable[[str],
                 app = apps[sid][i]
                 own = rows.get((app.strategy, app.rule, app.lhs, app.bindings))
                 if not own:  # its row was not extractable: a helper never finished
-                    transitions_from(program, [RawMatch(sid, app.rule, app.lhs, None, ())],
-                                     by_id, broken)
+                    if broken is not None:
+                        broken.append(BrokenMatch(sid, app.rule, fragment_text(app.lhs)))
                     continue
                 placed = transitions_from(program, own, by_id, broken)
                 for j, t in enumerate(placed):

@@ -47,7 +47,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, to_egglog
+from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, IName, LoopNest,
@@ -55,8 +55,9 @@ from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, 
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
 from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
+from leir_egraph.leir.traverse import walk_values
 from leir_egraph.leir.values import index_as_value
-from .splits import _analysis, _flat_nests, _term, operands, whole_value
+from .splits import _analysis, _flat_nests, _term, operands, split_sites, whole_value
 
 IDENTITY = {"add": "0", "mul": "1"}
 
@@ -232,20 +233,18 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
 def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
     """``ExpSafeOperand n e m``: splitting any exponential of ``e`` by ``m`` keeps every factor
     a normal number wherever the original exponential is one. The FLOAT range analysis
-    (intervals: inputs of any size; every value a tensor ever holds) bounds the numbers of
-    m, the argument of every exponential of the equation and that argument's operands (x and r of x-r, x+r, -x) within half the
-    dtype's exp range (|.| <= 20 in f32); every split argument (a-m, x-m, m-r, m+r, r-m, m) is
-    then within exp_arg (40), where exp, products and quotients of exponentials stay normal.
+    (intervals: inputs of any size; every value a tensor ever holds) bounds the numbers of m,
+    of the argument of every exponential of the equation and of that argument's operands (x
+    and r of x-r, x+r, -x) within half the dtype's exp range (|.| <= 20 in f32); every split
+    argument (a-m, x-m, m-r, m+r, r-m, m) is then within exp_arg (40), where exponentials,
+    their products and quotients stay normal.
 
     Nothing weaker holds: exp(x-r) split by a value the equation reads anyway, or by x's
     neighbour, overflows at large inputs where the original does not (TransformerSeq2Seq's
     attention: exp(Cn-Hd) -> exp(Cn-Hd-Cn)*exp(Cn) is NaN where exp(Cn) overflows, found by a
     verified sample), as does Mish's exp(H)+exp(-H) split by a cosh-like result."""
-    from leir_egraph.egraph.encoding import encode_value
     from leir_egraph.egraph.extensions.math_ranges import analyse_ranges
     from leir_egraph.leir.ranges import format_of
-    from leir_egraph.leir.traverse import walk_values
-    from .splits import split_sites
     analysis = analyse_ranges(loaded.program)
 
     def small(node, half: float) -> bool:
