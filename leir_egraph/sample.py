@@ -12,7 +12,7 @@ import sys
 from .cli import (ArgumentParser, InputError, at_least, natural, positive_float, positive_int,
                   run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
-from .dataset.report import markdown_table
+from .dataset.report import enumerated_label, markdown_table
 
 DEMO_CAP = 1
 
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     s, rates = result.summary, result.rates()
     rows = [
         {"": "programs", "count": f"{s['programs']} ({s['programs_failed']} failed)"},
-        {"": "transitions enumerated", "count": str(s["transitions_enumerated"])},
+        {"": enumerated_label(config.per_strategy_cap), "count": str(s["transitions_enumerated"])},
         {"": "transitions verified (attempted)", "count": str(s["transitions"])},
         {"": "verified (Equal/Independent)", "count": str(s["verified"])},
         {"": "failure rows", "count": " ".join(f"{k}={v}" for k, v in
