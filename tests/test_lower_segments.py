@@ -139,3 +139,23 @@ def test_a_program_of_more_than_300_nests_builds_and_runs():
     w = INPUTS["W"][:4, :4]
     out = run(p, {"A": a, "W": w}, FAST)["C"]
     np.testing.assert_allclose(out, reference(110, a, w), rtol=1e-3, atol=1e-5)
+
+
+def test_the_reverse_order_check_of_a_segmented_program_is_one_directed_build():
+    """Both runs of the reverse-order check (docs/VERIFY.md) come from one build of the
+    segments and the driver, which take the direction at run time; a P loop over a sum's
+    terms is caught by it there too (the reversed summation rounds differently)."""
+    from leir_egraph.lower.build import build_counts, clear_cache
+    from leir_egraph.verify.session import reverse_order_check
+    p = chain(10)
+    head, _, tail = p.text.rpartition("L^{6}_{d=0}")   # the last block's sum over d
+    bad = Program.parse(head + "P^{6}_{d=0}" + tail, p.signature)
+    assert bad.text != p.text and len(partition(bad).segments) > 1
+    linking.clear()
+    clear_cache()
+    assert reverse_order_check(p, INPUTS) is None
+    compiled = build_counts()["compiled"]
+    problem = reverse_order_check(bad, INPUTS)
+    assert build_counts()["compiled"] == compiled + 1
+    assert problem is not None and problem.startswith("running the P/V/B loops in reverse order "
+                                                      "changes C")

@@ -114,6 +114,27 @@ def test_verify_many_in_parallel_keeps_the_order_of_the_pairs(softmax):
     assert [r.level for r in results] == ["exec", "none", "independent"]
 
 
+def test_prepared_candidates_get_the_same_verdicts(softmax):
+    """``Verifier.prepare`` compiles the candidates in one module; the verdicts and the
+    evidence are those of candidates built one by one, and a candidate that is no valid LEIR
+    is still judged by its own verification."""
+    from leir_egraph.verify import Verifier
+    afters = [Program.parse(t, softmax.signature) for t in
+              (rows_parallel(SOFTMAX), SOFTMAX.replace("/E", "*E"),
+               SOFTMAX.replace("C^{f32,g}_{tx,a}=exp", "C^{f32,g}_{tx,a}=X^{f32,g}_{tx}+exp"))]
+    keys = ("level", "reason", "max_abs_err", "max_rel_err", "before_independent")
+    with Verifier() as alone:
+        expected = [{k: getattr(alone.verify(softmax, a, timing=False), k) for k in keys}
+                    for a in afters]
+    with Verifier() as batched:
+        prepared = batched.prepare(softmax, afters)
+        assert prepared["compiled"] == 3 and prepared["cpu_s"] > 0  # before and the two valid
+        got = [batched.verify(softmax, a, timing=False) for a in afters]
+    assert [{k: getattr(r, k) for k in keys} for r in got] == expected
+    assert [e["level"] for e in expected] == ["independent", "exec", "diff"]
+    assert all(r.cpu_s > 0 for r in got)
+
+
 def test_in_process_mode_gives_the_same_verdict(softmax):
     r = verify(softmax, rows_parallel(SOFTMAX), isolate=False, timing=False)
     assert r.level == "independent" and r.max_abs_err == 0.0

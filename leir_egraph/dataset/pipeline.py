@@ -169,6 +169,9 @@ class _ProgramRun:
         except Exception as err:  # noqa: BLE001 -- the original does not lower: nothing verifies
             return self.fail_program("lower", f"the original does not lower: {_describe(err)}")
         before_cuda = self.cuda(program)
+        # the candidates' CPU builds in one module: fixed costs once (docs/VERIFY.md)
+        self.ctx.verifier.prepare(program, [t.after for _, t in chosen],
+                                  timeout=self.cfg.verify_timeout)
         for k, t in chosen:
             broken = self.transition(program, k, t, before_tir, before_cuda)
             if broken:

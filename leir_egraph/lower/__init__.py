@@ -4,6 +4,8 @@
     build(program, target="llvm", **options) -> Built          (cached; on llvm, programs of
                                                                  more than 16 nests compile
                                                                  in cached segments: link.py)
+    build_many(programs, target="llvm", **options) -> int      (one module for many programs,
+                                                                 each cached as its own build)
     run(program, inputs, target="llvm") -> {output name: array}
     time_program(program, inputs) -> median milliseconds
     cuda_source(program) -> CUDA C text                         (CudaInvalid says why not)
@@ -16,7 +18,8 @@ from __future__ import annotations
 from ..lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
-    "Built": "build", "arguments": "build", "build": "build", "clear_cache": "build",
+    "Built": "build", "arguments": "build", "build": "build", "build_many": "build",
+    "clear_cache": "build",
     "cuda_source": "build", "run": "build", "time_program": "build",
     "CudaInvalid": "cuda",
     "LoweringError": "expr",

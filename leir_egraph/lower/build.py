@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -43,6 +43,11 @@ class Built:
     executable: Any
     seconds: float
     extra_args: tuple = ()   # trailing scalar arguments (a directed build's leir_reverse)
+    entry: str = "main"      # the function's name in ``executable`` (``build_many``: several)
+
+    def function(self):
+        """The compiled entry point; call it with the arguments, then ``extra_args``."""
+        return self.executable if self.entry == "main" else self.executable[self.entry]
 
     def source(self) -> str:
         """Device source (CUDA C) or, on the CPU, the TIR script."""
@@ -52,8 +57,9 @@ class Built:
 
 
 # The two builds of the reverse-order check (docs/VERIFY.md): P/V/B loops serial, in order or
-# reversed, intermediates poisoned. A program built whole compiles them as one ``directed``
-# function and passes the direction at run time: one compilation instead of two.
+# reversed, intermediates poisoned. They compile as one ``directed`` build (a whole program's
+# function, or a segmented program's segments and driver) that takes the direction at run
+# time: one compilation instead of two.
 _DIRECTED = {LowerOptions(serial=True, poison=True): 0,
              LowerOptions(reverse_parallel=True, poison=True): 1}
 
@@ -69,7 +75,7 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         _counts["cached"] += 1
         return hit
     kind = target_kind(target)
-    if kind == "llvm" and opts in _DIRECTED and len(program.leir.nests) <= WHOLE_UP_TO:
+    if kind == "llvm" and opts in _DIRECTED:
         base = build(program, target, directed=True, poison=True)
         return _remember(key, replace(base, extra_args=(_DIRECTED[opts],)))
     import tvm
@@ -82,12 +88,64 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         if kind == "cuda":
             from .cuda import CudaInvalid, verify_device_kernels
             verify_device_kernels(func, target_dict(target))
-        executable = tvm.compile(func, target=target_dict(target))
+        executable = tvm.compile(func, target=target_dict(target), tir_pipeline=opts.pipeline)
         if kind == "cuda" and not executable.mod.imports:
             raise CudaInvalid("TVM produced no device kernel (host-only code)")
     built = Built(program.text, kind, func, executable, time.perf_counter() - start)
     _counts["compiled"] += 1
     return _remember(key, built)
+
+
+def build_many(programs, target: TargetLike = "llvm", **options) -> int:
+    """Compile the programs that are not built yet into one module and cache each as its own
+    build, so that later ``build`` calls with the same target and options find them. Returns
+    how many were compiled.
+
+    One ``tvm.compile`` and one JIT for many programs, the verifier's use (``verify.session``:
+    the candidates of one original): each function is lowered exactly as ``build`` lowers it,
+    only the packaging differs, and a module's fixed costs (the pass pipeline's, LLVM's and
+    the JIT's set-up, about 20 ms per module here) are paid once. Each build's ``seconds`` is
+    its share of the whole.
+
+        build_many([after1, after2, after3], equal_target(), serial=True, poison=True)
+        run(after2, inputs, equal_target(), serial=True, poison=True)   # no compilation
+
+    Only CPU builds of whole programs (at most ``link.WHOLE_UP_TO`` nests) are batched; a
+    program that does not lower is skipped, and a module that does not compile compiles
+    nothing: ``build`` then builds each one alone and reports its own error."""
+    import tvm
+    opts = LowerOptions(**options)
+    if opts in _DIRECTED:
+        opts = LowerOptions(directed=True, poison=True)
+    if target_kind(target) != "llvm":
+        return 0
+    start = time.perf_counter()
+    funcs: dict[tuple, tuple[Program, Any]] = {}
+    for program in programs:
+        key = _key(program, target, opts)
+        if key in _cache or key in funcs or len(program.leir.nests) > WHOLE_UP_TO:
+            continue
+        try:
+            func = lower(program, target, **asdict(opts))
+        except Exception:  # noqa: BLE001 -- build() reports it when the program is built alone
+            continue
+        funcs[key] = (program, func.with_attr("global_symbol", f"leir_batch_{len(funcs)}"))
+    if len(funcs) < 2:
+        return 0
+    names = [f"leir_batch_{k}" for k in range(len(funcs))]
+    try:
+        executable = tvm.compile(tvm.IRModule({name: func for name, (_, func)
+                                               in zip(names, funcs.values())}),
+                                 target=target_dict(target), tir_pipeline=opts.pipeline)
+        for name in names:
+            executable[name]  # the JIT compiles here, not in the first run
+    except Exception:  # noqa: BLE001
+        return 0
+    share = (time.perf_counter() - start) / len(funcs)
+    for name, (key, (program, func)) in zip(names, funcs.items()):
+        _remember(key, Built(program.text, "llvm", func, executable, share, entry=name))
+    _counts["compiled"] += len(funcs)
+    return len(funcs)
 
 
 def _key(program: Program, target: TargetLike, opts: LowerOptions) -> tuple:
@@ -199,7 +257,7 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
         raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
     built = build(program, target, **options)
     args, outs = _tensors(program, inputs)
-    built.executable(*args, *outs, *built.extra_args)
+    built.function()(*args, *outs, *built.extra_args)
     return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
 
 
@@ -213,9 +271,10 @@ def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, 
         raise LoweringError("only the llvm target can be timed here")
     built = build(program, target, **options)
     args, outs = tensors if tensors is not None else _tensors(program, inputs)
+    function = built.function()
     for _ in range(warmup):
-        built.executable(*args, *outs, *built.extra_args)
-    timer = built.executable.mod.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat,
+        function(*args, *outs, *built.extra_args)
+    timer = built.executable.mod.time_evaluator(built.entry, tvm.cpu(), number=1, repeat=repeat,
                                                 min_repeat_ms=int(min_repeat_ms))
     return lambda: timer(*args, *outs, *built.extra_args)
 

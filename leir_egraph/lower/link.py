@@ -82,15 +82,16 @@ def link(program: Program, target: TargetLike, options: LowerOptions) -> Linked 
     if fresh:
         with tvm.transform.PassContext(config={"tirx.disable_assert": True}):
             module = tvm.compile(tvm.IRModule({symbol(k): f for k, f in fresh.items()}),
-                                 target=target_dict(target)).mod
+                                 target=target_dict(target), tir_pipeline=options.pipeline).mod
         for key, func in fresh.items():
             _cache[key] = _Compiled(module, func)
     used = {key: _cache[key] for key in keys}
     while len(_cache) > SEGMENT_CACHE_SIZE:
         _cache.popitem(last=False)
-    driver = lower_driver(program, part, [symbol(k) for k in keys])
+    driver = lower_driver(program, part, [symbol(k) for k in keys], directed=options.directed)
     with tvm.transform.PassContext(config={"tirx.disable_assert": True}):
-        executable = tvm.compile(driver, target={**target_dict(target), "opt-level": 0})
+        executable = tvm.compile(driver, target={**target_dict(target), "opt-level": 0},
+                                 tir_pipeline=options.pipeline)
     imported: set[int] = set()
     for compiled in used.values():
         if id(compiled.module) not in imported:

@@ -48,6 +48,7 @@ class VerificationResult:
     trials: int = 0
     target: str = "llvm"
     elapsed_s: float = 0.0
+    cpu_s: float | None = None   # CPU time of the process that verified (its threads included)
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,7 @@ A job is plain data (LEIR text, signature dict, numpy values), never TVM objects
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Callable
@@ -23,7 +24,7 @@ from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.validate import LeirValidationError, check
-from ..lower.build import build, run, time_pair
+from ..lower.build import build, build_many, run, time_pair
 from ..lower.targets import exact_target, target_kind
 from .compare import compare
 from .gathers import gather_problem
@@ -70,16 +71,25 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {line}"
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=128)
 def _parsed(text: str) -> Leir:
-    """The AST of an original's text: the jobs of one original share it (ASTs are immutable),
-    so its parse, validation and builds are done once."""
+    """The AST of a program's text: the jobs of one original share its parse (ASTs are
+    immutable), and a candidate parsed by a prebuild job is not parsed again by its
+    verification."""
     return parse(text)
 
 
 def program_of(spec: dict[str, Any], values: dict[str, Any]) -> Program:
     return Program(_parsed(spec["text"]), Signature.from_dict(spec["signature"]),
                    spec.get("name", ""), values)
+
+
+def after_of(spec: dict[str, Any], job: dict[str, Any], before: Program) -> Program:
+    """A candidate of ``job`` (its ``after``, or one of a prebuild's ``afters``): its text,
+    with its own signature or the original's. Raises LeirSyntaxError."""
+    signature = spec.get("signature") or job["before"]["signature"]
+    return Program(_parsed(spec["text"]), Signature.from_dict(signature),
+                   spec.get("name") or before.name, job.get("values") or {})
 
 
 def has_parallel_claims(program: Program) -> bool:
@@ -138,10 +148,36 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
     """Verify ``job['after']`` (LEIR text, optionally its own signature) against
     ``job['before']``; returns VerificationResult fields. The original is always built and run
     before ``after``, so a defect of the original (``before_problem``) is never taken for
-    ``after``'s. A job with ``kind="time"`` only times the pair (``time_job``)."""
+    ``after``'s. A job with ``kind="time"`` only times the pair (``time_job``); one with
+    ``kind="prebuild"`` compiles candidates ahead of their verifications (``prebuild_job``).
+    Every answer carries ``cpu_s``: the CPU time of this process (all its threads) for the job."""
+    report = report or (lambda **_: None)
+    start = time.process_time()
     if job.get("kind") == "time":
-        return time_job(job, report or (lambda **_: None))
-    return _Evaluation(job, report or (lambda **_: None)).run()
+        fields = time_job(job, report)
+    elif job.get("kind") == "prebuild":
+        fields = prebuild_job(job)
+    else:
+        fields = _Evaluation(job, report).run()
+    fields["cpu_s"] = time.process_time() - start
+    return fields
+
+
+def prebuild_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Compile ``job['before']`` and its candidates ``job['afters']`` (specs like a
+    verification's ``after``) for the Equal and Independent levels, all in one module
+    (``lower.build.build_many``): their verifications then find the builds in this process's
+    cache. Nothing is judged here; a candidate that does not parse or lower is left to its
+    verification, which says why."""
+    before = program_of(job["before"], job.get("values") or {})
+    programs = [before]
+    for spec in job["afters"]:
+        try:
+            programs.append(after_of(spec, job, before))
+        except LeirSyntaxError:
+            continue
+    return {"kind": "prebuild",
+            "compiled": build_many(programs, equal_target(), **EQUAL_OPTIONS)}
 
 
 def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:
@@ -152,9 +188,7 @@ def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:
     when they were compiled before (``compiled`` says how many were not)."""
     values = job.get("values") or {}
     before = program_of(job["before"], values)
-    spec = job["after"]
-    after = Program.parse(spec["text"], spec.get("signature") or job["before"]["signature"],
-                          spec.get("name") or before.name, values)
+    after = after_of(job["after"], job, before)
     inputs = random_inputs(before, int(job.get("seed", 0)), 0, integer_ranges(before))
     report(stage="timing before and after, interleaved")
     paired = time_pair(before, after, inputs, rounds=int(job.get("rounds", 31)))
@@ -197,8 +231,7 @@ class _Evaluation:
         self.stage("parsing", "after")
         spec = job["after"]
         try:
-            after = Program.parse(spec["text"], spec.get("signature") or job["before"]["signature"],
-                                  spec.get("name") or before.name, values)
+            after = after_of(spec, job, before)
         except LeirSyntaxError as err:
             return self.result(f"after does not parse: {err}", "parse")
         if after.text == before.text:

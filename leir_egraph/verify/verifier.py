@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping
 
 from ..leir.program import Program
 from ..lower.build import PairedTiming
+from ..lower.link import WHOLE_UP_TO
 from ..lower.targets import TargetLike, target_kind
 from .result import LEVELS, VerificationResult
 from .worker import Worker
@@ -96,9 +97,53 @@ class Verifier:
             return _interrupted(retry, timeout, kind, first.before_problem)
         return first
 
+    def prepare(self, before: Program, afters: Iterable[Program], timeout: float = 60.0
+                ) -> dict[str, Any] | None:
+        """Compile ``before`` and the candidates ``afters`` for their verifications, all in one
+        TVM module (``lower.build.build_many``), so that each ``verify(before, after)`` that
+        follows finds its build in the worker's cache: the module's fixed costs are paid once
+        instead of once per candidate. Judges nothing and changes no verdict. Returns the
+        worker's answer (``compiled``, ``cpu_s``), or ``None`` when it timed out or crashed --
+        then the worker starts afresh and each verification builds its own candidate -- or
+        when there was nothing to batch (fewer than two candidates built whole: a program of
+        more than ``lower.link.WHOLE_UP_TO`` nests compiles in cached segments instead)."""
+        afters = [a for a in afters if len(a.leir.nests) <= WHOLE_UP_TO]  # others: segments
+        if len(afters) < 2:
+            return None
+        values = dict(before.values)
+        specs = []
+        for after in afters:
+            values.update(after.values)
+            specs.append(_spec(after))
+        job = {"kind": "prebuild", "before": _spec(before), "afters": specs,
+               "values": {k: v for k, v in values.items() if k in before.signature.input_names}}
+        if self._worker is None:
+            from .session import evaluate
+            try:
+                return evaluate(job)
+            except Exception:  # noqa: BLE001 -- the verifications say what is wrong
+                return None
+        outcome = self._worker.request(job, time.monotonic() + timeout)
+        return outcome.result if outcome.status == "done" else None
+
     def verify_many(self, pairs: Iterable[tuple[Program, Program | str]], **options
                     ) -> list[VerificationResult]:
-        return [self.verify(before, after, **options) for before, after in pairs]
+        """``verify`` for each pair, in order; each run of consecutive pairs with the same
+        original is prepared first (``prepare``: its candidates compiled in one module)."""
+        pairs = list(pairs)
+        out: list[VerificationResult] = []
+        start = 0
+        while start < len(pairs):
+            before = pairs[start][0]
+            end = start
+            while end < len(pairs) and pairs[end][0] is before:
+                end += 1
+            afters = [a for _, a in pairs[start:end] if isinstance(a, Program)]
+            if len(afters) > 1:
+                self.prepare(before, afters, timeout=options.get("timeout", 60.0))
+            out += [self.verify(b, a, **options) for b, a in pairs[start:end]]
+            start = end
+        return out
 
     def time_pair(self, before: Program, after: Program, rounds: int = 31,
                   timeout: float = 60.0, seed: int = 0) -> PairedTiming:
