@@ -172,20 +172,25 @@ def _extra(loaded: LoadedProgram):
                 continue
             target_names = subscript_index_names(eq.target.subscripts)
             reads = _evaluated_reads(eq)
+            # exponential_split splits exp(x), exp(x+r), exp(x-r) and exp(-x) of a read x: only
+            # those reads get "exp" values (most equations have no exponential at all)
+            in_exp = _exponent_reads(eq)
             for x in reads:
                 known = ANY if x.name in written else ranges.after.get(x.name, ANY)
+                kinds = ("add", "mul", "exp") if x in in_exp else ("add", "mul")
                 for kind in ("add", "mul"):
                     m = neighbour(x, kind)
                     if m is not None:
                         # the value is x's neighbour or the identity (0 or 1)
                         spans = (known, point(float(IDENTITY[kind])))
                         for k in (("add", "exp") if kind == "add" else ("mul",)):
-                            yield name, eq, x, m, k, spans
+                            if k in kinds:
+                                yield name, eq, x, m, k, spans
                 for v in results:
                     # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
                     if (v.name not in written
                             and target_names <= subscript_index_names(v.subscripts)):
-                        for kind in ("add", "mul", "exp"):
+                        for kind in kinds:
                             yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
             elements = defined(positions[id(nest)], eq.target)
             whole = (eq.value,) if whole_value(loaded.program, eq) else ()
@@ -193,6 +198,8 @@ def _extra(loaded: LoadedProgram):
                 for v in elements:
                     yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)
             for x in reads:
+                if x not in in_exp:
+                    continue
                 # an exponential of x split by a defined element (exp(x-m)*exp(m)): offered,
                 # and refused by ExpSafeOperand unless the element is small in magnitude
                 for v in elements:
@@ -295,6 +302,15 @@ def _operands_of(argument) -> tuple:
     if isinstance(argument, Neg):
         return (argument.operand,)
     return ()
+
+
+@lru_cache(maxsize=1024)
+def _exponent_reads(eq) -> frozenset:
+    """The reads that are an exponential's argument or an operand of one in ``eq``: the ``x``
+    of ``exp(x)``, ``exp(x+r)``, ``exp(x-r)`` (and ``r``) and ``exp(-x)``."""
+    return frozenset(p for node in walk_values(eq.value)
+                     if isinstance(node, Call) and node.fn == "exp"
+                     for p in (node.args[0], *_operands_of(node.args[0])) if isinstance(p, Var))
 
 
 @lru_cache(maxsize=1024)
