@@ -120,7 +120,7 @@ def build_many(programs, target: TargetLike = "llvm", **options) -> int:
     if target_kind(target) != "llvm":
         return 0
     start = time.perf_counter()
-    funcs: dict[tuple, tuple[Program, Any]] = {}
+    funcs: dict[tuple, tuple[Program, str, Any]] = {}  # key -> program, symbol, PrimFunc
     for program in programs:
         key = _key(program, target, opts)
         if key in _cache or key in funcs or len(program.leir.nests) > WHOLE_UP_TO:
@@ -129,20 +129,19 @@ def build_many(programs, target: TargetLike = "llvm", **options) -> int:
             func = lower(program, target, **asdict(opts))
         except Exception:  # noqa: BLE001 -- build() reports it when the program is built alone
             continue
-        funcs[key] = (program, func.with_attr("global_symbol", f"leir_batch_{len(funcs)}"))
+        name = f"leir_batch_{len(funcs)}"
+        funcs[key] = (program, name, func.with_attr("global_symbol", name))
     if len(funcs) < 2:
         return 0
-    names = [f"leir_batch_{k}" for k in range(len(funcs))]
     try:
-        executable = tvm.compile(tvm.IRModule({name: func for name, (_, func)
-                                               in zip(names, funcs.values())}),
+        executable = tvm.compile(tvm.IRModule({name: func for _, name, func in funcs.values()}),
                                  target=target_dict(target), tir_pipeline=opts.pipeline)
-        for name in names:
+        for _, name, _ in funcs.values():
             executable[name]  # the JIT compiles here, not in the first run
     except Exception:  # noqa: BLE001
         return 0
     share = (time.perf_counter() - start) / len(funcs)
-    for name, (key, (program, func)) in zip(names, funcs.items()):
+    for key, (program, name, func) in funcs.items():
         _remember(key, Built(program.text, "llvm", func, executable, share, entry=name))
     _counts["compiled"] += len(funcs)
     return len(funcs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import time
+from itertools import groupby
 from typing import Any, Iterable, Mapping
 
 from ..leir.program import Program
@@ -68,15 +69,10 @@ class Verifier:
         if not isinstance(before, Program):
             return VerificationResult.at("none", "before must be a Program (LEIR + signature)",
                                          target=kind, cause="internal")
-        values = dict(before.values)
-        if isinstance(after, Program):
-            values.update(after.values)
-            after_spec = _spec(after)
-        else:
-            after_spec = {"text": after}
+        after_spec = _spec(after) if isinstance(after, Program) else {"text": after}
         job = {
             "before": _spec(before), "after": after_spec,
-            "values": {k: v for k, v in values.items() if k in before.signature.input_names},
+            "values": _input_values(before, [after] if isinstance(after, Program) else []),
             "target": dict(target) if isinstance(target, Mapping) else target,
             "trials": trials, "seed": seed, "timing": timing, "before_problem": None,
         }
@@ -110,13 +106,8 @@ class Verifier:
         afters = [a for a in afters if len(a.leir.nests) <= WHOLE_UP_TO]  # others: segments
         if len(afters) < 2:
             return None
-        values = dict(before.values)
-        specs = []
-        for after in afters:
-            values.update(after.values)
-            specs.append(_spec(after))
-        job = {"kind": "prebuild", "before": _spec(before), "afters": specs,
-               "values": {k: v for k, v in values.items() if k in before.signature.input_names}}
+        job = {"kind": "prebuild", "before": _spec(before), "afters": [_spec(a) for a in afters],
+               "values": _input_values(before, afters)}
         if self._worker is None:
             from .session import evaluate
             try:
@@ -130,19 +121,12 @@ class Verifier:
                     ) -> list[VerificationResult]:
         """``verify`` for each pair, in order; each run of consecutive pairs with the same
         original is prepared first (``prepare``: its candidates compiled in one module)."""
-        pairs = list(pairs)
         out: list[VerificationResult] = []
-        start = 0
-        while start < len(pairs):
-            before = pairs[start][0]
-            end = start
-            while end < len(pairs) and pairs[end][0] is before:
-                end += 1
-            afters = [a for _, a in pairs[start:end] if isinstance(a, Program)]
-            if len(afters) > 1:
-                self.prepare(before, afters, timeout=options.get("timeout", 60.0))
-            out += [self.verify(b, a, **options) for b, a in pairs[start:end]]
-            start = end
+        for _, group in groupby(pairs, key=lambda pair: id(pair[0])):
+            group = list(group)
+            self.prepare(group[0][0], [a for _, a in group if isinstance(a, Program)],
+                         timeout=options.get("timeout", 60.0))
+            out += [self.verify(before, after, **options) for before, after in group]
         return out
 
     def time_pair(self, before: Program, after: Program, rounds: int = 31,
@@ -152,10 +136,8 @@ class Verifier:
         input set of ``seed``. Builds come from the worker's cache when it compiled them
         already (a verification with ``timing=True`` or an earlier pair). Equivalence is not
         checked: verify the pair first. Raises ``TimingError`` (timeout, crash, error)."""
-        values = dict(before.values)
-        values.update(after.values)
         job = {"kind": "time", "before": _spec(before), "after": _spec(after),
-               "values": {k: v for k, v in values.items() if k in before.signature.input_names},
+               "values": _input_values(before, [after]),
                "rounds": rounds, "seed": seed}
         if self._worker is None:
             from .session import evaluate
@@ -177,6 +159,15 @@ class TimingError(RuntimeError):
 
 def _spec(program: Program) -> dict[str, Any]:
     return {"text": program.text, "signature": program.signature.to_dict(), "name": program.name}
+
+
+def _input_values(before: Program, afters: list[Program]) -> dict[str, Any]:
+    """The stored input values a job carries: ``before``'s, then the candidates' (a later one
+    wins), for the inputs of ``before``'s signature."""
+    values = dict(before.values)
+    for after in afters:
+        values.update(after.values)
+    return {k: v for k, v in values.items() if k in before.signature.input_names}
 
 
 def _with(result: VerificationResult, **changes) -> VerificationResult:
