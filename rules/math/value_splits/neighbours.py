@@ -281,12 +281,8 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
             if not is_float(eq.target.dtype):
                 continue
             half = format_of(eq.target.dtype).exp_arg / 2
-            arguments = [node.args[0] for node in walk_values(eq.value)
-                         if isinstance(node, Call) and node.fn == "exp"]
-            if not arguments:
-                continue
-            parts = [p for a in arguments for p in (a, *_operands_of(a))]
-            if not all(small(p, half) for p in parts):
+            parts = _exponent_parts(eq)
+            if not parts or not all(small(p, half) for p in parts):
                 continue
             e = to_egglog(encode(eq))
             for m in (*split_sites(eq)[1], *extra.get((name, eq), ())):
@@ -305,12 +301,17 @@ def _operands_of(argument) -> tuple:
 
 
 @lru_cache(maxsize=1024)
+def _exponent_parts(eq) -> tuple:
+    """The argument of every exponential of ``eq`` and the operands it is split between (x and
+    r of ``exp(x-r)``, ``exp(x+r)``; x of ``exp(-x)``), in order; empty without an exponential."""
+    return tuple(p for node in walk_values(eq.value) if isinstance(node, Call) and node.fn == "exp"
+                 for p in (node.args[0], *_operands_of(node.args[0])))
+
+
 def _exponent_reads(eq) -> frozenset:
-    """The reads that are an exponential's argument or an operand of one in ``eq``: the ``x``
-    of ``exp(x)``, ``exp(x+r)``, ``exp(x-r)`` (and ``r``) and ``exp(-x)``."""
-    return frozenset(p for node in walk_values(eq.value)
-                     if isinstance(node, Call) and node.fn == "exp"
-                     for p in (node.args[0], *_operands_of(node.args[0])) if isinstance(p, Var))
+    """The reads among ``_exponent_parts``: the ``x`` of ``exp(x)``, ``exp(x+r)``, ``exp(x-r)``
+    (and ``r``) and ``exp(-x)``, which exponential_split may split."""
+    return frozenset(p for p in _exponent_parts(eq) if isinstance(p, Var))
 
 
 @lru_cache(maxsize=1024)
