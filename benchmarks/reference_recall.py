@@ -12,7 +12,9 @@ corpus' float32 programs, larger shapes) and every strategy both implementations
 pairs ``(original, output)``: the original is the given program for most strategies, a 1- or
 2-step compute_inline result of it for the sympy family, and the forward strategy's output for
 the swapped ones (expand_powsimp, apart, loop_fusion, ...). Ours are every one-site application
-(``single_steps``) from the same original. Both sides are put in the package's exact canonical
+(``single_steps``) from the same original and, for a pair from another original of a strategy
+with an inverse, our undo steps that end at its output (``undo_steps``: a step of the inverse
+strategy from the output, read backwards -- how the reference makes its swapped pairs). Both sides are put in the package's exact canonical
 form (``leir_egraph.leir.canonical.exact_canonical_text``: the same program up to the names of
 intermediates and loop indices and up to expressions equal bit for bit on every input), so a
 reference transition counts as *shared* when some transition of ours from the same original
@@ -100,7 +102,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from reference_steptp import (SHARED_STRATEGIES, ReferenceStrategies,  # noqa: E402
                               require_fixed_hash_seed)
 
-from leir_egraph.egraph import single_steps  # noqa: E402
+from leir_egraph.egraph import single_steps, undo_steps  # noqa: E402
 from leir_egraph.egraph.steps import default_strategies  # noqa: E402
 from leir_egraph.leir import Program, Signature  # noqa: E402
 from leir_egraph.leir.ast import Leir  # noqa: E402
@@ -256,6 +258,19 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
                         seen.add(text)
                     if loose(text) in wanted:
                         ours.add((c_starts[before], exact_canonical_text(t.after)))
+            # A pair from another original (Q, P) is, for the swapped strategies, the
+            # reference's step P -> Q of the inverse strategy read backwards; ours for it are
+            # our undo steps ending at P (docs/REFERENCE_RECALL.md).
+            ends = {out for before, out in texts.values() if before != row["leir"]}
+            for end in sorted(ends) if ours_strategy.inverse else ():
+                target = program_or_none(end, row)
+                if target is None:
+                    continue
+                c_end = exact_canonical_text(target)
+                for t in undo_steps(target, ours_strategy):
+                    ours.add((exact_canonical_text(t.before), c_end))
+                    if end == row["leir"]:
+                        ours_made.append((row, t.before, t.before.text, t.after.text))
         ours_all[row["id"]] = ours
         ours_counts[row["id"]] = len(seen)
         ours_made.extend((row, program, row["leir"], text) for text in sorted(seen))
@@ -385,6 +400,16 @@ def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: st
         for t in single_steps(program, unguarded):
             if exact_canonical_text(t.after) == want:
                 return guard
+    # or the reversed step of an inverse strategy, from the output back to the original
+    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    target = program_or_none(after_text, row) if ours is not None and ours.inverse else None
+    if target is not None:
+        start = exact_canonical_text(program)
+        for inverse in ours.inverse:
+            for guard, unguarded in _unguarded(inverse):
+                for t in single_steps(target, unguarded):
+                    if exact_canonical_text(t.after) == start:
+                        return f"{inverse}:{guard}"
     return None
 
 

@@ -67,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--per-strategy-cap", type=positive_int, metavar="N",
                    help="keep at most N transitions per program and strategy, a seeded choice "
                         f"(default: all; the demo uses {DEMO_CAP})")
+    g.add_argument("--undo-steps", action="store_true",
+                   help="also keep each kept step read backwards as a step of its inverse "
+                        "strategy (expand_powsimp from powsimp, ...), as the paper's data has them")
     g = p.add_argument_group("verification")
     g.add_argument("--target", choices=("llvm", "cuda"), default="llvm",
                    help="lowering/verification target (CUDA source is emitted either way)")
@@ -117,7 +120,8 @@ def config_from(args: argparse.Namespace) -> DatasetConfig:
     return DatasetConfig(
         programs=tuple(args.programs or DEMO_PROGRAMS), count=args.count, size=args.size,
         dtype=args.dtype, strategies=strategies, rules=tuple(args.rules), seed=args.seed,
-        target=args.target, per_strategy_cap=cap, trials=args.trials,
+        target=args.target, per_strategy_cap=cap, undo_steps=args.undo_steps,
+        trials=args.trials,
         verify_timeout=args.verify_timeout, timing=args.timing,
         cuda_source=not args.no_cuda_source, shard_size=args.shard_size,
         medium_cap=args.medium_cap, multi_max_answers=args.multi_max_answers,

@@ -363,3 +363,41 @@ def test_reference_move_is_ours(strategy, before, sig, after, form):
                          ids=[f"{m[0]}-{i}" for i, m in enumerate(REFUSALS)])
 def test_unsound_reference_move_is_refused(strategy, before, sig, after, form):
     assert _form(after, sig, form) not in _steps(strategy, before, sig, form)
+
+
+# The swapped strategies: the reference's pair (q, p) is its forward strategy's step p -> q read
+# backwards, p the translator's text (which no function of q can know); ours is an undo step
+# ending at p (egraph.steps.undo_steps). (strategy, the translator's p, signature, the
+# reference's q)
+BN_SIG = "A:f32[4,8] D:f32[4] G:f32[4] M:f32[8] O:f32[8] -> C:f32[4,8]"
+VARIANCE = "B^{4}_{tx=0}[E^{f32,g}_{tx}=G^{f32,g}_{tx}*G^{f32,g}_{tx};];"  # E >= 0: sqrt(E+eps) > 0
+UNDONE = [
+    # expand_powsimp: sympy's quotient back to the translator's product with a reciprocal
+    ("expand_powsimp",
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*(1/(1+exp(-A^{f32,g}_{tx,a})));];",
+     "A:f32[4,8] -> C:f32[4,8]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}/(1+exp(-A^{f32,g}_{tx,a}));];"),
+    # expand_collect: a batch norm's scale, flattened by sympy, nested again as torch wrote it
+    ("expand_collect",
+     VARIANCE + "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=M^{f32,g}_{a}*((A^{f32,g}_{tx,a}-D^{f32,g}_{tx})"
+     "/sqrt(E^{f32,g}_{tx}+1e-05))+O^{f32,g}_{a};];", BN_SIG,
+     VARIANCE + "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=M^{f32,g}_{a}*(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})"
+     "/sqrt(E^{f32,g}_{tx}+1.0e-5)+O^{f32,g}_{a};];"),
+    # apart: together's single fraction taken apart into the translator's sum
+    ("apart",
+     VARIANCE + "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=M^{f32,g}_{a}*((A^{f32,g}_{tx,a}-D^{f32,g}_{tx})"
+     "/sqrt(E^{f32,g}_{tx}+1e-05))+O^{f32,g}_{a};];", BN_SIG,
+     VARIANCE + "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=(M^{f32,g}_{a}*(A^{f32,g}_{tx,a}-D^{f32,g}_{tx})"
+     "+O^{f32,g}_{a}*sqrt(E^{f32,g}_{tx}+1.0e-5))/sqrt(E^{f32,g}_{tx}+1.0e-5);];"),
+]
+
+
+@pytest.mark.parametrize("strategy,p,sig,q", UNDONE, ids=[m[0] for m in UNDONE])
+def test_swapped_reference_move_is_an_undo_step(strategy, p, sig, q):
+    from leir_egraph.egraph.steps import undo_steps
+    target = Program.parse(p, Signature.from_short(sig))
+    undone = {exact_canonical_text(t.before): t for t in undo_steps(target, strategy)}
+    step = undone[_form(q, sig, exact_canonical_text)]
+    assert step.after is target and step.strategy == strategy
+    assert step.rule.startswith("undo ")
+    assert "written back as" in step.cot and step.site.text in step.before.text

@@ -260,3 +260,31 @@ def test_help_shows_examples():
     out = subprocess.run([sys.executable, "-m", "leir_egraph.sample", "--help"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "examples:" in out and "--per-strategy-cap" in out and "--executor" in out
+
+
+def test_undo_steps_keep_each_step_read_backwards_as_its_inverses(tmp_path):
+    """--undo-steps: each kept powsimp step p -> q is also kept as expand_powsimp's q -> p (the
+    paper's data for its inverse strategies), verified like any other record; without the
+    option the records are the strategies' own draws only."""
+    (tmp_path / "silu.leir").write_text(
+        "B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*(1/(1+exp(-A^{f32,g}_{tx,a})));];")
+    (tmp_path / "silu.sig.json").write_text(json.dumps(SIG))
+    frames = {}
+    for undo in (False, True):
+        config = DatasetConfig(programs=(str(tmp_path / "silu.leir"),),
+                               strategies=("powsimp", "expand_powsimp"), per_strategy_cap=1,
+                               undo_steps=undo, cuda_source=False)
+        out = tmp_path / f"out-{undo}"
+        run(config, out, workers=1)
+        frames[undo] = pl.read_parquet(out / "dictionary" / "*.parquet")
+    plain, undone = frames[False], frames[True]
+    assert not plain["rule"].str.starts_with("undo ").any()
+    forward = plain.filter(pl.col("strategy") == "powsimp").row(0, named=True)
+    back = undone.filter(pl.col("rule").str.starts_with("undo powsimp:")).row(0, named=True)
+    assert back["strategy"] == "expand_powsimp" and back["direction"] == "expand"
+    assert (back["before_leir"], back["after_leir"]) == (forward["after_leir"],
+                                                         forward["before_leir"])
+    assert back["before_tir"] == forward["after_tir"] and back["verified"]
+    assert back["id"] == f"{forward['id']}~powsimp".replace("/powsimp/", "/expand_powsimp/")
+    # both are chosen and each is the other's inverse: every kept step is kept both ways
+    assert len(undone) == 2 * len(plain) and undone["verified"].all()

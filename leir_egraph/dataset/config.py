@@ -29,6 +29,7 @@ class DatasetConfig:
     seed: int = 0
     target: str = "llvm"                 # verification/lowering target: llvm or cuda
     per_strategy_cap: int | None = None  # transitions kept per program and strategy (seeded)
+    undo_steps: bool = False             # each kept step of a strategy also read backwards as its inverse's
     trials: int = 3                      # random input sets per verification
     verify_timeout: float = 60.0         # seconds of TVM work per verification
     timing: bool = False                 # measure run times (speedup); measurements vary by run

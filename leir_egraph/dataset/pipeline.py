@@ -173,7 +173,10 @@ class _ProgramRun:
         self.ctx.verifier.prepare(program, [t.after for _, t in chosen],
                                   timeout=self.cfg.verify_timeout)
         for k, t in chosen:
-            broken = self.transition(program, k, t, before_tir, before_cuda)
+            if t.before is not program:  # an undo step, from a candidate back to the program
+                self.undo_transition(k, t)
+                continue
+            broken = self.transition(k, t, before_tir, before_cuda)
             if broken:
                 return self.fail_program("verify", broken)
         return self.result()
@@ -220,6 +223,8 @@ class _ProgramRun:
         for b in broken:
             self.fail("engine", f"rule '{b.rule}' matched '{b.lhs}' but its right-hand side did "
                                 "not finish evaluating", strategy=b.strategy)
+        if self.cfg.undo_steps:
+            out = self.with_undo_steps(out)
         kept: dict[str, int] = {}
         for _, t in out:
             kept[t.strategy] = kept.get(t.strategy, 0) + 1
@@ -229,6 +234,20 @@ class _ProgramRun:
         self.summary["enumerated"] = sum(counts.values())
         self.summary["selected"] = len(out)
         return out
+
+    def with_undo_steps(self, out: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """``out`` with each step ``program -> q`` of a strategy followed by ``q -> program`` as a
+        step of each chosen inverse strategy (``egraph.steps.reversed_step``; k ``<k>~<id>``):
+        the paper's data for its inverse strategies is exactly these swapped pairs."""
+        from ..egraph.steps import reversed_step
+        by_id = {s.id: s for s in self.ctx.strategies}
+        withundo: list[tuple[str, Any]] = []
+        for k, t in out:
+            withundo.append((k, t))
+            for inverse in by_id[t.strategy].inverse:
+                if inverse in by_id:
+                    withundo.append((f"{k}~{t.strategy}", reversed_step(t, by_id[inverse])))
+        return withundo
 
     def _seed_of(self, strategy_id: str) -> str:
         return f"{self.cfg.seed}|{self.src.program_id}|{strategy_id}"
@@ -244,11 +263,26 @@ class _ProgramRun:
         except Exception as err:  # noqa: BLE001 -- CudaInvalid and lowering errors alike
             return None, _describe(err)
 
-    def transition(self, program: Program, k: str, t, before_tir: str,
+    def undo_transition(self, k: str, t) -> None:
+        """Verify an undo step ``q -> program`` and keep its record. Its original is a
+        candidate, not the program: one that does not lower or verify fails this record only."""
+        try:
+            before_tir = _tir(t.before, self.cfg.target)
+        except Exception as err:  # noqa: BLE001
+            self.fail("lower", f"the undo step's original does not lower: {_describe(err)}",
+                      id=f"{self.src.program_id}/{t.strategy}/{k}", strategy=t.strategy)
+            return
+        broken = self.transition(k, t, before_tir, self.cuda(t.before))
+        if broken:
+            self.fail("verify", broken, id=f"{self.src.program_id}/{t.strategy}/{k}",
+                      strategy=t.strategy)
+
+    def transition(self, k: str, t, before_tir: str,
                    before_cuda: tuple[str | None, str | None]) -> str | None:
-        """Verify one transition and keep its record; returns a reason when the verification
-        showed that the *original* is broken (then no transition of it can be judged)."""
-        cfg = self.cfg
+        """Verify one transition (``t.before -> t.after``: the program, or a candidate for an
+        undo step) and keep its record; returns a reason when the verification showed that the
+        *original* is broken (then no transition of it can be judged)."""
+        cfg, program = self.cfg, t.before
         tid = f"{self.src.program_id}/{t.strategy}/{k}"
         strategy = next(s for s in self.ctx.strategies if s.id == t.strategy)
         after_tir = tir_error = None

@@ -6,7 +6,7 @@ from ..lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "Transition": "steps", "all_steps": "steps", "applicable": "steps", "sample_steps": "steps",
-    "single_steps": "steps", "steps_many": "steps",
+    "single_steps": "steps", "steps_many": "steps", "undo_steps": "steps",
     "RuleFileError": "strategy", "Strategy": "strategy", "load_rule_file": "strategy",
     "load_strategies": "strategy",
 })

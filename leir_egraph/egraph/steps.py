@@ -205,6 +205,61 @@ def single_steps(program: Program, strategy, *, limit: int | None = None,
     return found if limit is None else found[:limit]
 
 
+def undo_steps(program: Program, strategy, *, broken: list | None = None) -> list[Transition]:
+    """The strategy's moves that **end** at ``program``: every single step ``program -> q`` of
+    its inverse strategies (``inverse`` in its rule file, the STRATEGIES.md pairs), read
+    backwards as ``q -> program``, one transition per distinct ``q``.
+
+    This is how the paper builds its inverse strategies' data (the forward pair swapped), and
+    the only way to reach some of it: the translator's ``A*(1/(1+exp(-A)))`` is what
+    expand_powsimp takes sympy's ``A/(1+exp(-A))`` back to, a form no function of the powsimp
+    form can know. Both programs compute the same values (the forward step's guards hold), so
+    the reversed step is as sound as the forward one.
+
+    >>> from leir_egraph import Program
+    >>> p = Program.parse("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*A^{f32,g}_{tx};];",
+    ...                   {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
+    ...                    "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]})
+    >>> [(t.before.text, t.rule) for t in undo_steps(p, "expand_powsimp")][:1]
+    [('B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}**2;];', 'undo powsimp:combined-powers-form')]
+    """
+    (chosen,) = resolve(strategy)
+    out: dict[str, Transition] = {}
+    for inverse in resolve(chosen.inverse):
+        for forward in single_steps(program, inverse, broken=broken):
+            if forward.after.text not in out:
+                out[forward.after.text] = reversed_step(forward, chosen)
+    return list(out.values())
+
+
+def reversed_step(forward: Transition, strategy: Strategy) -> Transition:
+    """``forward`` (a step of one of ``strategy``'s inverses) read backwards as a step of
+    ``strategy``: before and after swapped, the rule named ``undo <inverse>:<rule>``, the site
+    the forward step's replacement, and a chain of thought that says which step it takes back
+    and why the two agree (the forward step's guard facts)."""
+
+    def render() -> tuple:
+        back = forward.site
+        term = encode(forward.after.leir)
+        node = term
+        for step in back.path:
+            node = node[step]
+        site = locate(term, back.path, back.sort, fragment_text(node))
+        where = (f"in the equation '{site.equation}' of nest {site.nest}" if site.equation
+                 else f"in nest {site.nest}" if site.nest is not None
+                 else f"from nest {site.first_nest} on")
+        facts = "".join(f" {f[0].upper()}{f[1:]}." for f in forward.guard_facts)
+        cot = (f"{strategy.description} '{site.text}' {where} is what {forward.strategy}'s "
+               f"rule '{forward.rule}' makes of '{back.text}'.{facts} The two compute the same "
+               f"value, so '{site.text}' is written back as '{back.text}'; every other nest "
+               "stays as it is.")
+        return site, dict(forward.bindings), forward.guard_facts, cot
+
+    return Transition(forward.after, forward.before, strategy.id, strategy.category,
+                      f"undo {forward.strategy}:{forward.rule}", forward.path, strategy.score,
+                      strategy.difficulty, render)
+
+
 def applicable(program: Program, strategies=None) -> dict[str, int]:
     """Strategy id -> number of distinct sites where it applies (only strategies that apply)."""
     counts: dict[str, set] = {}
