@@ -47,6 +47,11 @@ An output our verifier finds equal is then checked three more ways, beside its o
   counts ``not_equal``: the reference's algebra is exact in real numbers but not in floating
   point there (``exp(A)/(exp(A)+1)`` for a sigmoid is inf/inf = NaN at A = 100, where
   ``1/(1+exp(-A))`` is 1).
+* ``masked``: the same on inputs with a seeded quarter, then half, of their elements -inf (an
+  attention mask): the reference's online softmax ``S*exp(M-max(M,x))+exp(x-max(M,x))`` is
+  ``exp(-inf+inf)`` = NaN at a row whose first element is -inf, where the softmax is not. It
+  decides where the overflow check does (our FLOAT-domain strategies, whose guards are stated
+  for infinite inputs too).
 * ``zeros``: the same on inputs with a seeded quarter of their elements exactly 0
   (``ZERO_SHARE``), then on inputs that are 0 everywhere: ``x/D*D`` is NaN where ``D`` is 0
   and ``x`` is not. A standard-normal draw is never exactly 0, and a sum of products of such
@@ -299,7 +304,7 @@ def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
         target = equal_target()     # the verifier's equality builds: per-operation rounding
         floats = [spec.name for spec in before.signature.inputs
                   if spec.name not in before.values and spec.code[0] == "f"]
-        for kind in ("zeros", "overflow"):
+        for kind in ("zeros", "overflow", "masked"):
             for trial in range(2):
                 inputs = random_inputs(before, seed, 100 + trial)
                 rng = np.random.default_rng([seed, 200 + trial])
@@ -307,6 +312,10 @@ def stress_failure(before: Program, after_text: str, seed: int) -> str | None:
                     x = inputs[name]
                     if kind == "overflow":
                         inputs[name] = (x * STRESS_SCALE).astype(x.dtype)
+                    elif kind == "masked":   # an attention mask's -inf, in a quarter, then half
+                        share = ZERO_SHARE * (1 + trial)
+                        inputs[name] = np.where(rng.random(x.shape) < share, -np.inf, x
+                                                ).astype(x.dtype)
                     else:   # a quarter of the elements 0, then every element 0
                         share = ZERO_SHARE if trial == 0 else 1.0
                         inputs[name] = np.where(rng.random(x.shape) < share, 0, x
@@ -351,7 +360,8 @@ def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
     counts, check counts, examples). ``overflow_decides``: an overflow makes the verdict
     ``not_equal`` (else it is only counted, as ``overflow_outside_domain``)."""
     verdicts = {"equal": 0, "not_equal": 0, "invalid": 0, "undecidable": 0}
-    checks = {"overflow": 0, "zeros": 0, "cuda_invalid": 0, "overflow_outside_domain": 0}
+    checks = {"overflow": 0, "zeros": 0, "masked": 0, "cuda_invalid": 0,
+              "overflow_outside_domain": 0, "masked_outside_domain": 0}
     examples = []
     if not chosen:
         return verdicts, checks, examples
@@ -365,11 +375,13 @@ def verdicts_of(chosen: list, workers: int, seed: int, overflow_decides: bool
             if cuda:
                 verdict, reason = "invalid", f"not a valid CUDA program: {cuda}"
                 checks["cuda_invalid"] += 1
-            elif stress == "overflow" and not overflow_decides:
-                checks["overflow_outside_domain"] += 1
+            elif stress in ("overflow", "masked") and not overflow_decides:
+                checks[f"{stress}_outside_domain"] += 1
             elif stress:
-                what = (f"inputs x{STRESS_SCALE:g}" if stress == "overflow"
-                        else f"inputs with {ZERO_SHARE:.0%} or all elements 0")
+                what = {"overflow": f"inputs x{STRESS_SCALE:g}",
+                        "masked": f"inputs with {ZERO_SHARE:.0%} or {2 * ZERO_SHARE:.0%} of their "
+                                  "elements -inf",
+                        "zeros": f"inputs with {ZERO_SHARE:.0%} or all elements 0"}[stress]
                 verdict, reason = "not_equal", f"non-finite where the original is finite, {what}"
                 checks[stress] += 1
         verdicts[verdict] += 1
@@ -389,10 +401,13 @@ def _unguarded(strategy_id: str) -> tuple:
     return tuple((g, without_guard(ours, g)) for g in ours.guards if g != "pattern_match")
 
 
-def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: str) -> str | None:
+def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: str,
+                   swapped: bool = False) -> str | None:
     """The guard of our strategy that refuses this reference move: without it, one of our rules
-    makes exactly the reference's output (exact canonical form). None when no single guard does
-    (the move is not one of our rules' at all)."""
+    makes exactly the reference's output (exact canonical form); for a ``swapped`` pair (from
+    another original), also a guard of an inverse strategy whose step from the output back to
+    the original it refuses (``<inverse>:<guard>``). None when no single guard does (the move
+    is not one of our rules' at all)."""
     want = canonical_or_none(after_text, row)
     if want is None:
         return None
@@ -402,7 +417,8 @@ def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: st
                 return guard
     # or the reversed step of an inverse strategy, from the output back to the original
     ours = {s.id: s for s in default_strategies()}.get(strategy_id)
-    target = program_or_none(after_text, row) if ours is not None and ours.inverse else None
+    target = (program_or_none(after_text, row)
+              if swapped and ours is not None and ours.inverse else None)
     if target is not None:
         start = exact_canonical_text(program)
         for inverse in ours.inverse:
@@ -424,9 +440,10 @@ def judge(entry: dict, missed: list, sample: int, workers: int, rng: random.Rand
     chosen = rng.sample(missed, min(sample, len(missed))) if sample else []
     verdicts, checks, examples = verdicts_of(chosen, workers, seed, decides)
     refused = 0
-    for (row, program, _, text), example in zip(chosen, examples):
+    for (row, program, before, text), example in zip(chosen, examples):
         if example["verdict"] == "equal":
-            example["refused_by"] = refusing_guard(entry["strategy"], row, program, text)
+            example["refused_by"] = refusing_guard(entry["strategy"], row, program, text,
+                                                   swapped=before != row["leir"])
             refused += example["refused_by"] is not None
     judged = verdicts["equal"] + verdicts["not_equal"] + verdicts["invalid"]
     eq_share = verdicts["equal"] / judged if judged else None

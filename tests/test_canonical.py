@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, check, parse, to_text
-from leir_egraph.leir.ast import Bin, Idx, IName, Leir, LoopNest, Neg, Var
+from leir_egraph.leir.ast import Bin, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import (canonical, canonical_kernel, canonical_text,
                                         exact_canonical_text, is_hardware_index)
 from leir_egraph.leir.names import index_name_supply, tensor_name_supply
@@ -119,7 +119,8 @@ def test_nested_nests_continue_their_parents_names():
 def _exact_variant(program: Program, rng: random.Random) -> Program:
     """``program`` with exact IEEE identities applied at random, each the opposite way round
     from the normal form: operands of ``+``/``*`` swapped, ``a+(-b)`` written ``a-b``, a sign
-    pulled into an operand of ``*``/``/``, a double negation added."""
+    pulled into an operand of ``*``/``/``, a double negation added; in float equations a
+    product with or quotient by one, and whole float literals written as integers."""
     def fn(node):
         if isinstance(node, Bin) and node.op in ("+", "*") and rng.random() < 0.5:
             node = Bin(node.op, node.rhs, node.lhs)
@@ -134,11 +135,20 @@ def _exact_variant(program: Program, rng: random.Random) -> Program:
             return Neg(Neg(node))
         return node
 
+    def in_float(node):   # in a float equation also: a product with or quotient by one
+        node = fn(node)     # (1 or 1.0), and a whole literal written as an integer
+        if isinstance(node, Bin) and rng.random() < 0.1:
+            one = Num(rng.choice(["1", "1.0"]))
+            return rng.choice([Bin("*", node, one), Bin("*", one, node), Bin("/", node, one)])
+        if isinstance(node, Num) and node.text.endswith(".0") and rng.random() < 0.5:
+            return Num(node.text[:-2])
+        return node
+
     def value(eq):   # an accumulation X=X+e keeps its form: only e varies
-        v = eq.value
+        v, step = eq.value, in_float if eq.target.dtype.startswith("f") else fn
         if isinstance(v, Bin) and v.lhs == eq.target:
-            return replace(v, rhs=rebuild(v.rhs, fn))
-        return rebuild(v, fn)
+            return replace(v, rhs=rebuild(v.rhs, step))
+        return rebuild(v, step)
 
     def walk_nest(nest):
         body = tuple(walk_nest(i) if isinstance(i, LoopNest)

@@ -65,3 +65,19 @@ def test_the_guard_that_refuses_a_reference_move_is_named():
     assert refusing_guard("factorization", row, before, split) == "defined_values"
     other = f"{NEST}[D^{{f32,g}}_{{tx,a}}=exp(A^{{f32,g}}_{{tx,a}}-C^{{f32,g}}_{{tx,a}})+0;];"
     assert refusing_guard("factorization", row, before, other) is None
+
+
+def test_the_references_online_softmax_fails_at_an_attention_masks_minus_inf():
+    """The reference's online sum of exponentials starts each row from exp(-inf - I_0): NaN when
+    the row's first element is -inf (I_0 = -inf), where the two-pass sum is finite."""
+    sig = {"inputs": [{"name": "A", "shape": [4, 8], "dtype": "float32"}],
+           "outputs": [{"name": "E", "shape": [4], "dtype": "float32"}]}
+    before = Program.parse(
+        "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
+        "B^{4}_{tx=0}L^{8}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(A^{f32,g}_{tx,a}-D^{f32,g}_{tx});];",
+        sig)
+    online = ("B^{4}_{tx=0}L^{8}_{a=0}[I^{f32,g}_{tx,a}=max(if_then_else(a-1<0,-inf,"
+              "I^{f32,g}_{tx,a-1}),A^{f32,g}_{tx,a});M^{f32,g}_{tx,a}=if_then_else(a-1<0,1,"
+              "M^{f32,g}_{tx,a-1})*exp(if_then_else(a-1<0,-inf,I^{f32,g}_{tx,a-1})-I^{f32,g}_{tx,a})"
+              "+exp(A^{f32,g}_{tx,a}-I^{f32,g}_{tx,a});];B^{4}_{tx=0}[E^{f32,g}_{tx}=M^{f32,g}_{tx,7};];")
+    assert stress_failure(before, online, 0) == "masked"

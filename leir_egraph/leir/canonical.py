@@ -21,9 +21,10 @@ layout stay two programs.
 on every input under IEEE-754 arithmetic with round-to-nearest (``1-(A*C)`` and ``-A*C+1``;
 ``1e-05`` and ``1.0e-5``). Only identities that hold exactly are used: ``a-b = a+(-b)``,
 ``--a = a``, ``(-a)*b = -(a*b)`` and the same for ``/`` and either operand (rounding is
-symmetric in sign), and the commutativity of one ``+`` or ``*``. Never associativity or
-distributivity, which change rounding, and never ``max``/``min`` operand order, which decides
-what a NaN operand gives.
+symmetric in sign), and the commutativity of one ``+`` or ``*``; in a float equation also
+``x*1 = 1*x = x/1 = x`` and an integer literal as the float it is cast to (``1`` and ``1.0``).
+Never associativity or distributivity, which change rounding, and never ``max``/``min`` operand
+order, which decides what a NaN operand gives.
 
 >>> from leir_egraph.leir.program import Program
 >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
@@ -39,7 +40,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from .ast import Bin, Idx, IName, Leir, LoopNest, Neg, Num, Var
+from .ast import Bin, Equation, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from .hardware import hardware_axis
 from .names import index_name_supply, tensor_name_supply
 from .printer import to_text
@@ -159,12 +160,37 @@ def _exact(node):
     return None
 
 
+def _is_one(node) -> bool:
+    return isinstance(node, Num) and float(node.text) == 1.0
+
+
+def _exact_float(node):
+    """:func:`_exact` in a float equation's value, where every literal is cast to the float
+    dtype (docs/LEIR.md): integer literals become the float they are, and a product with or a
+    quotient by one is its other operand."""
+    if isinstance(node, Num):
+        text = repr(float(node.text))
+        return Num(text) if text != node.text else None
+    if isinstance(node, Bin) and node.op in ("*", "/") and _is_one(node.rhs):
+        return node.lhs
+    if isinstance(node, Bin) and node.op == "*" and _is_one(node.lhs):
+        return node.rhs
+    return _exact(node)
+
+
 def exact_normal_form(leir: Leir) -> Leir:
     """``leir`` with every expression rewritten by the exact identities of the module
     docstring into one representative (subtractions as additions of negations, signs pulled
     out of products and quotients, operands of ``+`` and ``*`` ordered by their text, decimal
-    literals written as Python's ``repr`` of their value)."""
-    return rebuild(leir, _exact)
+    literals written as Python's ``repr`` of their value; in float equations integer literals
+    too, and no product with or quotient by one)."""
+    def equation(node):
+        if isinstance(node, Equation) and node.target.dtype.startswith("f"):
+            value = rebuild(node.value, _exact_float)
+            return replace(node, value=value) if value != node.value else None
+        return None
+
+    return rebuild(rebuild(leir, _exact), equation)
 
 
 def exact_canonical_text(program: Program) -> str:

@@ -263,13 +263,14 @@ def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
     (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
     proper divisors. Any permutation or reshape is a sequence of these steps.
 
-    ``merged_permutations`` adds, for rank 3 and 4, every permutation followed by the merge of
-    two of its adjacent dimensions (``C_{tx,a,c}`` -> ``C_{a*16+tx,c}``; rank 3: 10, rank 4:
-    69), the reference's set-storage-layout move in one step. set_storage_layout asks for
-    them; layout_transformation's copies, whose reference outputs do not use them, do not.
-    ``permutations_up_to=5`` offers every permutation of rank 5 too (the 109 that are no single
-    exchange): layout_transformation's copies bound to threads ask for them, where the
-    reference's rank-5 shuffles are."""
+    ``merged_permutations`` adds, for rank 3 up to ``max(4, permutations_up_to)``, every
+    permutation followed by the merge of two of its adjacent dimensions (``C_{tx,a,c}`` ->
+    ``C_{a*16+tx,c}``; rank 3: 10, rank 4: 69, rank 5: 476), the reference's set-storage-layout
+    move in one step. set_storage_layout asks for them; layout_transformation's copies, whose
+    reference outputs do not use them, do not. ``permutations_up_to=5`` offers every
+    permutation of rank 5 too (the 109 that are no single exchange): set_storage_layout and
+    layout_transformation's copies bound to threads ask for them, where the reference's rank-5
+    shuffles are."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
     if 3 <= k <= permutations_up_to:
@@ -282,7 +283,7 @@ def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
         out.append(Layout("flatten-last", (), shape))
     if k >= 3:
         out.extend(Layout("merge", (i, i + 1), shape) for i in range(k - 1))
-    if merged_permutations and k in (3, 4):
+    if merged_permutations and 3 <= k <= max(4, permutations_up_to):
         out.extend(Layout("permute-merge", (*p, i), shape)
                    for p in itertools.permutations(range(k)) if p != tuple(range(k))
                    for i in range(k - 1))

@@ -4,8 +4,10 @@ so keying by the nest term is exact):
 
 * parameter ``SubexpressionFrame nest e loops subs dtype``: ``e`` is a compound sub-expression
   of the nest that may be stored: its frame loops, the intermediate's subscript and dtype;
-  ``ReversedSubexpressionFrame``: the same frame with its loops (and the subscript) in reverse
-  order, the order the reference writes the intermediate in (a frame of two loops or more);
+  ``ReorderedSubexpressionFrame``: the same frame with its loops (and the subscript with
+  them) in another order -- reversed for any frame of two loops or more, and every other order
+  of a frame of up to ``EVERY_ORDER_UP_TO`` loops (the reference writes the intermediate's loops
+  in the order of a Python set, which is any of them; a frame of more loops has too many);
 * dependency / ``Hoistable nest e``: ``e`` may be computed in a nest right before this one.
 
 From ``leir_egraph.leir.subexpressions``; a pure function of the program.
@@ -15,10 +17,25 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from itertools import permutations
+
 from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import program_shapes
 from leir_egraph.leir.subexpressions import hoistable, subexpressions
+
+
+EVERY_ORDER_UP_TO = 5   # loops; 120 orders of five, 720 of six
+
+
+def _orders(n: int) -> list[tuple[int, ...]]:
+    """The other orders of a frame of ``n`` loops: the reverse first, then every other order of
+    a frame of up to EVERY_ORDER_UP_TO loops, in lexicographic order."""
+    if n < 2:
+        return []
+    reverse = tuple(range(n))[::-1]
+    rest = (p for p in permutations(range(n)) if p != reverse and p != tuple(range(n)))
+    return [reverse, *(rest if n <= EVERY_ORDER_UP_TO else ())]
 
 
 def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
@@ -27,9 +44,11 @@ def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
             e, dtype = expr_term(sub.expr), quoted(sub.dtype)
             yield (f"(SubexpressionFrame {name} {e} {loops_term(sub.loops)} "
                    f"{subs_term(sub.subscripts)} {dtype})")
-            if len(sub.loops) > 1:   # the reference's order: loops and subscript reversed
-                yield (f"(ReversedSubexpressionFrame {name} {e} {loops_term(sub.loops[::-1])} "
-                       f"{subs_term(sub.subscripts[::-1])} {dtype})")
+            for order in _orders(len(sub.loops)):  # the subscript follows the loops
+                loops = [sub.loops[k] for k in order]
+                subs = [sub.subscripts[k] for k in order]
+                yield (f"(ReorderedSubexpressionFrame {name} {e} {loops_term(loops)} "
+                       f"{subs_term(subs)} {dtype})")
 
 
 def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -45,8 +64,8 @@ PARAMETER_SETS = (
                            "{1} is a compound sub-expression of {0}, used outside conditions; on "
                            "its own it varies over the loops {2}, as the element {3} of a {4} "
                            "tensor"),
-                  Relation("ReversedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                           "the same, with the frame loops {2} in reverse order and the "
+                  Relation("ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+                           "the same, with the frame loops in another order, {2}, and the "
                            "intermediate's subscript {3} in that order"),),
                  _split_parameters),
 )

@@ -118,7 +118,7 @@ def storage_layouts(program: Program) -> dict[str, list[Layout]]:
         for access in guarded_accesses(site):
             if access.var.name not in known:
                 found.setdefault(access.var.name, []).append((access, site.loop_ranges))
-    return {name: [lay for lay in layouts(shape, merged_permutations=True)
+    return {name: [lay for lay in layouts(shape, merged_permutations=True, permutations_up_to=5)
                    if relayout_sound(lay, found.get(name, ()))]
             for name, shape in view.shapes.items() if name not in known and shape}
 
