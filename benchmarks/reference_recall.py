@@ -194,18 +194,21 @@ _TOKEN = re.compile(r"\d+\.?\d*(?:[eE][-+]?\d+)?|[A-Za-z_]+|\S")
 
 
 def loose(text: str) -> tuple[str, ...]:
-    """The sorted tokens of ``text`` without names, signs, ``+`` and parentheses, decimal
-    literals by value: equal for programs with the same exact canonical text (renaming,
-    operand order and signs are all it forgets), so only our transitions whose loose key some
-    reference output shares need the (slow) exact canonical form."""
+    """The sorted tokens of ``text`` without names, signs, ``+``, parentheses, ``*``, ``/`` and
+    ones, literals by value: equal for programs with the same exact canonical text (renaming,
+    operand order, signs, products with and quotients by one and a literal's spelling are all
+    it forgets), so only our transitions whose loose key some reference output shares need the
+    (slow) exact canonical form."""
     out = []
     for tok in _TOKEN.findall(text):
-        if tok in "+-()":
+        if tok in "+-()*/":
             continue
         if tok[0].isalpha() or tok[0] == "_":
             out.append("_")
-        elif tok[0].isdigit() and any(c in tok for c in ".eE"):
-            out.append(repr(float(tok)))
+        elif tok[0].isdigit():
+            value = float(tok)
+            if value != 1.0:
+                out.append(repr(value))
         else:
             out.append(tok)
     return tuple(sorted(out))

@@ -22,6 +22,7 @@ _LAZY = {
     "UnsupportedOp": ("leir_egraph.frontend", "UnsupportedOp"),
     "load_strategies": ("leir_egraph.egraph", "load_strategies"),
     "single_steps": ("leir_egraph.egraph", "single_steps"),
+    "undo_steps": ("leir_egraph.egraph", "undo_steps"),
     "sample_steps": ("leir_egraph.egraph", "sample_steps"),
     "applicable": ("leir_egraph.egraph", "applicable"),
 }

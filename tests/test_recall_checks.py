@@ -81,3 +81,18 @@ def test_the_references_online_softmax_fails_at_an_attention_masks_minus_inf():
               "M^{f32,g}_{tx,a-1})*exp(if_then_else(a-1<0,-inf,I^{f32,g}_{tx,a-1})-I^{f32,g}_{tx,a})"
               "+exp(A^{f32,g}_{tx,a}-I^{f32,g}_{tx,a});];B^{4}_{tx=0}[E^{f32,g}_{tx}=M^{f32,g}_{tx,7};];")
     assert stress_failure(before, online, 0) == "masked"
+
+
+def test_the_loose_key_is_the_same_for_a_program_and_its_exact_canonical_form(golden_rows):
+    """loose() filters which of our outputs need the exact canonical form: it must forget at
+    least what that form forgets (names, order, signs, products with one, literal spelling)."""
+    from reference_recall import loose
+
+    from conftest import golden_program
+    from leir_egraph.leir.canonical import exact_canonical_text
+    rows = [r for r in golden_rows if r["dtype"] == "float32" and r["name"] != "add_add"]
+    for r in rows[::5]:
+        program = golden_program(r)
+        for text in (program.text, program.text.replace("+1)", "+1.0*1)")):
+            variant = Program.parse(text, program.signature)
+            assert loose(text) == loose(exact_canonical_text(variant)), r["id"]

@@ -337,11 +337,12 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             shape = view.shapes.get(x.name)
             if shape is None or not _stageable_read(x, n.nest.loops, shape):
                 continue
-            # a copy over loops one of which is bound to threads: every rank-5 permutation too
-            # (bound_forms offers them where it binds a loop itself; here the nest's own B loop
-            # is among the copy's loops)
+            # a copy over loops one of which is bound to threads: every rank-5 permutation too,
+            # alone or followed by a merge (bound_forms offers them where it binds a loop
+            # itself; here the nest's own B loop is among the copy's loops)
             bound = any(l.kind == "B" for l in loops_used(n.nest.loops, x.subscripts))
-            for lay in layouts(shape, permutations_up_to=5 if bound else 4):
+            for lay in layouts(shape, merged_permutations=bound and len(shape) == 5,
+                               permutations_up_to=5 if bound else 4):
                 out[f"(NewLayout {quoted(x.name)} {subs_term(x.subscripts)} {quoted(lay.label)} "
                     f"{subs_term(lay.apply(x.subscripts))})"] = None
     return list(out)
