@@ -286,5 +286,8 @@ def test_undo_steps_keep_each_step_read_backwards_as_its_inverses(tmp_path):
                                                          forward["before_leir"])
     assert back["before_tir"] == forward["after_tir"] and back["verified"]
     assert back["id"] == f"{forward['id']}~powsimp".replace("/powsimp/", "/expand_powsimp/")
+    from leir_egraph.sample import config_from, parser
+    assert config_from(parser().parse_args(["--undo-steps"])).undo_steps
+    assert not config_from(parser().parse_args([])).undo_steps
     # both are chosen and each is the other's inverse: every kept step is kept both ways
     assert len(undone) == 2 * len(plain) and undone["verified"].all()
