@@ -124,6 +124,7 @@ class _ProgramRun:
         self.src, self.cfg, self.ctx = src, cfg, ctx
         self.records: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
+        self._lowered: dict[str, tuple] = {}
         self.summary: dict[str, Any] = {
             "program_id": src.program_id, "program": src.name, "source": src.kind,
             "seed": src.seed, "status": "ok", "stage": None, "reason": None, "leir": None,
@@ -164,21 +165,18 @@ class _ProgramRun:
         chosen = self.transitions(program)
         if not chosen:
             return self.result()
-        try:
-            before_tir = _tir(program, self.cfg.target)
-        except Exception as err:  # noqa: BLE001 -- the original does not lower: nothing verifies
-            return self.fail_program("lower", f"the original does not lower: {_describe(err)}")
-        before_cuda = self.cuda(program)
+        tir_error = self.lowered(program)[1]
+        if tir_error is not None:  # the original does not lower: nothing verifies
+            return self.fail_program("lower", f"the original does not lower: {tir_error}")
         # the candidates' CPU builds in one module: fixed costs once (docs/VERIFY.md)
         self.ctx.verifier.prepare(program, [t.after for _, t in chosen],
                                   timeout=self.cfg.verify_timeout)
         for k, t in chosen:
-            if t.before is not program:  # an undo step, from a candidate back to the program
-                self.undo_transition(k, t)
-                continue
-            broken = self.transition(k, t, before_tir, before_cuda)
-            if broken:
+            broken = self.transition(k, t)
+            if broken and t.before is program:
                 return self.fail_program("verify", broken)
+            if broken:  # an undo step's original, a candidate: this record only
+                self.fail("verify", broken, id=self.tid(k, t), strategy=t.strategy)
         return self.result()
 
     # ---------------------------------------------------------------- enumeration
@@ -263,34 +261,35 @@ class _ProgramRun:
         except Exception as err:  # noqa: BLE001 -- CudaInvalid and lowering errors alike
             return None, _describe(err)
 
-    def undo_transition(self, k: str, t) -> None:
-        """Verify an undo step ``q -> program`` and keep its record. Its original is a
-        candidate, not the program: one that does not lower or verify fails this record only."""
-        try:
-            before_tir = _tir(t.before, self.cfg.target)
-        except Exception as err:  # noqa: BLE001
-            self.fail("lower", f"the undo step's original does not lower: {_describe(err)}",
-                      id=f"{self.src.program_id}/{t.strategy}/{k}", strategy=t.strategy)
-            return
-        broken = self.transition(k, t, before_tir, self.cuda(t.before))
-        if broken:
-            self.fail("verify", broken, id=f"{self.src.program_id}/{t.strategy}/{k}",
-                      strategy=t.strategy)
+    def lowered(self, program: Program) -> tuple[str | None, str | None, str | None, str | None]:
+        """``(tir, tir_error, cuda, cuda_error)`` of a program of this run, made once: an undo
+        step's two programs are the program itself and a candidate already lowered for its
+        forward step."""
+        hit = self._lowered.get(program.text)
+        if hit is None:
+            tir = tir_error = None
+            try:
+                tir = _tir(program, self.cfg.target)
+            except Exception as err:  # noqa: BLE001
+                tir_error = _describe(err)
+            hit = self._lowered[program.text] = (tir, tir_error, *self.cuda(program))
+        return hit
 
-    def transition(self, k: str, t, before_tir: str,
-                   before_cuda: tuple[str | None, str | None]) -> str | None:
+    def tid(self, k: str, t) -> str:
+        return f"{self.src.program_id}/{t.strategy}/{k}"
+
+    def transition(self, k: str, t) -> str | None:
         """Verify one transition (``t.before -> t.after``: the program, or a candidate for an
         undo step) and keep its record; returns a reason when the verification showed that the
         *original* is broken (then no transition of it can be judged)."""
-        cfg, program = self.cfg, t.before
-        tid = f"{self.src.program_id}/{t.strategy}/{k}"
+        cfg, program, tid = self.cfg, t.before, self.tid(k, t)
+        before_tir, before_error, *before_cuda = self.lowered(program)
+        if before_error is not None:  # an undo step's original (the program's was checked)
+            self.fail("lower", f"the undo step's original does not lower: {before_error}",
+                      id=tid, strategy=t.strategy)
+            return None
         strategy = next(s for s in self.ctx.strategies if s.id == t.strategy)
-        after_tir = tir_error = None
-        try:
-            after_tir = _tir(t.after, cfg.target)
-        except Exception as err:  # noqa: BLE001
-            tir_error = _describe(err)
-        after_cuda = self.cuda(t.after)
+        after_tir, tir_error, *after_cuda = self.lowered(t.after)
         result = self.ctx.verifier.verify(program, t.after, target=cfg.target, trials=cfg.trials,
                                           timeout=cfg.verify_timeout, seed=cfg.seed,
                                           timing=cfg.timing)

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
-from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, uncons
+from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, subterm, uncons
 from .engine import RawMatch, engine_for
 from .strategy import Strategy, load_strategies
 
@@ -241,10 +241,7 @@ def reversed_step(forward: Transition, strategy: Strategy) -> Transition:
     def render() -> tuple:
         back = forward.site
         term = encode(forward.after.leir)
-        node = term
-        for step in back.path:
-            node = node[step]
-        site = locate(term, back.path, back.sort, fragment_text(node))
+        site = locate(term, back.path, back.sort, fragment_text(subterm(term, back.path)))
         where = (f"in the equation '{site.equation}' of nest {site.nest}" if site.equation
                  else f"in nest {site.nest}" if site.nest is not None
                  else f"from nest {site.first_nest} on")
