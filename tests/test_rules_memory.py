@@ -88,7 +88,7 @@ def _elements(shape):
 
 @pytest.mark.parametrize("shape", [(6,), (4, 6), (2, 3, 4), (1, 4, 2), (2, 1, 3, 2), (2, 1, 3, 1, 2)])
 def test_every_layout_is_a_bijection_onto_its_new_shape(shape):
-    for layout in layouts(shape, merged_permutations=True, permutations_up_to=5):
+    for layout in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5):
         new_shape = layout.new_shape()
         seen = set()
         for element in _elements(shape):
@@ -119,13 +119,13 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert sum("exchanged" in l for l in rank5) + sum("permuted" in l for l in rank5) == 119
     # set_storage_layout's permutations followed by one merge: (3!-1)*2 and (4!-1)*3, distinct
     for rank_shape, extra in (((4, 6, 2), 10), ((2, 3, 4, 5), 69)):
-        more = [layout.label for layout in layouts(rank_shape, merged_permutations=True)]
+        more = [layout.label for layout in layouts(rank_shape, merged_ranks=(3, 4))]
         assert len(more) == len(set(more)) == len(layouts(rank_shape)) + extra
     # ... and of rank 5, as set_storage_layout asks: (5!-1)*4 more than the permutations
-    rank5_merged = [l.label for l in layouts((2, 3, 4, 5, 6), merged_permutations=True,
+    rank5_merged = [l.label for l in layouts((2, 3, 4, 5, 6), merged_ranks=(3, 4, 5),
                                              permutations_up_to=5)]
     assert len(rank5_merged) == len(set(rank5_merged)) == len(rank5) + 476
-    (moved,) = [l for l in layouts((4, 6, 2), merged_permutations=True)
+    (moved,) = [l for l in layouts((4, 6, 2), merged_ranks=(3, 4))
                 if l.kind == "permute-merge" and l.dims == (1, 0, 2, 0)]
     # C_{tx,a,c} -> C_{a*4+tx,c}: the element (1, 2, 1) moves to (2*4+1, 1)
     assert [index_range(s, {})[0] for s in moved.apply((IConst(1), IConst(2), IConst(1)))] == [9, 1]

@@ -253,7 +253,7 @@ class Layout:
         return tuple(s[:i] + [_div(s[i], "//", inner), _div(s[i], "%", inner)] + s[i + 1:])
 
 
-def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
+def layouts(shape: tuple[int, ...], merged_ranks: tuple[int, ...] = (),
             permutations_up_to: int = 4) -> list[Layout]:
     """Every elementary re-layout of a tensor of this shape, in a fixed order: exchanges of two
     dimensions, for rank 3 and 4 every other permutation (rank 3: the two rotations; rank 4:
@@ -263,14 +263,14 @@ def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
     (rank >= 3; for rank 2 that is the flattening), and splits of one dimension by each of its
     proper divisors. Any permutation or reshape is a sequence of these steps.
 
-    ``merged_permutations`` adds, for rank 3 up to ``max(4, permutations_up_to)``, every
-    permutation followed by the merge of two of its adjacent dimensions (``C_{tx,a,c}`` ->
-    ``C_{a*16+tx,c}``; rank 3: 10, rank 4: 69, rank 5: 476), the reference's set-storage-layout
-    move in one step. set_storage_layout asks for them; layout_transformation's copies, whose
-    reference outputs do not use them, do not. ``permutations_up_to=5`` offers every
-    permutation of rank 5 too (the 109 that are no single exchange): set_storage_layout and
-    layout_transformation's copies bound to threads ask for them, where the reference's rank-5
-    shuffles are."""
+    ``merged_ranks`` adds, for a tensor of one of those ranks (3 or more), every permutation
+    followed by the merge of two of its adjacent dimensions (``C_{tx,a,c}`` -> ``C_{a*16+tx,c}``;
+    rank 3: 10, rank 4: 69, rank 5: 476), the reference's set-storage-layout move in one step.
+    set_storage_layout asks for ranks 3 to 5; layout_transformation's copies over a thread-bound
+    loop for rank 5 only (the reference's rank-3 and rank-4 copies do not use them).
+    ``permutations_up_to=5`` offers every permutation of rank 5 too (the 109 that are no single
+    exchange): set_storage_layout and layout_transformation's copies bound to threads ask for
+    them, where the reference's rank-5 shuffles are."""
     k = len(shape)
     out = [Layout("swap", (i, j), shape) for i in range(k) for j in range(i + 1, k)]
     if 3 <= k <= permutations_up_to:
@@ -283,7 +283,7 @@ def layouts(shape: tuple[int, ...], merged_permutations: bool = False,
         out.append(Layout("flatten-last", (), shape))
     if k >= 3:
         out.extend(Layout("merge", (i, i + 1), shape) for i in range(k - 1))
-    if merged_permutations and 3 <= k <= max(4, permutations_up_to):
+    if k >= 3 and k in merged_ranks:
         out.extend(Layout("permute-merge", (*p, i), shape)
                    for p in itertools.permutations(range(k)) if p != tuple(range(k))
                    for i in range(k - 1))

@@ -142,7 +142,7 @@ def bound_forms(x: Var, loops: tuple[Loop, ...], shape):
     if not used or not _parallel_fixed(used, x.subscripts):
         return
     fixed = _fixed(used, x.subscripts)   # only a loop the element determines is bound
-    for lay in layouts(shape, merged_permutations=len(shape) == 5, permutations_up_to=5):
+    for lay in layouts(shape, merged_ranks=(5,), permutations_up_to=5):
         new = lay.apply(x.subscripts)
         bound = bind_first(used, new, x.subscripts, allowed=fixed)
         if bound is None:

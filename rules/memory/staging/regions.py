@@ -118,7 +118,7 @@ def storage_layouts(program: Program) -> dict[str, list[Layout]]:
         for access in guarded_accesses(site):
             if access.var.name not in known:
                 found.setdefault(access.var.name, []).append((access, site.loop_ranges))
-    return {name: [lay for lay in layouts(shape, merged_permutations=True, permutations_up_to=5)
+    return {name: [lay for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5)
                    if relayout_sound(lay, found.get(name, ()))]
             for name, shape in view.shapes.items() if name not in known and shape}
 
@@ -341,7 +341,7 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             # alone or followed by a merge (bound_forms offers them where it binds a loop
             # itself; here the nest's own B loop is among the copy's loops)
             bound = any(l.kind == "B" for l in loops_used(n.nest.loops, x.subscripts))
-            for lay in layouts(shape, merged_permutations=bound and len(shape) == 5,
+            for lay in layouts(shape, merged_ranks=(5,) if bound else (),
                                permutations_up_to=5 if bound else 4):
                 out[f"(NewLayout {quoted(x.name)} {subs_term(x.subscripts)} {quoted(lay.label)} "
                     f"{subs_term(lay.apply(x.subscripts))})"] = None
