@@ -173,11 +173,20 @@ def program_or_none(text: str, row: dict) -> Program | None:
 
 
 def canonical_or_none(text: str, row: dict) -> str | None:
-    program = program_or_none(text, row)
+    return _canonical(program_or_none(text, row))
+
+
+def _canonical(program: Program | None) -> str | None:
     try:
         return exact_canonical_text(program) if program is not None else None
     except Exception:  # noqa: BLE001
         return None
+
+
+@lru_cache(maxsize=None)
+def our_strategy(strategy_id: str):
+    """Our default strategy of that id, or None."""
+    return {s.id: s for s in default_strategies()}.get(strategy_id)
 
 
 def classify(result) -> str:
@@ -238,11 +247,12 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
     for row, program in zip(rows, programs):
         result = reference.steps(row["leir"], known_names(row), strategy, seed=seed)
         errors += result.error is not None
-        texts, keys, c_starts = {}, {}, {}
+        texts, keys, c_starts, ends = {}, {}, {}, {}
         starts = originals.setdefault(row["id"], {row["leir"]: program})
         for before, out in result.pairs:
             start = starts.get(before) or program_or_none(before, row)
-            c_after = canonical_or_none(out, row)
+            after = program_or_none(out, row)
+            c_after = _canonical(after)
             if start is None or c_after is None:
                 unparseable += 1
                 continue
@@ -253,7 +263,10 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
                 identity += 1
                 continue
             key = (c_starts[before], c_after)
-            texts.setdefault(key, (before, out))
+            if key not in texts:
+                texts[key] = (before, out)
+                if before != row["leir"]:   # swapped pairs end here: undo steps below
+                    ends[out] = (after, c_after)
             keys.setdefault(before, set()).add(loose(c_after))
         ref_all[row["id"]] = texts
         ours, seen = set(), set()
@@ -269,12 +282,7 @@ def strategy_row(strategy, ours_strategy, rows, programs, reference, seed):
             # A pair from another original (Q, P) is, for the swapped strategies, the
             # reference's step P -> Q of the inverse strategy read backwards; ours for it are
             # our undo steps ending at P (docs/REFERENCE_RECALL.md).
-            ends = {out for before, out in texts.values() if before != row["leir"]}
-            for end in sorted(ends) if ours_strategy.inverse else ():
-                target = program_or_none(end, row)
-                if target is None:
-                    continue
-                c_end = exact_canonical_text(target)
+            for end, (target, c_end) in sorted(ends.items()) if ours_strategy.inverse else ():
                 for t in undo_steps(target, ours_strategy):
                     ours.add((exact_canonical_text(t.before), c_end))
                     if end == row["leir"]:
@@ -352,7 +360,7 @@ def finite_domain(strategy_id: str) -> bool:
     """Whether our strategy is defined on the FINITE domain (its rules read ``finite_operand``
     facts: exact real arithmetic on finite inputs, ``leir/ranges.py``), where an intermediate
     that overflows is outside the contract, so the ``overflow`` check does not decide."""
-    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    ours = our_strategy(strategy_id)
     return ours is not None and "finite_operand" in ours.guards
 
 
@@ -398,7 +406,7 @@ def _unguarded(strategy_id: str) -> tuple:
     """``(guard, our strategy without that guard)`` for each guard but the pattern itself (built
     once per strategy: each is a new engine)."""
     from leir_egraph.egraph.rulecheck import without_guard
-    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
+    ours = our_strategy(strategy_id)
     if ours is None:
         return ()
     return tuple((g, without_guard(ours, g)) for g in ours.guards if g != "pattern_match")
@@ -411,7 +419,8 @@ def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: st
     another original), also a guard of an inverse strategy whose step from the output back to
     the original it refuses (``<inverse>:<guard>``). None when no single guard does (the move
     is not one of our rules' at all)."""
-    want = canonical_or_none(after_text, row)
+    after = program_or_none(after_text, row)
+    want = _canonical(after)
     if want is None:
         return None
     for guard, unguarded in _unguarded(strategy_id):
@@ -419,14 +428,12 @@ def refusing_guard(strategy_id: str, row: dict, program: Program, after_text: st
             if exact_canonical_text(t.after) == want:
                 return guard
     # or the reversed step of an inverse strategy, from the output back to the original
-    ours = {s.id: s for s in default_strategies()}.get(strategy_id)
-    target = (program_or_none(after_text, row)
-              if swapped and ours is not None and ours.inverse else None)
-    if target is not None:
+    ours = our_strategy(strategy_id)
+    if swapped and ours is not None and ours.inverse:
         start = exact_canonical_text(program)
         for inverse in ours.inverse:
             for guard, unguarded in _unguarded(inverse):
-                for t in single_steps(target, unguarded):
+                for t in single_steps(after, unguarded):
                     if exact_canonical_text(t.after) == start:
                         return f"{inverse}:{guard}"
     return None
@@ -573,7 +580,6 @@ def main() -> int:
     reference = ReferenceStrategies(args.reference_dir)
     rows = load_rows(args.programs, args.dtype, args.limit)
     programs = [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows]
-    ours_by_id = {s.id: s for s in default_strategies()}
     wanted = args.strategies.split(",") if args.strategies else list(SHARED_STRATEGIES)
     rng = random.Random(args.seed)
     report = {"programs": args.programs, "dtype": args.dtype, "count": len(rows),
@@ -587,7 +593,7 @@ def main() -> int:
             continue
         start = time.perf_counter()
         ref_all, ours_all, ours_counts, originals, identity, unparseable, errors, ours_made = strategy_row(
-            sid, ours_by_id.get(sid), rows, programs, reference, args.seed)
+            sid, our_strategy(sid), rows, programs, reference, args.seed)
         ref_n = sum(len(v) for v in ref_all.values())
         ours_n = sum(ours_counts.values())
         shared = sum(len(set(ref_all[k]) & ours_all[k]) for k in ref_all)
