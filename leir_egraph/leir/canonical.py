@@ -187,7 +187,7 @@ def exact_normal_form(leir: Leir) -> Leir:
     def equation(node):
         if isinstance(node, Equation) and node.target.dtype.startswith("f"):
             value = rebuild(node.value, _exact_float)
-            return replace(node, value=value) if value != node.value else None
+            return replace(node, value=value) if value is not node.value else None
         return None
 
     return rebuild(rebuild(leir, _exact), equation)

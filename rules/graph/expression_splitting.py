@@ -15,9 +15,8 @@ From ``leir_egraph.leir.subexpressions``; a pure function of the program.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 from itertools import permutations
+from typing import Iterable
 
 from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
