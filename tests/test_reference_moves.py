@@ -164,6 +164,65 @@ MOVES += [
      "B^{16}_{tx=0}L^{16}_{c=0}[D^{f32,g}_{tx,c}=min(D^{f32,g}_{tx,c},min(K^{f32,g}_{tx,c},M^{f32,g}_{tx,c}));];"),
 ]
 
+# the online family as the reference writes it: the scan position where the reduction loop is
+# in the nest's loop order, and (where the scanned value is never -inf, here after a ReLU) the
+# running sum without the -inf cases, the maximum's readers redirected to its scan
+RELU = "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[F^{f32,g}_{tx,a,c}=max(A^{f32,g}_{tx,a,c},0);];"
+SOFTMAX_MID = ("B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},F^{f32,g}_{tx,a,c});];"
+               "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[E^{f32,g}_{tx,c}=E^{f32,g}_{tx,c}"
+               "+exp(F^{f32,g}_{tx,a,c}-D^{f32,g}_{tx,c});];"
+               "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}=exp(F^{f32,g}_{tx,a,c}"
+               "-D^{f32,g}_{tx,c})/E^{f32,g}_{tx,c};];")
+SOFTMAX_MID_SIG = "A:f32[4,3,5] -> G:f32[4,3,5]"
+SCANS_MID = ("B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,a,c}=max(if_then_else(a-1<0,-inf,"
+             "D^{f32,g}_{tx,a-1,c}),F^{f32,g}_{tx,a,c});H^{f32,g}_{tx,a,c}=if_then_else(a-1<0,1,"
+             "H^{f32,g}_{tx,a-1,c})*exp(if_then_else(a-1<0,-inf,D^{f32,g}_{tx,a-1,c})"
+             "-D^{f32,g}_{tx,a,c})+exp(F^{f32,g}_{tx,a,c}-D^{f32,g}_{tx,a,c});];")
+MOVES += [
+    ("normal_loop_max_to_prefix_max",
+     "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,c}=max(D^{f32,g}_{tx,c},A^{f32,g}_{tx,a,c});];",
+     "A:f32[4,3,5] -> D:f32[4,5]",
+     "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[E^{f32,g}_{tx,a,c}=max(if_then_else(a-1<0,-inf,"
+     "E^{f32,g}_{tx,a-1,c}),A^{f32,g}_{tx,a,c});];"
+     "B^{4}_{tx=0}L^{5}_{c=0}[D^{f32,g}_{tx,c}=E^{f32,g}_{tx,2,c};];"),
+    ("online_softmax", RELU + SOFTMAX_MID, SOFTMAX_MID_SIG,
+     RELU + SCANS_MID + "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}=exp(F^{f32,g}_{tx,a,c}"
+     "-D^{f32,g}_{tx,2,c})/H^{f32,g}_{tx,2,c};];"),
+    ("normal_loop_summation_on_exp_to_prefix_summation_on_exp", RELU + SOFTMAX_MID, SOFTMAX_MID_SIG,
+     RELU + SCANS_MID + "B^{4}_{tx=0}L^{5}_{c=0}[E^{f32,g}_{tx,c}=H^{f32,g}_{tx,2,c};];"
+     "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}=exp(F^{f32,g}_{tx,a,c}"
+     "-D^{f32,g}_{tx,2,c})/E^{f32,g}_{tx,c};];"),
+]
+
+# tensor_concat with the reference's grouped copies: one nest copies every input of the first
+# nest, one every input of the second, and the copy-back runs over all the loops
+MOVES += [
+    ("tensor_concat_to_fuse_operators",
+     "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx}=F^{f32,g}_{tx}+(A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a})**2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[G^{f32,g}_{tx}=G^{f32,g}_{tx}+(A^{f32,g}_{tx,a}-D^{f32,g}_{tx,a})**2;];",
+     "A:f32[4,8] C:f32[4,8] D:f32[4,8] -> F:f32[4] G:f32[4]",
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};K^{f32,g}_{tx,a}=C^{f32,g}_{tx,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx+4,a}=A^{f32,g}_{tx,a};K^{f32,g}_{tx+4,a}=D^{f32,g}_{tx,a};];"
+     "B^{8}_{tx=0}L^{8}_{a=0}[M^{f32,g}_{tx}=M^{f32,g}_{tx}+(J^{f32,g}_{tx,a}-K^{f32,g}_{tx,a})**2;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx}=M^{f32,g}_{tx};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[G^{f32,g}_{tx}=M^{f32,g}_{tx+4};];"),
+    # ... two batched matmuls sharing C, grouped in the other order (C's copy first)
+    ("tensor_concat_to_fuse_operators",
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[E^{f32,g}_{tx,a,c}=E^{f32,g}_{tx,a,c}"
+     "+A^{f32,g}_{tx,a,d}*C^{f32,g}_{tx,d,c};];"
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[F^{f32,g}_{tx,a,c}=F^{f32,g}_{tx,a,c}"
+     "+D^{f32,g}_{tx,a,d}*C^{f32,g}_{tx,d,c};];",
+     "A:f32[2,3,4] C:f32[2,4,3] D:f32[2,3,4] -> E:f32[2,3,3] F:f32[2,3,3]",
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[H^{f32,g}_{tx,d,c}=C^{f32,g}_{tx,d,c};"
+     "I^{f32,g}_{tx,a,d}=A^{f32,g}_{tx,a,d};];"
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[H^{f32,g}_{tx+2,d,c}=C^{f32,g}_{tx,d,c};"
+     "I^{f32,g}_{tx+2,a,d}=D^{f32,g}_{tx,a,d};];"
+     "B^{4}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[J^{f32,g}_{tx,a,c}=J^{f32,g}_{tx,a,c}"
+     "+I^{f32,g}_{tx,a,d}*H^{f32,g}_{tx,d,c};];"
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[E^{f32,g}_{tx,a,c}=J^{f32,g}_{tx,a,c};];"
+     "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[F^{f32,g}_{tx,a,c}=J^{f32,g}_{tx+2,a,c};];"),
+]
+
 # loop_fusion is the reference's loop_split pairs reversed: from its split program (the loop
 # of 6 as 2x3, read at a*3+f) back to the one loop
 MOVES += [
@@ -262,6 +321,11 @@ SYMPY_MOVES = [
 ]
 
 SYMPY_REFUSED = [
+    # the reference's plain online sum where the scanned value may be -inf (a raw input): a row
+    # that starts with -inf gives exp(-inf+inf)=NaN where the two-pass softmax is finite
+    ("online_softmax", SOFTMAX_MID.replace("F^", "A^"), SOFTMAX_MID_SIG,
+     SCANS_MID.replace("F^", "A^") + "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}="
+     "exp(A^{f32,g}_{tx,a,c}-D^{f32,g}_{tx,2,c})/H^{f32,g}_{tx,2,c};];"),
     # softmax's exp(x-max) split by sqf into exp(-max)*exp(x): exp(x) overflows, inf*0 is NaN
     ("factorization",
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"

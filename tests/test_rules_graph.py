@@ -130,11 +130,12 @@ HARD_CASES = [
     ("tensor_split_to_decouple_operators", "A is read along tx and at a fixed row",
      "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+A^{f32,g}_{0,a};];",
      "A:f32[4,8] -> C:f32[4,8]", 0),
-    # (twice: the copy-back over the loops its element uses, and in the reference's form over
-    # all the nest's loops)
+    # (six times: the copy-back over the loops its element uses, and in the reference's form over
+    # all the nest's loops; each with a copy nest per input, and with the reference's grouped
+    # copies, one nest per side, in either order)
     ("tensor_concat_to_fuse_operators", "A is read by both: it is concatenated with itself",
      "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx}=F^{f32,g}_{tx}+(A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a})**2;];B^{4}_{tx=0}L^{8}_{a=0}[G^{f32,g}_{tx}=G^{f32,g}_{tx}+(A^{f32,g}_{tx,a}-D^{f32,g}_{tx,a})**2;];",
-     "A:f32[4,8] C:f32[4,8] D:f32[4,8] -> F:f32[4] G:f32[4]", 2),
+     "A:f32[4,8] C:f32[4,8] D:f32[4,8] -> F:f32[4] G:f32[4]", 6),
     # (twice: E and G copied over a alone, and in the reference's form under B^{1}_{tx})
     ("tensor_concat_to_fuse_operators", "E and G differ but are not read along tx: only a joins",
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*E^{f32,g}_{a};];B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}*G^{f32,g}_{a};];",

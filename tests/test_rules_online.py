@@ -144,6 +144,41 @@ def test_online_scans_keep_every_special_value(sid, before):
             assert result.equal, f"{sid}: {result.problem}; rows {bad}"
 
 
+# The reference's plain running sum (the *-plain rules) needs a scanned value that is never
+# -inf: here a clamp from below, so every special value but -inf reaches the scan.
+CLAMPED = f"B^{{{N}}}_{{tx=0}}L^{{{R}}}_{{a=0}}[F^{{f32,g}}_{{tx,a}}=max(A^{{f32,g}}_{{tx,a}},-100);];"
+PLAIN_CASES = (
+    (PREFIX_SUM, "sum-exp-to-online-sum-plain", f"D:f32[{N}] E:f32[{N}]", ""),
+    (PREFIX_SUM, "sum-exp-to-online-sum-plain", f"E:f32[{N}]",
+     f"B^{{{N}}}_{{tx=0}}[G^{{f32,g}}_{{tx}}=D^{{f32,g}}_{{tx}}*2;];"),
+    (ONLINE, "online-softmax-plain", f"C:f32[{N},{R}]", SOFTMAX.replace("A^", "F^")),
+    (ONLINE, "online-logsumexp-plain", f"C:f32[{N}]", LOGSUMEXP),
+)
+
+
+@pytest.mark.parametrize("sid,rule,outputs,consumer", PLAIN_CASES,
+                         ids=[f"{c[1]}-{i}" for i, c in enumerate(PLAIN_CASES)])
+def test_plain_online_sums_keep_every_special_value_but_minus_inf(sid, rule, outputs, consumer):
+    """The plain rules fire where the scanned value is never -inf and then keep the two-pass
+    results on every row of 0.5, -1, +-100, +inf and NaN (-inf clamped to -100); where the
+    maximum is an output, the rule that copies no maximum is refused (intermediate_variable)."""
+    text = _softmax_family(consumer, outputs).text.replace("A^{f32,g}_{tx,a}", "F^{f32,g}_{tx,a}")
+    before = program(CLAMPED + text, f"A:f32[{N},{R}] -> {outputs}")
+    steps = [t for t in single_steps(before, STRATEGIES[sid]) if t.rule == rule]
+    if "D:" in outputs:
+        assert steps == []
+        return
+    (step,) = steps
+    expected, got = run(before, {"A": ROWS}), run(step.after, {"A": ROWS})
+    with np.errstate(invalid="ignore"):
+        for name, value in expected.items():
+            assert np.isnan(value).any() and np.isfinite(value).any()
+            result = compare(value, got[name], name)
+            assert result.equal, f"{rule}: {result.problem}"
+    raw = _softmax_family(consumer.replace("F^", "A^"), outputs.replace("D:f32[{N}] ", ""))
+    assert not [t for t in single_steps(raw, STRATEGIES[sid]) if t.rule == rule]
+
+
 def test_the_two_pass_results_are_not_trivial_on_those_values():
     """Guard against a vacuous test: the special rows produce NaN, infinities and finite
     values in the two-pass softmax, and a scan without the -inf handling would differ."""

@@ -5,9 +5,10 @@ flashattention_wo_tiling.toml and normal_matmul_to_prefix_matmul_based_on_online
 The rules match the *shape* of the computation with egglog patterns (online.egg, beside this
 file, also named by those rule files); these facts supply the context a pattern cannot see:
 
-* ``ScanAxis`` / ``ScanNest`` (reduction_axis): the one loop a single-equation reduction runs
-  over, which becomes the scan position of a prefix tensor; and an online pass that scans
-  along one loop;
+* ``ScanAxis`` / ``ScanNest`` / ``ScanGap`` (reduction_axis): the one loop a single-equation
+  reduction runs over, which becomes the scan position of a prefix tensor; an online pass that
+  scans along one loop; and where the scan position goes among the reduced subscripts to
+  follow the nest's loop order;
 * ``ReadOnlyAfter`` / ``UnreadAfter`` (dependency): which reads of a tensor the rest of the
   program makes (that a reduction starts from its identity is the shared ``FirstWriteIn``);
 * ``MatmulLoops`` (loop_nest_consistency): the index correspondence between a softmax nest
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
+from leir_egraph.egraph.encoding import encode, encode_value, quoted, subs_term, to_egglog
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op,
                                        equation_reads, index_names as used_indices,
@@ -58,6 +59,23 @@ def scan_axis(nest: LoopNest) -> tuple[Var, str, int] | None:
     if len(free) != 1 or free[0].kind not in SERIAL_KINDS:
         return None
     return eq.target, free[0].index, free[0].extent
+
+
+def scan_gap(nest: LoopNest, target: Var, r: str) -> tuple[tuple, tuple]:
+    """``(pre, post)``: the target's subscripts split where the scan position ``r`` goes in
+    loop order -- after the leading subscripts that are indices of loops outside ``r``.
+
+    ``B^{16}_{tx=0}L^{16}_{a=0}L^{16}_{c=0}[D_{tx,c}=max(D_{tx,c},A_{tx,a,c});]`` with ``r='a'``
+    -> ``((tx,), (c,))``: the prefix tensor is ``E_{tx,a,c}``, its subscripts in the nest's loop
+    order, where the reference writes it (the appended position gives ``E_{tx,c,a}``)."""
+    order = [l.index for l in nest.loops]
+    outer = set(order[:order.index(r)])
+    k = 0
+    for sub in target.subscripts:
+        if not (isinstance(sub, IName) and sub.name in outer):
+            break
+        k += 1
+    return target.subscripts[:k], target.subscripts[k:]
 
 
 def scan_nest(nest: LoopNest) -> tuple[str, int] | None:
@@ -114,6 +132,8 @@ def _reduction_facts(loaded: LoadedProgram) -> Iterable[str]:
         if found is not None:
             target, r, extent = found
             yield f"(ScanAxis {loaded.nest_name(k)} {to_egglog(encode(target))} {quoted(r)} {extent})"
+            pre, post = scan_gap(nest, target, r)
+            yield f"(ScanGap {loaded.nest_name(k)} {quoted(r)} {subs_term(pre)} {subs_term(post)})"
         scan = scan_nest(nest)
         if scan is not None:
             yield f"(ScanNest {loaded.nest_name(k)} {quoted(scan[0])} {scan[1]})"
@@ -235,6 +255,9 @@ GUARD_EXTENSIONS = (
         relations=(Relation("ScanAxis", ("Nest", "Var", "String", "i64"),
                             "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
                             "and every other loop picks its own element of {1}"),
+                   Relation("ScanGap", ("Nest", "String", "Subs", "Subs"),
+                            "in the loop order of {0}, the scan position {1} falls between the "
+                            "reduced subscripts {2} and {3}"),
                    Relation("ScanNest", ("Nest", "String", "i64"),
                             "{0} scans along its serial loop {1} of extent {2}: each iteration "
                             "writes its own element of each tensor, at position {1}, and reads "

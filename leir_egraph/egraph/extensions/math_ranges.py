@@ -24,8 +24,8 @@ equation to a fixpoint, widened for the rounding, overflow and underflow of each
 dtype, so a fact claimed for a value holds for the value the program computes. A sub-expression's
 span covers every occurrence of it (a read inside the nest that writes the tensor included:
 partial reductions and implicit initial values). From the spans: ``MathFinite`` (never ±inf),
-``MathNonZero``, ``MathNonNegative``, ``MathPositive``, ``MathNegative`` (NaN allowed in all
-five), ``MathExpArg`` (small enough that exp of it, of a sum or difference of two such, is a
+``MathAboveNegInf`` (never -inf), ``MathNonZero``, ``MathNonNegative``, ``MathPositive``,
+``MathNegative`` (NaN allowed in all six), ``MathExpArg`` (small enough that exp of it, of a sum or difference of two such, is a
 normal number), ``MathConstFactor`` / ``MathConstTerm`` (closed constant expressions --
 literals and intrinsics, no tensor and no index -- that are finite, never NaN, and non-zero for
 a factor, in every float dtype of the program), and ``MathNatural`` (literal texts of small
@@ -174,6 +174,8 @@ def _range_facts(loaded: LoadedProgram) -> Iterable[str]:
             continue
         if span.finite:
             yield f"(MathFinite {text})"
+        if not span.empty and (span.lo > -math.inf or span.lo_open):
+            yield f"(MathAboveNegInf {text})"
         if span.nonzero:
             yield f"(MathNonZero {text})"
         if span.nonnegative:
@@ -221,6 +223,7 @@ OPERAND_RANGE = Guard(
     "put NaN or inf where the program had none, or remove them",
     relations=(
         Relation("MathFinite", ("Expr",), "{0} is never infinite"),
+        Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf"),
         Relation("MathNonZero", ("Expr",), "{0} is never zero"),
         Relation("MathNonNegative", ("Expr",), "{0} is never negative"),
         Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)"),
