@@ -196,3 +196,25 @@ def test_exact_variants_compute_the_same_bits_on_tvm(golden_rows):
             assert np.array_equal(want[name], got[name], equal_nan=True), (r["id"], name)
         compared += 1
     assert compared >= 8
+
+
+def test_exact_form_associates_index_sums_and_the_programs_agree_on_tvm():
+    """A substitution g -> g+2 under c+g prints c+(g+2) in our rules and c+g+2 in the
+    reference's string code: integer index sums associate exactly, so one exact canonical form,
+    and the two programs compute the same bits on TVM."""
+    import numpy as np
+
+    from leir_egraph.leir.signature import Signature
+    from leir_egraph.lower import run
+    sig = Signature.from_short("A:f32[4,8] -> C:f32[4,4]")
+    ours = Program.parse("B^{4}_{tx=0}L^{2}_{a=0}L^{2}_{g=0}"
+                         "[C^{f32,g}_{tx,a*2+g}=A^{f32,g}_{tx,a*2+(g+2)}*2;];", sig)
+    theirs = Program.parse("B^{4}_{tx=0}L^{2}_{a=0}L^{2}_{g=0}"
+                           "[C^{f32,g}_{tx,a*2+g}=A^{f32,g}_{tx,a*2+g+2}*2;];", sig)
+    assert ours.text != theirs.text
+    assert exact_canonical_text(ours) == exact_canonical_text(theirs)
+    x = {"A": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)}
+    assert np.array_equal(run(ours, x)["C"], run(theirs, x)["C"])
+    other = Program.parse("B^{4}_{tx=0}L^{2}_{a=0}L^{2}_{g=0}"
+                          "[C^{f32,g}_{tx,a*2+g}=A^{f32,g}_{tx,(a*2+g)*1+2}*2;];", sig)
+    assert exact_canonical_text(other) != exact_canonical_text(ours)

@@ -14,7 +14,7 @@ from leir_egraph.egraph.encoding import decode, encode
 from leir_egraph.egraph.engine import Engine
 from leir_egraph.egraph.facts import LoadedProgram
 from leir_egraph.egraph.guards import GUARDS, PAPER_PRECONDITIONS
-from leir_egraph.egraph.rulecheck import check_examples
+from leir_egraph.egraph.rulecheck import check_examples, example_program
 from leir_egraph.egraph.vocabulary import vocabulary_of
 from leir_egraph.leir import Program, Signature, parse, to_text
 
@@ -267,6 +267,39 @@ def test_drawn_steps_are_a_seeded_draw_from_the_full_enumeration(golden_rows):
             assert all(found[sid] >= n for sid, n in got.items())
         everything, _ = drawn_steps(program, strategies, 10 ** 6, lambda sid: 0, engine=engine)
         assert sorted(key(t) for _, t in everything) == sorted(full)
+
+
+def test_deferred_facts_wait_for_the_draw_and_change_no_transition():
+    """set_storage_layout's maps and layout_transformation's new subscripts are deferred
+    (Relation.deferred): the queries run on their keys alone, a draw sends only the facts of the
+    applications it builds, and every drawn transition -- at any cap -- is one the full
+    enumeration (which states every fact) makes, with the same bindings."""
+    from leir_egraph.egraph.engine import Engine, key_relation
+    from leir_egraph.egraph.steps import drawn_steps
+
+    program = example_program(
+        "B^{4}_{tx=0}L^{6}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
+        "+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+        "B^{4}_{tx=0}L^{6}_{a=0}[F^{f32,g}_{tx,a}=exp(D^{f32,g}_{tx,a});];",
+        "A:f32[4,5] C:f32[5,6] -> F:f32[4,6]")
+    chosen = [s for s in STRATEGIES if s.id in ("set_storage_layout", "layout_transformation")]
+    engine = Engine(chosen)
+    assert set(engine._deferred) == {"StorageLayout", "NewLayout"}
+    facts, waiting = engine.finding_facts(LoadedProgram(program))
+    assert not any(f.startswith(("(StorageLayout ", "(NewLayout ")) for f in facts)
+    keys = [f for f in facts if f.startswith(f"({key_relation('StorageLayout')} ")]
+    assert len(keys) == len({k for k in waiting if k[0] == "StorageLayout"}) > 1
+    full = {(t.strategy, t.after.text): t for s in chosen for t in single_steps(program, s)}
+    for cap in (1, 3, 10 ** 6):
+        drawn, found = drawn_steps(program, chosen, cap, lambda sid: sid, engine=engine)
+        for _, t in drawn:
+            assert full[t.strategy, t.after.text].bindings == t.bindings
+        assert len(drawn) == sum(min(cap, sum(1 for k in full if k[0] == s.id)) for s in chosen)
+    with engine.applications(program, chosen) as run:
+        some = [a for a in run.found if a.strategy == "set_storage_layout"][:2]
+        assert all("map" not in dict(a.bindings) for a in some)
+        made = run.make(some)
+        assert len(made) == 2 and len(run._sent) == 2  # two maps sent, of all the layouts
 
 
 def test_applicable_and_seeded_sampling():

@@ -223,6 +223,21 @@ MOVES += [
      "B^{2}_{tx=0}L^{3}_{a=0}L^{3}_{c=0}L^{4}_{d=0}[F^{f32,g}_{tx,a,c}=J^{f32,g}_{tx+2,a,c};];"),
 ]
 
+# reduction_factorization in the reference's form: partial results with the output's own
+# subscripts, combined over every other loop (sound where those loops run once)
+POINTWISE = ("B^{2}_{tx=0}L^{2}_{a=0}L^{3}_{f=0}L^{1}_{g=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}"
+             "+D^{f32,g}_{a,f,g}*A^{f32,g}_{tx,f+g};];")
+POINTWISE_SIG = "A:f32[2,3] D:f32[2,3,1] -> C:f32[2,2]"
+MOVES += [
+    ("reduction_factorization", POINTWISE, POINTWISE_SIG,
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{2}_{f=0}L^{1}_{g=0}[E^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}"
+     "+D^{f32,g}_{a,f,g}*A^{f32,g}_{tx,f+g};];"
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{1}_{f=0}L^{1}_{g=0}[F^{f32,g}_{tx,a}=F^{f32,g}_{tx,a}"
+     "+D^{f32,g}_{a,f+2,g}*A^{f32,g}_{tx,f+2+g};];"
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{1}_{g=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}"
+     "+(E^{f32,g}_{tx,a}+F^{f32,g}_{tx,a});];"),
+]
+
 # loop_fusion is the reference's loop_split pairs reversed: from its split program (the loop
 # of 6 as 2x3, read at a*3+f) back to the one loop
 MOVES += [
@@ -321,11 +336,6 @@ SYMPY_MOVES = [
 ]
 
 SYMPY_REFUSED = [
-    # the reference's plain online sum where the scanned value may be -inf (a raw input): a row
-    # that starts with -inf gives exp(-inf+inf)=NaN where the two-pass softmax is finite
-    ("online_softmax", SOFTMAX_MID.replace("F^", "A^"), SOFTMAX_MID_SIG,
-     SCANS_MID.replace("F^", "A^") + "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}="
-     "exp(A^{f32,g}_{tx,a,c}-D^{f32,g}_{tx,2,c})/H^{f32,g}_{tx,2,c};];"),
     # softmax's exp(x-max) split by sqf into exp(-max)*exp(x): exp(x) overflows, inf*0 is NaN
     ("factorization",
      "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"
@@ -345,6 +355,22 @@ SYMPY_REFUSED = [
 ]
 
 REFUSED = [
+    # reduction_factorization in the reference's form where another reduction loop runs twice:
+    # the combining nest over it adds the partial results twice (C = 2 x the sum)
+    ("reduction_factorization", POINTWISE.replace("L^{1}_{g=0}", "L^{2}_{g=0}").replace(
+        "D:f32[2,3,1]", "D:f32[2,3,2]"),
+     POINTWISE_SIG.replace("A:f32[2,3] D:f32[2,3,1]", "A:f32[2,4] D:f32[2,3,2]"),
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{2}_{f=0}L^{2}_{g=0}[E^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}"
+     "+D^{f32,g}_{a,f,g}*A^{f32,g}_{tx,f+g};];"
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{1}_{f=0}L^{2}_{g=0}[F^{f32,g}_{tx,a}=F^{f32,g}_{tx,a}"
+     "+D^{f32,g}_{a,f+2,g}*A^{f32,g}_{tx,f+2+g};];"
+     "B^{2}_{tx=0}L^{2}_{a=0}L^{2}_{g=0}[C^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}"
+     "+(E^{f32,g}_{tx,a}+F^{f32,g}_{tx,a});];"),
+    # the reference's plain online sum where the scanned value may be -inf (a raw input): a row
+    # that starts with -inf gives exp(-inf+inf)=NaN where the two-pass softmax is finite
+    ("online_softmax", SOFTMAX_MID.replace("F^", "A^"), SOFTMAX_MID_SIG,
+     SCANS_MID.replace("F^", "A^") + "B^{4}_{tx=0}L^{3}_{a=0}L^{5}_{c=0}[G^{f32,g}_{tx,a,c}="
+     "exp(A^{f32,g}_{tx,a,c}-D^{f32,g}_{tx,2,c})/H^{f32,g}_{tx,2,c};];"),
     # operator_fusion into shared memory of an intermediate a later kernel still reads, and of
     # the program's output: shared memory does not outlive the fused kernel
     ("operator_fusion", THREE.replace("max(E^{f32,g}_{tx,a},0)",

@@ -33,7 +33,7 @@ from .encoding import Literal, Term, from_termdag, shared_terms, to_egglog
 from .facts import LoadedProgram
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
-from .vocabulary import ProviderError, Vocabulary, vocabulary, vocabulary_of
+from .vocabulary import DeferredFact, ProviderError, Vocabulary, vocabulary, vocabulary_of
 
 PRELUDE_DIR = DEFAULT_RULES_DIR / "prelude"
 MAX_ROWS = 1_000_000
@@ -78,12 +78,44 @@ def recording_rule(strategy: Strategy, rule: Rule) -> str:
             f":name \"{strategy.id}/{rule.name}\")")
 
 
-def finding_rule(strategy: Strategy, rule: Rule) -> str:
+def key_relation(name: str) -> str:
+    """The relation stating a deferred relation's facts without their last column."""
+    return f"{name}__key"
+
+
+def deferred_columns(rule: Rule, deferred) -> dict[str, str]:
+    """The variables a rule binds only through the last column of a deferred relation, by
+    relation name; empty when the rule reads none, and ``None`` when it reads one in a way that
+    cannot wait (its last column is not a variable, or another condition uses that variable)."""
+    out: dict[str, str] = {}
+    for atom in rule.guard_atoms:
+        if atom.relation not in deferred:
+            continue
+        last = atom.args[-1]
+        others = [c for c in rule.parsed_conditions
+                  if c.head != atom.relation and last in c.variables]
+        if not last.isidentifier() or others or last in rule.lhs_variables:
+            return None
+        out[last] = atom.relation
+    return out
+
+
+def finding_rule(strategy: Strategy, rule: Rule, deferred=frozenset()) -> str:
     """The rule's query alone: record (site, bindings) without building the replacement, so
-    that no helper runs for it (a capped enumeration builds only the applications it keeps)."""
-    sorts = " ".join([rule.lhs_sort] + [s for _, s in rule.bindings])
-    facts = " ".join((f"(= __lhs {rule.lhs})",) + rule.conditions)
-    values = " ".join(["__lhs", *rule.binding_names])
+    that no helper runs for it (a capped enumeration builds only the applications it keeps).
+    A condition on a ``deferred`` relation reads its key relation instead, and the variable of
+    its last column is not reported."""
+    waiting = [a for a in rule.guard_atoms if a.relation in deferred]
+    conditions = list(rule.conditions)
+    for atom in waiting:
+        at = next(i for i, c in enumerate(rule.parsed_conditions)
+                  if c.head == atom.relation and conditions[i] == c.text)
+        conditions[at] = f"({key_relation(atom.relation)} {' '.join(atom.args[:-1])})"
+    hidden = {a.args[-1] for a in waiting}
+    shown = [(n, s) for n, s in rule.bindings if n not in hidden]
+    sorts = " ".join([rule.lhs_sort] + [s for _, s in shown])
+    facts = " ".join([f"(= __lhs {rule.lhs})"] + conditions)
+    values = " ".join(["__lhs", *(n for n, _ in shown)])
     return (f"(constructor {found_relation(strategy, rule)} ({sorts}) FoundRow)\n"
             f"(rule ({facts}) ((Found ({found_relation(strategy, rule)} {values}))) "
             f":ruleset {finding_ruleset(strategy)} :name \"find {strategy.id}/{rule.name}\")")
@@ -139,6 +171,10 @@ class Engine:
         except ProviderError as err:
             raise RuleFileError(err.path, err.line, err.message) from None
         self._egraph = bindings.EGraph()
+        self._deferred = self._deferrable()
+        # per (strategy, rule): the variables of deferred last columns it does not report
+        self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self._deferred))
+                        for st in self.strategies for r in st.rules}
         try:
             self._run(base_program(self.vocabulary))
         except Exception as err:  # egglog rejects a provider's egglog text
@@ -147,6 +183,8 @@ class Engine:
                                          if p.endswith(".egg")) or PRELUDE_DIR, None,
                                 f"egglog rejects the vocabulary: "
                                 f"{message[-1] if message else err}") from None
+        for name, relation in self._deferred.items():
+            self._run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
         for strategy in self.strategies:
             self._compile(strategy)
         if self.strategies:
@@ -162,12 +200,29 @@ class Engine:
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
 
+    def _deferrable(self) -> dict:
+        """The deferred relations (``Relation.deferred``) this engine can state late: every
+        rule reading one binds its last column to a variable nothing else uses, and no
+        analysis rule reads it."""
+        out = {name: r for name, r in self.vocabulary.deferred.items() if len(r.sorts) > 1}
+        analysed = set(re.findall(r"\((\w+)", prelude_text() + self.vocabulary.analysis_rules))
+        for name in list(out):
+            if name in analysed:
+                del out[name]
+        for strategy in self.strategies:
+            for rule in strategy.rules:
+                if deferred_columns(rule, out) is None:
+                    for atom in rule.guard_atoms:
+                        out.pop(atom.relation, None)
+        return out
+
     def _compile(self, strategy: Strategy) -> None:
         try:
             self._run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
                       f"(ruleset {making_ruleset(strategy)})")
             for rule in strategy.rules:
-                self._run("\n".join((recording_rule(strategy, rule), finding_rule(strategy, rule),
+                self._run("\n".join((recording_rule(strategy, rule),
+                                     finding_rule(strategy, rule, self._deferred),
                                      making_rule(strategy, rule))))
         except Exception as err:
             message = str(err).splitlines()
@@ -206,9 +261,39 @@ class Engine:
         facts = loaded.declarations().splitlines()
         with shared_terms(loaded.names()) as shared:
             for fact in self.vocabulary.facts(loaded, self._read_relations):
+                text = str(fact)  # a DeferredFact written out here, sharing subterms
                 facts.extend(shared.take())  # the lets this fact's text uses
-                facts.append(fact)
+                facts.append(text)
         return facts
+
+    def finding_facts(self, loaded: LoadedProgram) -> tuple[list[str], dict]:
+        """The commands of :meth:`fact_commands` with the deferred relations stated by their key
+        relations only, and those relations' whole facts by ``(relation, key columns)`` (each
+        written out in full, sharing no ``let``, so any of them can be sent alone later)."""
+        eager = self._read_relations - set(self._deferred)
+        facts = loaded.declarations().splitlines()
+        with shared_terms(loaded.names()) as shared:
+            for fact in self.vocabulary.facts(loaded, eager):
+                facts.extend(shared.take())
+                facts.append(fact)
+        waiting: dict[tuple[str, tuple[str, ...]], list] = {}
+        for fact in self.vocabulary.facts(loaded, set(self._deferred) & self._read_relations):
+            if isinstance(fact, DeferredFact):
+                key = (fact.relation, fact.key)
+            else:
+                key = fact_key(fact, len(self._deferred[fact[1:fact.index(" ")]].sorts))
+            if key not in waiting:
+                facts.append(f"({key_relation(key[0])} {' '.join(key[1])})")
+            waiting.setdefault(key, []).append(fact)
+        return facts, waiting
+
+    def shown(self, match) -> tuple:
+        """A match's bindings without the deferred columns its rule does not report while
+        finding: what :class:`Application` holds for it."""
+        hidden = self._hidden.get((match.strategy, match.rule))
+        if not hidden:
+            return match.bindings
+        return tuple(b for b in match.bindings if b[0] not in hidden)
 
     def one_iteration(self, chosen: tuple[Strategy, ...], combined: str, ruleset_of) -> str:
         """The command running the chosen strategies' rulesets (``ruleset_of``) for one
@@ -266,12 +351,14 @@ class Applications:
         self._rules = {(s.id, r.name): (s, r) for s in chosen for r in s.rules}
         self._lets = 0
         self._names: dict[Term, str] | None = None  # nests and suffixes by let name, for Chosen
+        self._waiting: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # deferred facts
+        self._sent: set[str] = set()
 
     def __enter__(self) -> "Applications":
         engine, chosen = self.engine, self.chosen
         step = engine.one_iteration(chosen, "find__all", finding_ruleset)
-        commands = engine.fact_commands(self.loaded) + [
-            "(run-schedule (saturate (run analysis)))", step]
+        facts, self._waiting = engine.finding_facts(self.loaded)
+        commands = facts + ["(run-schedule (saturate (run analysis)))", step]
         engine._run("(push)")
         try:
             for batch in batches(commands):
@@ -312,7 +399,7 @@ class Applications:
             return []
         if self._names is None:
             self._names = self.loaded.named_terms()
-        commands: list[str] = []
+        commands: list[str] = self._deferred_facts(apps)
         with shared_terms(self._names, prefix=f"$c{self._lets}x") as shared:
             for app in dict.fromkeys((a.strategy, a.rule, a.lhs, a.bindings[:1]) for a in apps):
                 strategy, rule = self._rules[app[0], app[1]]
@@ -328,7 +415,33 @@ class Applications:
         (output,) = self.engine._run(f"(print-function Matched {MAX_ROWS})")
         found, _ = _rows(output, {match_relation(s, r): (s, r) for s, r in self._rules.values()})
         wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
-        return [m for m in found if (m.strategy, m.rule, m.lhs, m.bindings) in wanted]
+        return [m for m in found if (m.strategy, m.rule, m.lhs, self.engine.shown(m)) in wanted]
+
+    def _deferred_facts(self, apps: list[Application]) -> list[str]:
+        """The whole facts of the deferred relations the given applications read, not sent yet:
+        those whose key columns are the application's reported bindings (or literals); all of
+        a relation's where a key column is a variable the rule does not report."""
+        out: list[str] = []
+        deferred = self.engine._deferred
+        for app in apps:
+            if not self.engine._hidden.get((app.strategy, app.rule)):
+                continue
+            values = dict(app.bindings)
+            for atom in self._rules[app.strategy, app.rule][1].guard_atoms:
+                if atom.relation not in deferred:
+                    continue
+                key = tuple(to_egglog(values[a]) if a in values else a for a in atom.args[:-1])
+                if all(a in values or not a.isidentifier() for a in atom.args[:-1]):
+                    keys = [(atom.relation, key)]
+                else:
+                    keys = [k for k in self._waiting if k[0] == atom.relation]
+                for k in keys:
+                    for fact in self._waiting.get(k, ()):
+                        text = str(fact)  # outside shared_terms: the whole text
+                        if text not in self._sent:
+                            self._sent.add(text)
+                            out.append(text)
+        return out
 
 
 def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
@@ -351,6 +464,40 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch
         found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
                               tuple(zip(rule.binding_names, values))))
     return found, stuck
+
+
+def fact_key(fact: str, columns: int) -> tuple[str, tuple[str, ...]]:
+    """The head and the texts of the first ``columns - 1`` arguments of a fact's egglog text
+    (split at the top level; the last argument, however long, is not read):
+    ``fact_key('(R "a b" (SCons x (SNil)) (BNil))', 3)`` is ``('R', ('"a b"', '(SCons x (SNil))'))``."""
+    head_end = fact.index(" ")
+    out: list[str] = []
+    i, n = head_end + 1, len(fact)
+    while len(out) < columns - 1 and i < n:
+        if fact[i].isspace():
+            i += 1
+            continue
+        start, depth = i, 0
+        while i < n:
+            ch = fact[i]
+            if ch == '"':
+                i += 1
+                while fact[i] != '"':
+                    i += 2 if fact[i] == "\\" else 1
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                if depth == 0:
+                    break
+                depth -= 1
+                if depth == 0:
+                    i += 1
+                    break
+            elif ch.isspace() and depth == 0:
+                break
+            i += 1
+        out.append(fact[start:i])
+    return fact[1:head_end], tuple(out)
 
 
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:

@@ -29,13 +29,40 @@ from .facts import LoadedProgram
 
 @dataclass(frozen=True)
 class Relation:
-    """An egglog relation a guard provides: name, column sorts, and its CoT sentence."""
+    """An egglog relation a guard provides: name, column sorts, and its CoT sentence.
+
+    ``deferred``: the last column is built only for the applications a seeded draw makes
+    (``Engine.applications``): while the rules' queries run, the engine states the fact without
+    it (``<name>__key``, the other columns, which must identify the fact), and inserts the whole
+    fact only before it builds a chosen application whose reported bindings name its key. For a
+    large column most of whose facts a draw never uses (a storage layout's re-addressing map).
+    The rules that read it must bind the last column to a variable used by no other condition;
+    where one does not, the engine states the whole facts up front, as for any relation."""
     name: str
     sorts: tuple[str, ...]
     holds: str
+    deferred: bool = False
 
     def declaration(self) -> str:
         return f"(relation {self.name} ({' '.join(self.sorts)}))"
+
+
+@dataclass(frozen=True)
+class DeferredFact:
+    """A fact of a deferred relation whose last column is written only when it is sent:
+    ``key`` holds the egglog texts of the other columns, ``last`` makes the text of the last.
+    Providers may yield one where they yield a fact's text; ``str()`` of it is that text.
+
+    >>> f = DeferredFact("StorageLayout", ('"D"', '"transposed"'), lambda: "(BNil)")
+    >>> str(f)
+    '(StorageLayout "D" "transposed" (BNil))'
+    """
+    relation: str
+    key: tuple[str, ...]
+    last: Callable[[], str] = field(compare=False)
+
+    def __str__(self) -> str:
+        return f"({self.relation} {' '.join(self.key)} {self.last()})"
 
 
 @dataclass(frozen=True)

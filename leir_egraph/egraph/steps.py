@@ -306,7 +306,7 @@ def drawn_steps(program: Program, strategies, cap: int, seed_of: Callable[[str],
             made = run.make([apps[sid][i] for sid, i in batch])
             rows: dict[tuple, list[RawMatch]] = {}
             for m in made:
-                rows.setdefault((m.strategy, m.rule, m.lhs, m.bindings), []).append(m)
+                rows.setdefault((m.strategy, m.rule, m.lhs, engine.shown(m)), []).append(m)
             for sid, i in batch:
                 app = apps[sid][i]
                 own = rows.get((app.strategy, app.rule, app.lhs, app.bindings))

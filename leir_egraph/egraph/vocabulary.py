@@ -37,10 +37,11 @@ from pathlib import Path
 from typing import Iterable
 
 from .facts import LoadedProgram
-from .guards import Guard, GuardExtension, Relation, shared_guard_extensions, base_guards
+from .guards import (DeferredFact, Guard, GuardExtension, Relation, base_guards,
+                     shared_guard_extensions)
 from .parameters import ParameterSet, shared_parameter_sets
 
-__all__ = ["Guard", "GuardExtension", "LoadedProgram", "ParameterSet", "Provider",
+__all__ = ["DeferredFact", "Guard", "GuardExtension", "LoadedProgram", "ParameterSet", "Provider",
            "ProviderError", "Relation", "Vocabulary", "load_provider", "vocabulary"]
 
 
@@ -161,13 +162,25 @@ class Vocabulary:
         lines += [r.declaration() for r in self.parameters.values()]
         return "\n".join(line for line in lines if line)
 
+    @cached_property
+    def deferred(self) -> dict[str, Relation]:
+        """The relations whose last column is deferred (``Relation.deferred``), by name."""
+        every = [r for g in self.guards.values() for r in g.relations]
+        every += [r for p in self.parameter_sets for r in p.relations]
+        return {r.name: r for r in every if r.deferred}
+
     def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[str]:
         """The facts of every producer with a relation in ``wanted``, restricted to those."""
         producers = [(g.facts, g.relations) for g in self.guards.values() if g.facts]
         producers += [(p.facts, p.relations) for p in self.parameter_sets]
         for produce, relations in producers:
             if any(r.name in wanted for r in relations):
-                yield from (f for f in produce(loaded) if f[1:f.index(" ")] in wanted)
+                yield from (f for f in produce(loaded) if _head(f) in wanted)
+
+
+def _head(fact) -> str:
+    """The relation of a fact's text or of a :class:`DeferredFact`."""
+    return fact.relation if isinstance(fact, DeferredFact) else fact[1:fact.index(" ")]
 
 
 def merge(guards: dict[str, Guard], extensions: Iterable[GuardExtension], where: str = ""

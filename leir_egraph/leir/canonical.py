@@ -22,7 +22,8 @@ on every input under IEEE-754 arithmetic with round-to-nearest (``1-(A*C)`` and 
 ``1e-05`` and ``1.0e-5``). Only identities that hold exactly are used: ``a-b = a+(-b)``,
 ``--a = a``, ``(-a)*b = -(a*b)`` and the same for ``/`` and either operand (rounding is
 symmetric in sign), and the commutativity of one ``+`` or ``*``; in a float equation also
-``x*1 = 1*x = x/1 = x`` and an integer literal as the float it is cast to (``1`` and ``1.0``).
+``x*1 = 1*x = x/1 = x`` and an integer literal as the float it is cast to (``1`` and ``1.0``);
+in subscripts, the associativity of integer ``+`` (``c+(g+2)`` is ``c+g+2``).
 Never associativity or distributivity, which change rounding, and never ``max``/``min`` operand
 order, which decides what a NaN operand gives.
 
@@ -40,7 +41,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from .ast import Bin, Equation, Idx, IName, Leir, LoopNest, Neg, Num, Var
+from .ast import Bin, Equation, IBin, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from .hardware import hardware_axis
 from .names import index_name_supply, tensor_name_supply
 from .printer import to_text
@@ -137,6 +138,11 @@ def canonical_text(program: Program) -> str:
 
 def _exact(node):
     """One bottom-up step of :func:`exact_normal_form` (children are already normal)."""
+    if isinstance(node, IBin) and node.op == "+" and isinstance(node.rhs, IBin) \
+            and node.rhs.op == "+":
+        # integer index sums associate exactly: a+(b+c) is a+b+c
+        inner = IBin("+", node.lhs, node.rhs.lhs)
+        return IBin("+", _exact(inner) or inner, node.rhs.rhs)
     if isinstance(node, Num) and any(c in node.text for c in ".eE"):
         text = repr(float(node.text))
         return Num(text) if text != node.text else None

@@ -21,7 +21,7 @@ nested nests are considered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Iterable
 
 import numpy as np
@@ -36,8 +36,8 @@ from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.signature import dtype_bytes
 from leir_egraph.egraph.encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
-from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
-                                           Relation)
+from leir_egraph.egraph.vocabulary import (DeferredFact, Guard, GuardExtension, LoadedProgram,
+                                           ParameterSet, Relation)
 
 
 
@@ -341,11 +341,17 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             # alone or followed by a merge (bound_forms offers them where it binds a loop
             # itself; here the nest's own B loop is among the copy's loops)
             bound = any(l.kind == "B" for l in loops_used(n.nest.loops, x.subscripts))
+            subs = subs_term(x.subscripts)
             for lay in layouts(shape, merged_ranks=(5,) if bound else (),
                                permutations_up_to=5 if bound else 4):
-                out[f"(NewLayout {quoted(x.name)} {subs_term(x.subscripts)} {quoted(lay.label)} "
-                    f"{subs_term(lay.apply(x.subscripts))})"] = None
+                fact = DeferredFact("NewLayout", (quoted(x.name), subs, quoted(lay.label)),
+                                    partial(_new_subs, lay, x.subscripts))
+                out.setdefault(fact, None)
     return list(out)
+
+
+def _new_subs(layout, subscripts) -> str:
+    return subs_term(layout.apply(subscripts))
 
 
 def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -356,12 +362,18 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
     for tensor, options in storage_layouts(loaded.program).items():
         forms = list(dict.fromkeys(v for v in accesses(leir) if v.name == tensor))
         for lay in options:
-            body: tuple = ("BNil",)
-            for v in reversed(forms):
-                new = Var(v.name, v.dtype, v.scope, lay.apply(v.subscripts))
-                body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
-            out.append(f"(StorageLayout {quoted(tensor)} {quoted(lay.label)} {to_egglog(body)})")
+            out.append(DeferredFact("StorageLayout", (quoted(tensor), quoted(lay.label)),
+                                    partial(_relayout_map, lay, tuple(forms))))
     return out
+
+
+def _relayout_map(layout, forms) -> str:
+    """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access."""
+    body: tuple = ("BNil",)
+    for v in reversed(forms):
+        new = Var(v.name, v.dtype, v.scope, layout.apply(v.subscripts))
+        body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
+    return to_egglog(body)
 
 
 def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -399,12 +411,16 @@ PARAMETER_SETS = (
         Relation("StagingScope", ("Nest", "Var", "String"),
                  "a copy of {1} made in the kernel of {0} fits scope {2}"),
     ), _kernel_facts),
+    # deferred: the new subscripts of every layout of every stageable read are built, but only
+    # the drawn copies' are sent to egglog (Relation.deferred)
     ParameterSet((Relation("NewLayout", ("String", "Subs", "String", "Subs"),
-                           "with its {2}, the element of {0} at {1} is stored at {3}"),),
+                           "with its {2}, the element of {0} at {1} is stored at {3}",
+                           deferred=True),),
                  _copy_layout_facts),
+    # deferred: a map restates every access of the tensor, for each of up to 595 layouts
     ParameterSet((Relation("StorageLayout", ("String", "String", "Body"),
                            "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
-                           "its writes still filling exactly the new shape"),),
+                           "its writes still filling exactly the new shape", deferred=True),),
                  _storage_layout_facts),
     ParameterSet((Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}"),
                   Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}"),
