@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .encoding import Literal, Term, from_termdag, shared_terms, to_egglog
+from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to_egglog
 from .facts import LoadedProgram
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
@@ -268,8 +268,10 @@ class Engine:
 
     def finding_facts(self, loaded: LoadedProgram) -> tuple[list[str], dict]:
         """The commands of :meth:`fact_commands` with the deferred relations stated by their key
-        relations only, and those relations' whole facts by ``(relation, key columns)`` (each
-        written out in full, sharing no ``let``, so any of them can be sent alone later)."""
+        relations only (a long key column, a layout's label or a subscript list that many keys
+        repeat, bound once by a ``let $kN_``), and those relations' whole facts by ``(relation,
+        key columns)`` (each written out in full, sharing no ``let``, so any of them can be sent
+        alone later)."""
         eager = self._read_relations - set(self._deferred)
         facts = loaded.declarations().splitlines()
         with shared_terms(loaded.names()) as shared:
@@ -277,13 +279,20 @@ class Engine:
                 facts.extend(shared.take())
                 facts.append(fact)
         waiting: dict[tuple[str, tuple[str, ...]], list] = {}
+        named: dict[str, str] = {}  # a long key column's text -> the let that binds it
         for fact in self.vocabulary.facts(loaded, set(self._deferred) & self._read_relations):
             if isinstance(fact, DeferredFact):
                 key = (fact.relation, fact.key)
             else:
                 key = fact_key(fact, len(self._deferred[fact[1:fact.index(" ")]].sorts))
             if key not in waiting:
-                facts.append(f"({key_relation(key[0])} {' '.join(key[1])})")
+                columns = []
+                for text in key[1]:
+                    if len(text) >= SharedTerms.MIN_CHARS and text not in named:
+                        named[text] = f"$k{len(named)}_"
+                        facts.append(f"(let {named[text]} {text})")
+                    columns.append(named.get(text, text))
+                facts.append(f"({key_relation(key[0])} {' '.join(columns)})")
             waiting.setdefault(key, []).append(fact)
         return facts, waiting
 
