@@ -146,6 +146,98 @@ def test_a_missing_provider_and_a_clashing_relation_are_refused(user_rules):
         load_strategies(user_rules, include_default=False)
 
 
+# A user's deferred relation (docs/RULES.md §5.2): SplitPlan i f m -- the serial loop i may be split
+# into f outer iterations of m; m, the last column, is stated only for the drawn applications.
+DEFERRED_PROVIDER = '''
+from leir_egraph.egraph.encoding import quoted
+from leir_egraph.egraph.vocabulary import DeferredFact, ParameterSet, Relation
+
+
+def split_plans(loaded):
+    for _, nest in loaded.named_nests():
+        for loop in (l for l in nest.loops if l.kind == "L"):
+            for f in range(2, loop.extent):
+                if loop.extent % f == 0:
+                    yield DeferredFact("SplitPlan", (quoted(loop.index), str(f)),
+                                       lambda m=loop.extent // f: str(m))
+
+
+PARAMETER_SETS = (ParameterSet((Relation("SplitPlan", ("String", "i64", "i64"),
+                                         "the loop {0} splits into {1} times {2}",
+                                         deferred=True),), split_plans),)
+'''
+
+DEFERRED_RULE = '''
+id = "split_by_plan"
+category = "operator"
+description = "Split a loop by a planned factor."
+guards = ["pattern_match"]
+providers = ["split_plans.py"]
+P = 1
+S = 1
+cot = "The loop '{i}' runs {f} times {m}."
+
+[[rules]]
+name = "split-by-plan"
+bindings = { nest = "Nest", i = "String", f = "i64", m = "i64", o = "String" }
+egglog = """
+(rewrite (MkNest loops body)
+         (MkNest (LReplace loops loop (LCons (MkLoop "L" f o) (LCons (MkLoop k m i) (LNil))))
+                 (SubstBody body i (IAdd (IMul (IName o) (IConst m)) (IName i))))
+  :when ((= nest (MkNest loops body))
+         (LoopIn loops loop)
+         (= loop (MkLoop k n i))
+         (SplitPlan i f m)
+         (FreshIndex nest 0 o)))
+"""
+
+[[examples]]
+before = "B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+signature = "A:f32[4,6] -> D:f32[4,6]"
+after = "B^{4}_{tx=0}L^{2}_{c=0}L^{3}_{a=0}[D^{f32,g}_{tx,c*3+a}=A^{f32,g}_{tx,c*3+a}*2;];"
+
+[[counterexamples]]
+before = "B^{4}_{tx=0}L^{3}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+signature = "A:f32[4,3] -> D:f32[4,3]"
+refused_by = "pattern_match"
+'''
+
+
+def test_a_users_deferred_relation_waits_for_the_draw_or_is_sent_whole(tmp_path):
+    """A user's deferred relation: the engine states it by its key and sends the whole facts
+    of the drawn applications only; a second strategy that reads its last column in another
+    condition makes the engine state it whole. Either way a draw gives transitions of the full
+    enumeration, and all of them at an unlimited cap."""
+    from leir_egraph.egraph.engine import Engine
+    from leir_egraph.egraph.steps import drawn_steps
+
+    (tmp_path / "split_plans.py").write_text(DEFERRED_PROVIDER)
+    (tmp_path / "split_by_plan.toml").write_text(DEFERRED_RULE)
+    (strategy,) = load_strategies(tmp_path, include_default=False)
+    assert check_examples(strategy) == []
+    program = example_program("B^{4}_{tx=0}L^{12}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];",
+                              "A:f32[4,12] -> D:f32[4,12]")
+    full = sorted(t.after.text for t in single_steps(program, strategy))
+    assert len(full) == 4  # a: 2, 3, 4 or 6 outer iterations
+    engine = Engine([strategy])
+    assert set(engine._deferred) == {"SplitPlan"}
+    ((_, one),), _ = drawn_steps(program, [strategy], 1, lambda sid: 3, engine=engine)
+    assert one.after.text in full and int(one.bindings["m"]) * int(one.bindings["f"]) == 12
+    every, _ = drawn_steps(program, [strategy], 100, lambda sid: 3, engine=engine)
+    assert sorted(t.after.text for _, t in every) == full
+
+    (tmp_path / "split_by_two.toml").write_text(
+        DEFERRED_RULE.replace('id = "split_by_plan"', 'id = "split_by_two"')
+        .replace("(SplitPlan i f m)", "(SplitPlan i f m)\n         (= m 2)"))
+    both = load_strategies(tmp_path, include_default=False)
+    engine = Engine(both)
+    assert engine._deferred == {}
+    every, _ = drawn_steps(program, both, 100, lambda sid: 3, engine=engine)
+    assert sorted(t.after.text for _, t in every if t.strategy == "split_by_plan") == full
+    assert sorted(t.after.text for _, t in every if t.strategy == "split_by_two") == sorted(
+        t.after.text for t in single_steps(program, both[1]))
+
+
 def test_rules_md_lists_every_strategys_providers_and_relations():
     """docs/RULES.md §5 holds the generated table (``leir strategies --vocabulary``)."""
     text = (ROOT / "docs" / "RULES.md").read_text()

@@ -255,12 +255,15 @@ class Engine:
         chosen = self.strategies if strategies is None else tuple(strategies)
         return Applications(self, program, chosen)
 
-    def fact_commands(self, loaded: LoadedProgram) -> list[str]:
+    def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None
+                      ) -> list[str]:
         """The egglog commands that declare a program and state every fact the compiled rules
-        can read, repeated subterms bound by ``let`` (``shared_terms``)."""
+        can read (or those of ``relations``), repeated subterms bound by ``let``
+        (``shared_terms``)."""
         facts = loaded.declarations().splitlines()
+        wanted = self._read_relations if relations is None else relations
         with shared_terms(loaded.names()) as shared:
-            for fact in self.vocabulary.facts(loaded, self._read_relations):
+            for fact in self.vocabulary.facts(loaded, wanted):
                 text = str(fact)  # a DeferredFact written out here, sharing subterms
                 facts.extend(shared.take())  # the lets this fact's text uses
                 facts.append(text)
@@ -272,12 +275,7 @@ class Engine:
         repeat, bound once by a ``let $kN_``), and those relations' whole facts by ``(relation,
         key columns)`` (each written out in full, sharing no ``let``, so any of them can be sent
         alone later)."""
-        eager = self._read_relations - set(self._deferred)
-        facts = loaded.declarations().splitlines()
-        with shared_terms(loaded.names()) as shared:
-            for fact in self.vocabulary.facts(loaded, eager):
-                facts.extend(shared.take())
-                facts.append(fact)
+        facts = self.fact_commands(loaded, self._read_relations - set(self._deferred))
         waiting: dict[tuple[str, tuple[str, ...]], list] = {}
         named: dict[str, str] = {}  # a long key column's text -> the let that binds it
         for fact in self.vocabulary.facts(loaded, set(self._deferred) & self._read_relations):
@@ -386,8 +384,10 @@ class Applications:
             args = [from_termdag(termdag, a, memo) for a in row.args]
             if any(a is None for a in args):  # not extractable, so it cannot be named again
                 continue
+            hidden = engine._hidden.get((strategy.id, rule.name), ())
+            shown = [n for n in rule.binding_names if n not in hidden]
             self.found.append(Application(strategy.id, rule.name, args[0],
-                                          tuple(zip(rule.binding_names, args[1:]))))
+                                          tuple(zip(shown, args[1:]))))
         self.found.sort(key=lambda a: (order[a.strategy, a.rule], a.lhs,
                                        tuple(v for _, v in a.bindings)))
         return self
