@@ -83,7 +83,7 @@ def key_relation(name: str) -> str:
     return f"{name}__key"
 
 
-def deferred_columns(rule: Rule, deferred) -> dict[str, str]:
+def deferred_columns(rule: Rule, deferred) -> dict[str, str] | None:
     """The variables a rule binds only through the last column of a deferred relation, by
     relation name; empty when the rule reads none, and ``None`` when it reads one in a way that
     cannot wait (its last column is not a variable, or another condition uses that variable)."""
