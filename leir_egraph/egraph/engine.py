@@ -358,8 +358,8 @@ class Applications:
         self._rules = {(s.id, r.name): (s, r) for s in chosen for r in s.rules}
         self._lets = 0
         self._names: dict[Term, str] | None = None  # nests and suffixes by let name, for Chosen
-        self._waiting: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # deferred facts
-        self._sent: set[str] = set()
+        self._waiting: dict[tuple[str, tuple[str, ...]], list] = {}  # deferred facts by key
+        self._sent: set[tuple[str, tuple[str, ...]]] = set()  # keys whose facts were sent
 
     def __enter__(self) -> "Applications":
         engine, chosen = self.engine, self.chosen
@@ -376,6 +376,8 @@ class Applications:
             raise
         rows = {found_relation(s, r): (s, r) for s in chosen for r in s.rules}
         order = {key: i for i, key in enumerate(self._rules)}
+        shown = {key: [n for n in rule.binding_names if n not in engine._hidden.get(key, ())]
+                 for key, (_, rule) in self._rules.items()}  # what a finding rule reports
         termdag, memo = output.termdag, {}
         for row_id, _ in output.terms:
             (row_arg,) = termdag.get(row_id).args
@@ -384,10 +386,8 @@ class Applications:
             args = [from_termdag(termdag, a, memo) for a in row.args]
             if any(a is None for a in args):  # not extractable, so it cannot be named again
                 continue
-            hidden = engine._hidden.get((strategy.id, rule.name), ())
-            shown = [n for n in rule.binding_names if n not in hidden]
             self.found.append(Application(strategy.id, rule.name, args[0],
-                                          tuple(zip(shown, args[1:]))))
+                                          tuple(zip(shown[strategy.id, rule.name], args[1:]))))
         self.found.sort(key=lambda a: (order[a.strategy, a.rule], a.lhs,
                                        tuple(v for _, v in a.bindings)))
         return self
@@ -445,11 +445,10 @@ class Applications:
                 else:
                     keys = [k for k in self._waiting if k[0] == atom.relation]
                 for k in keys:
-                    for fact in self._waiting.get(k, ()):
-                        text = str(fact)  # outside shared_terms: the whole text
-                        if text not in self._sent:
-                            self._sent.add(text)
-                            out.append(text)
+                    if k not in self._sent:
+                        self._sent.add(k)
+                        # outside shared_terms: each fact's whole text
+                        out.extend(str(fact) for fact in self._waiting.get(k, ()))
         return out
 
 
@@ -476,9 +475,15 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch
 
 
 def fact_key(fact: str, columns: int) -> tuple[str, tuple[str, ...]]:
-    """The head and the texts of the first ``columns - 1`` arguments of a fact's egglog text
-    (split at the top level; the last argument, however long, is not read):
-    ``fact_key('(R "a b" (SCons x (SNil)) (BNil))', 3)`` is ``('R', ('"a b"', '(SCons x (SNil))'))``."""
+    r"""The head and the texts of the first ``columns - 1`` arguments of a fact's egglog text
+    (split at the top level; the last argument, however long, is not read): the key of a
+    deferred relation's fact a provider wrote as text rather than as a :class:`DeferredFact`.
+
+    >>> fact_key('(R "a b" (SCons x (SNil)) (BNil))', 3)
+    ('R', ('"a b"', '(SCons x (SNil))'))
+    >>> fact_key('(R "say \\"(\\" " 7 (BEq (MkEq a b) (BNil)))', 3)
+    ('R', ('"say \\"(\\" "', '7'))
+    """
     head_end = fact.index(" ")
     out: list[str] = []
     i, n = head_end + 1, len(fact)

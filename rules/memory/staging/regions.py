@@ -411,8 +411,8 @@ PARAMETER_SETS = (
         Relation("StagingScope", ("Nest", "Var", "String"),
                  "a copy of {1} made in the kernel of {0} fits scope {2}"),
     ), _kernel_facts),
-    # deferred: the new subscripts of every layout of every stageable read are built, but only
-    # the drawn copies' are sent to egglog (Relation.deferred)
+    # deferred: the new subscripts of a layout of a stageable read are only written, and sent
+    # to egglog, for the drawn copies (Relation.deferred)
     ParameterSet((Relation("NewLayout", ("String", "Subs", "String", "Subs"),
                            "with its {2}, the element of {0} at {1} is stored at {3}",
                            deferred=True),),
