@@ -521,6 +521,15 @@ def test_leir_rules_check_runs_a_directorys_examples_and_verifies_them(tmp_path,
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "egglog rejects the rules of 'commute_add'" in err[0]
 
+    # an example whose signature or text does not parse is bad input, named by file and entry
+    (tmp_path / "typo").mkdir()
+    (tmp_path / "typo" / "commute_add.toml").write_text(
+        COMMUTE.replace('signature = "A:f32[4] -> C:f32[4]"', 'signature = "A:f32[4], -> C:f32[4]"', 1))
+    assert cli.main(["rules", "check", str(tmp_path / "typo")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "commute_add.toml" in err[0] and "[[examples]] entry 0" in err[0]
+    assert "bad tensor" in err[0] and "internal error" not in err[0]
+
 
 def test_a_right_hand_side_that_never_evaluates_is_reported_not_lost(tmp_path):
     """A rule whose right-hand side uses a helper no rule evaluates gives a row egglog cannot

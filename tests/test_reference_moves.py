@@ -25,6 +25,18 @@ TWO_STAGE = ("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
              "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,a};];")
 TWO_STAGE_SIG = "A:f32[4,8] -> C:f32[4,8]"
 
+HUBER = ("B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=abs(A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a})-0.5;];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=if_then_else(abs(A^{f32,g}_{tx,a}"
+         "-C^{f32,g}_{tx,a})<1,A^{f32,g}_{tx,a},F^{f32,g}_{tx,a});];")
+HUBER_SIG = "A:f32[4,8] C:f32[4,8] -> D:f32[4,8]"
+TANH2 = ("B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=exp(H^{f32,g}_{tx,a})-exp(-H^{f32,g}_{tx,a});];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[K^{f32,g}_{tx,a}=exp(H^{f32,g}_{tx,a})+exp(-H^{f32,g}_{tx,a});];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[M^{f32,g}_{tx,a}=H^{f32,g}_{tx,a}*J^{f32,g}_{tx,a}/K^{f32,g}_{tx,a};];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[O^{f32,g}_{tx,a}=exp(M^{f32,g}_{tx,a})-exp(-M^{f32,g}_{tx,a});];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx,a}=exp(M^{f32,g}_{tx,a})+exp(-M^{f32,g}_{tx,a});];"
+         "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=M^{f32,g}_{tx,a}*O^{f32,g}_{tx,a}/Q^{f32,g}_{tx,a};];")
+TANH2_SIG = "H:f32[4,8] -> C:f32[4,8]"
+
 # (strategy, before, signature, a reference-style after)
 MOVES = [
     # layout_transformation: the transposed copy is bound to threads (its first loop -> B tx)
@@ -103,6 +115,24 @@ MOVES = [
      "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
      "/if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})*if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})"
      "+A^{f32,g}_{tx,a};];"),
+    # common_subexpression_elimination: a Huber loss's abs(A-C), a value in one nest and an
+    # operand of the f32 comparison in the next
+    ("common_subexpression_elimination", HUBER, HUBER_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx,a}=abs(A^{f32,g}_{tx,a}-C^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[F^{f32,g}_{tx,a}=Q^{f32,g}_{tx,a}-0.5;];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=if_then_else(Q^{f32,g}_{tx,a}<1,"
+     "A^{f32,g}_{tx,a},F^{f32,g}_{tx,a});];"),
+    # ... every repeated exp(...) of two written-out tanh shared at once, each before its own
+    # first use (Mish of Mish)
+    ("common_subexpression_elimination", TANH2, TANH2_SIG,
+     "B^{4}_{tx=0}L^{8}_{a=0}[R^{f32,g}_{tx,a}=exp(H^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[J^{f32,g}_{tx,a}=R^{f32,g}_{tx,a}-exp(-H^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[K^{f32,g}_{tx,a}=R^{f32,g}_{tx,a}+exp(-H^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[M^{f32,g}_{tx,a}=H^{f32,g}_{tx,a}*J^{f32,g}_{tx,a}/K^{f32,g}_{tx,a};];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[S^{f32,g}_{tx,a}=exp(M^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[O^{f32,g}_{tx,a}=S^{f32,g}_{tx,a}-exp(-M^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[Q^{f32,g}_{tx,a}=S^{f32,g}_{tx,a}+exp(-M^{f32,g}_{tx,a});];"
+     "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=M^{f32,g}_{tx,a}*O^{f32,g}_{tx,a}/Q^{f32,g}_{tx,a};];"),
 ]
 
 SOFTMAX_SUM = ("B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},A^{f32,g}_{tx,a});];"

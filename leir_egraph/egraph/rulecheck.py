@@ -20,12 +20,30 @@ from ..leir.program import Program
 from ..leir.signature import Signature
 from .engine import Engine
 from .steps import single_steps
-from .strategy import Rule, Strategy, load_rule_file
+from .strategy import Rule, RuleFileError, Strategy, load_rule_file
 
 
 def example_program(before: str, signature) -> Program:
     sig = Signature.from_short(signature) if isinstance(signature, str) else Signature.from_dict(signature)
     return Program(parse(before), sig)
+
+
+def check_example_texts(strategy: Strategy, path: Path | str) -> None:
+    """Parse every example's and counterexample's ``before``, ``signature`` and ``after``; the
+    first one that does not parse raises :class:`RuleFileError` naming the file, the entry and
+    the field (a typo in a rule file is bad input, not an internal error)."""
+    entries = ([("examples", n, ex.before, ex.signature, ex.after)
+                for n, ex in enumerate(strategy.examples)]
+               + [("counterexamples", n, ce.before, ce.signature, None)
+                  for n, ce in enumerate(strategy.counterexamples)])
+    for table, n, before, signature, after in entries:
+        for field_name, parse_one in (("signature", lambda: example_program(before, signature)),
+                                      ("after", lambda: after is None or parse(after))):
+            try:
+                parse_one()
+            except ValueError as error:  # LeirSyntaxError, LeirValidationError, bad signature
+                where = "before or signature" if field_name == "signature" else "after"
+                raise RuleFileError(path, None, f"[[{table}]] entry {n}: {where}: {error}") from None
 
 
 def _guard_relations(strategy: Strategy, guard: str) -> set[str]:
@@ -164,6 +182,7 @@ def check_rule_file(path: Path, verifier=None) -> FileCheck:
     from .engine import check_strategy
 
     strategy = load_rule_file(path)
+    check_example_texts(strategy, path)
     check_strategy(strategy)
     result = FileCheck(path, strategy.id, len(strategy.examples), len(strategy.counterexamples))
     result.problems = check_examples(strategy)

@@ -11,8 +11,11 @@ nests using it, and read ``F`` where e was::
 
 That keeps every value when
 
-* every occurrence is evaluated in one dtype, the target's, and outside any condition
-  (comparisons are evaluated in their operands' own dtype, and a condition cannot be stored);
+* every occurrence is evaluated in one dtype, the intermediate's: the target's for a value of
+  an equation, the comparison's for an operand of a comparison (``abs(A-C)`` in
+  ``if_then_else(abs(A-C)<1,...)`` is evaluated in the dtype of the tensors compared,
+  ``leir.dtypes.comparison_dtype``; reading an intermediate of that dtype instead leaves the
+  comparison's dtype as it was); a condition itself (a comparison, ``&``/``|``) is not stored;
 * the tensors e reads hold, wherever e is replaced, the values they hold before the first nest
   using it (no nest from there to the last use writes them);
 * e can be evaluated at every point of its frame: true when some occurrence is evaluated
@@ -29,8 +32,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .analysis import index_names, index_range, refine, writes
+from .dtypes import comparison_dtype
 from .ast import (Bin, Call, Compare, Equation, IfThenElse, IName, Leir, Logic, Loop, LoopNest,
                   Neg, Num, Var)
+from .signature import DTYPE_CODES_BY_NAME
 from .traverse import walk
 
 SCALAR_FRAME = (Loop("B", 1, "tx"),)
@@ -45,12 +50,18 @@ KERNEL_SCOPES = frozenset("sl")
 class Occurrence:
     """Where a sub-expression occurs: the equation (index in the nest body), whether it is
     inside a condition (a comparison, ``&``/``|``, or an ``if_then_else`` condition), whether
-    it is inside a branch of an ``if_then_else`` (evaluated only when taken), and whether it is
-    the equation's whole right-hand side."""
+    it is inside a branch of an ``if_then_else`` (evaluated only when taken), whether it is
+    the equation's whole right-hand side, and -- inside a condition -- the dtype code of the
+    comparison it is an operand of (None directly under ``&``/``|`` or a bare condition)."""
     equation: int
     in_condition: bool
     in_branch: bool
     whole: bool
+    compared_in: str | None = None
+
+    def dtype(self, nest: LoopNest) -> str | None:
+        """The dtype code this occurrence is evaluated in (None: it cannot be stored)."""
+        return self.compared_in if self.in_condition else nest.body[self.equation].target.dtype
 
 
 def is_compound(expr) -> bool:
@@ -71,28 +82,32 @@ def occurrences(nest: LoopNest) -> dict:
     occurs, in order of first appearance."""
     found: dict = {}
 
-    def visit(expr, eq: int, cond: bool, branch: bool, whole: bool):
+    def visit(expr, eq: int, cond: bool, branch: bool, whole: bool, compared: str | None):
         if is_compound(expr):
-            found.setdefault(expr, []).append(Occurrence(eq, cond, branch, whole))
+            found.setdefault(expr, []).append(Occurrence(eq, cond, branch, whole, compared))
         if isinstance(expr, IfThenElse):
-            visit(expr.cond, eq, True, branch, False)
-            visit(expr.then, eq, cond, True, False)
-            visit(expr.otherwise, eq, cond, True, False)
-        elif isinstance(expr, (Compare, Logic)):
-            for part in (expr.operands if isinstance(expr, Compare) else (expr.lhs, expr.rhs)):
-                visit(part, eq, True, branch, False)
+            visit(expr.cond, eq, True, branch, False, None)
+            visit(expr.then, eq, cond, True, False, compared)
+            visit(expr.otherwise, eq, cond, True, False, compared)
+        elif isinstance(expr, Compare):
+            dtype = DTYPE_CODES_BY_NAME[comparison_dtype(expr)]
+            for part in expr.operands:
+                visit(part, eq, True, branch, False, dtype)
+        elif isinstance(expr, Logic):
+            visit(expr.lhs, eq, True, branch, False, None)
+            visit(expr.rhs, eq, True, branch, False, None)
         elif isinstance(expr, Bin):
-            visit(expr.lhs, eq, cond, branch, False)
-            visit(expr.rhs, eq, cond, branch, False)
+            visit(expr.lhs, eq, cond, branch, False, compared)
+            visit(expr.rhs, eq, cond, branch, False, compared)
         elif isinstance(expr, Neg):
-            visit(expr.operand, eq, cond, branch, False)
+            visit(expr.operand, eq, cond, branch, False, compared)
         elif isinstance(expr, Call):
             for arg in expr.args:
-                visit(arg, eq, cond, branch, False)
+                visit(arg, eq, cond, branch, False, compared)
 
     for i, item in enumerate(nest.body):
         if isinstance(item, Equation):
-            visit(item.value, i, False, False, True)
+            visit(item.value, i, False, False, True, None)
     return found
 
 
@@ -158,20 +173,22 @@ def kernel_local_reads(expr) -> bool:
 class Subexpression:
     """A compound sub-expression of one nest that could be computed into an intermediate of
     dtype ``dtype`` over ``loops`` (subscripted by ``subscripts``): all its occurrences are
-    outside conditions, in equations of that one (non-bool) dtype, and none is a whole
-    right-hand side."""
+    evaluated in that one (non-bool) dtype -- as values of equations or operands of comparisons
+    -- and none is a whole right-hand side."""
     expr: object
     loops: tuple[Loop, ...]
     subscripts: tuple[IName, ...]
     dtype: str
 
 
-def _common_dtype(nest: LoopNest, occs) -> str | None:
-    dtypes = {nest.body[o.equation].target.dtype for o in occs}
+def common_dtype(nest: LoopNest, occs) -> str | None:
+    """The one non-bool dtype code these occurrences (in ``nest``) are all evaluated in, or
+    None."""
+    dtypes = {o.dtype(nest) for o in occs}
     if len(dtypes) != 1:
         return None
     (dtype,) = dtypes
-    return None if dtype == "bool" else dtype
+    return None if dtype in (None, "bool") else dtype
 
 
 def subexpressions(nest: LoopNest) -> list[Subexpression]:
@@ -180,9 +197,9 @@ def subexpressions(nest: LoopNest) -> list[Subexpression]:
         return []
     out = []
     for expr, occs in occurrences(nest).items():
-        if any(o.in_condition or o.whole for o in occs):
+        if any(o.whole for o in occs):
             continue
-        dtype = _common_dtype(nest, occs)
+        dtype = common_dtype(nest, occs)
         if dtype is None:
             continue
         loops = frame(nest, expr)
@@ -217,8 +234,9 @@ class CommonSubexpression:
 
     * ``repeated``: it occurs at least twice in the suffix;
     * ``shared_frame``: every nest of the suffix using it runs its indices over the same loops
-      (same index, same extent) as nest ``position``, uses it only outside conditions and only
-      in equations of the one non-bool dtype ``dtype``;
+      (same index, same extent) as nest ``position``, and evaluates it in the one non-bool
+      dtype ``dtype`` (as a value of equations of that dtype, or an operand of comparisons in
+      it; never directly as a condition);
     * ``unchanged``: no nest from ``position`` to its last use writes a tensor it reads, it
       reads no kernel-local storage, and it can be evaluated at every point of its frame.
     """
@@ -256,9 +274,7 @@ def common_subexpressions(leir: Leir, shapes: Mapping[str, tuple[int, ...]]
                 mine = {l.index: l.extent for l in nests[q].loops}
                 if any(mine.get(i) != extents[i] for i in index_names(expr)):
                     shared = False
-                if any(o.in_condition for o in occs[q][expr]):
-                    shared = False
-                dtypes |= {nests[q].body[o.equation].target.dtype for o in occs[q][expr]}
+                dtypes |= {o.dtype(nests[q]) for o in occs[q][expr]}
             dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
             if dtype is None or dtype == "bool":
                 shared = False

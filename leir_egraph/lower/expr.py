@@ -24,19 +24,13 @@ import numpy as np
 
 from ..leir.ast import (Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
                         Var)
+from ..leir.dtypes import BITS as _BITS, FLOATS, UNSIGNED, comparison_dtype
 from ..leir.signature import DTYPE_NAMES
-from ..leir.traverse import value_children, walk_values
+from ..leir.traverse import walk_values
 
 
 class LoweringError(ValueError):
     """A valid LEIR program that cannot be turned into TIR for the requested target."""
-
-
-FLOATS = ("float16", "bfloat16", "float32", "float64")
-SIGNED = ("int8", "int16", "int32", "int64")
-UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
-_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
-         "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 
 
 def tvm_dtype(code: str) -> str:
@@ -54,28 +48,6 @@ def dtype_of(expr) -> str:
 
 def is_float(dtype: str) -> bool:
     return dtype in FLOATS
-
-
-def widest(dtypes) -> str | None:
-    """The dtype a comparison between these dtypes is evaluated in (None when empty).
-
-    Any float wins over integers; among floats the widest (f16 with bf16 -> f32); among
-    integers the widest, signed if any operand is signed; bool alone compares as int32."""
-    dtypes = set(dtypes)
-    if not dtypes:
-        return None
-    floats = [d for d in dtypes if d in FLOATS]
-    if floats:
-        if {"float16", "bfloat16"} <= set(floats) and not {"float32", "float64"} & set(floats):
-            return "float32"
-        return max(floats, key=lambda d: (_BITS[d], d == "float16"))
-    ints = [d for d in dtypes if d in SIGNED + UNSIGNED]
-    if not ints:
-        return "int32"
-    bits = max(_BITS[d] for d in ints)
-    if any(d in SIGNED for d in ints):
-        return f"int{bits}"
-    return f"uint{bits}"
 
 
 def identity(op: str, dtype: str):
@@ -303,28 +275,8 @@ class ExprLowering:
         return self.cast(self.value(e, "float64"), "bool")
 
     def comparison_dtype(self, e: Compare) -> str:
-        """Widest dtype of the tensors the operands read (gathers in subscripts excluded);
-        integers for index-only comparisons (float64 if a non-integer literal occurs)."""
-        tensors, floats_literal, big = set(), False, False
-        stack = list(e.operands)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, Var):
-                tensors.add(tvm_dtype(node.dtype))
-                continue  # its subscripts are index values, not compared values
-            if isinstance(node, Num):
-                value = node.value
-                if isinstance(value, float):
-                    floats_literal = True
-                elif not -2**31 <= value < 2**31:
-                    big = True
-                continue
-            stack.extend(value_children(node))
-        if tensors:
-            return widest(tensors)
-        if floats_literal:
-            return "float64"
-        return "int64" if big else "int32"
+        """The dtype the comparison is evaluated in (``leir.dtypes.comparison_dtype``)."""
+        return comparison_dtype(e)
 
 
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}

@@ -4,8 +4,12 @@ using ``e`` (suffix terms are unique to their position):
 
 * operation_identity / ``RepeatedIn s e``: ``e`` is computed at least twice in the suffix;
 * loop_nest_consistency / ``SharedFrame s e loops subs dtype``: every nest of the suffix using
-  ``e`` runs its indices over the same loops, outside conditions, in one dtype;
-* dependency / ``UnchangedIn s e``: ``e`` has the same value at every use in the suffix.
+  ``e`` runs its indices over the same loops and evaluates it in one dtype (a comparison's
+  operand in the comparison's dtype);
+* dependency / ``UnchangedIn s e``: ``e`` has the same value at every use in the suffix;
+* operation_identity / ``SecondGroup s e t f``: ``f``, repeated in the suffix ``t`` (``s`` itself
+  or a later one), is another sub-expression than ``e``, neither inside ``e`` nor containing it
+  -- so both can be shared in one step (``share-two-subexpressions``).
 
 From ``leir_egraph.leir.subexpressions.common_subexpressions``; a pure function of the program.
 """
@@ -19,6 +23,7 @@ from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import program_shapes
 from leir_egraph.leir.subexpressions import common_subexpressions
+from leir_egraph.leir.traverse import walk
 
 
 @lru_cache(maxsize=4)
@@ -30,6 +35,17 @@ def _repeated_facts(loaded: LoadedProgram) -> Iterable[str]:
     for c in _common(loaded.program):
         if c.repeated:
             yield f"(RepeatedIn {loaded.suffix_name(c.position)} {expr_term(c.expr)})"
+
+
+def _second_group_facts(loaded: LoadedProgram) -> Iterable[str]:
+    repeated = [c for c in _common(loaded.program) if c.repeated]
+    for c in repeated:
+        inside = set(walk(c.expr))
+        for d in repeated:
+            if d.position < c.position or d.expr in inside or c.expr in set(walk(d.expr)):
+                continue
+            yield (f"(SecondGroup {loaded.suffix_name(c.position)} {expr_term(c.expr)} "
+                   f"{loaded.suffix_name(d.position)} {expr_term(d.expr)})")
 
 
 def _frame_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -52,10 +68,17 @@ GUARD_EXTENSIONS = (
                             "{1} is computed more than once from this nest on"),),
         facts=_repeated_facts),
     GuardExtension(
+        "operation_identity",
+        relations=(Relation("SecondGroup", ("Prog", "Expr", "Prog", "Expr"),
+                            "{3} is another sub-expression than {1}, neither inside it nor "
+                            "containing it, and computed more than once from the nest where {1} "
+                            "is first shared or a later one"),),
+        facts=_second_group_facts),
+    GuardExtension(
         "loop_nest_consistency",
         relations=(Relation("SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
                             "every nest using {1} from this nest on runs its indices over the "
-                            "same loops {2}, outside any condition and in {4}"),),
+                            "same loops {2}, and evaluates it in {4}"),),
         facts=_frame_facts),
     GuardExtension(
         "dependency",

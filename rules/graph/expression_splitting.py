@@ -60,7 +60,7 @@ def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 PARAMETER_SETS = (
     ParameterSet((Relation("SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                           "{1} is a compound sub-expression of {0}, used outside conditions; on "
+                           "{1} is a compound sub-expression of {0}, evaluated in one dtype; on "
                            "its own it varies over the loops {2}, as the element {3} of a {4} "
                            "tensor"),
                   Relation("ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
