@@ -115,6 +115,18 @@ MOVES = [
      "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
      "/if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})*if_then_else(a-1<0,1,D^{f32,g}_{tx,a-1})"
      "+A^{f32,g}_{tx,a};];"),
+    # expression_splitting: a batch norm's denominator over c alone, its nest bound as tx
+    ("expression_splitting",
+     "L^{2}_{a=0}L^{3}_{c=0}L^{2}_{d=0}B^{4}_{tx=0}[F^{f32,g}_{a,c,d,tx}=(A^{f32,g}_{a,c,d,tx}"
+     "-D^{f32,g}_{c})/sqrt(E^{f32,g}_{c}+1e-05);];", "A:f32[2,3,2,4] D:f32[3] E:f32[3] -> F:f32[2,3,2,4]",
+     "B^{3}_{tx=0}[K^{f32,g}_{tx}=sqrt(E^{f32,g}_{tx}+1e-05);];L^{2}_{a=0}L^{3}_{c=0}L^{2}_{d=0}"
+     "B^{4}_{tx=0}[F^{f32,g}_{a,c,d,tx}=(A^{f32,g}_{a,c,d,tx}-D^{f32,g}_{c})/K^{f32,g}_{c};];"),
+    # ... a pooling divisor computed from the index alone, the index renamed where read as a value
+    ("expression_splitting",
+     "B^{4}_{tx=0}L^{8}_{c=0}[C^{f32,g}_{tx,c}=A^{f32,g}_{tx,c}/(min(2,16-c*2)+2);];",
+     "A:f32[4,8] -> C:f32[4,8]",
+     "B^{8}_{tx=0}[F^{f32,g}_{tx}=min(2,16-tx*2);];"
+     "B^{4}_{tx=0}L^{8}_{c=0}[C^{f32,g}_{tx,c}=A^{f32,g}_{tx,c}/(F^{f32,g}_{c}+2);];"),
     # common_subexpression_elimination: a Huber loss's abs(A-C), a value in one nest and an
     # operand of the f32 comparison in the next
     ("common_subexpression_elimination", HUBER, HUBER_SIG,

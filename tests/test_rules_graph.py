@@ -111,12 +111,12 @@ HARD_CASES = [
      "A:f32[4] -> C:f32[6]", 0),
     ("expression_splitting", "a guarded logarithm is in range everywhere; NaN where not taken is never read",
      "L^{6}_{c=0}[C^{f32,g}_{c}=if_then_else(1<=c<5,log(A^{f32,g}_{c}*2),0);];",
-     "A:f32[6] -> C:f32[6]", 2),
+     "A:f32[6] -> C:f32[6]", 4),  # (each also with its nest bound as B^{6}_{tx})
     # a comparison's operands are evaluated in the dtype of the tensors compared (docs/LEIR.md):
     # f32 here, the target's too, so one f32 intermediate serves both uses
     ("expression_splitting", "the sub-expression is also an operand of an f32 comparison",
      "L^{6}_{c=0}[C^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}*2>1,A^{f32,g}_{c}*2,0);];",
-     "A:f32[6] -> C:f32[6]", 1),
+     "A:f32[6] -> C:f32[6]", 2),  # (and bound as B^{6}_{tx})
     ("expression_splitting", "the comparison is evaluated in f64 (E is f64), the value in f32",
      "L^{6}_{c=0}[C^{f32,g}_{c}=if_then_else(A^{f32,g}_{c}*2>E^{f64,g}_{c},A^{f32,g}_{c}*2,0);];",
      "A:f32[6] E:f64[6] -> C:f32[6]", 0),
@@ -194,6 +194,9 @@ ONE_WAY_RULES = {
     ("operator_fusion", "fuse-adjacent-shared"): "the fusion also moves an intermediate to "
     "shared memory; fission splits the nest back but leaves the scope (set_storage_scope's move)",
     ("operator_fusion", "fuse-adjacent-local"): "the same with local memory",
+    ("expression_splitting", "split-subexpression-bound"): "the new nest's first loop is bound "
+    "to threads and renamed tx; compute_inline inlines a producer that runs over its consumer's "
+    "own loops",
 }
 
 # Example transitions the inverse strategy is not meant to undo, with the reason.

@@ -8,6 +8,14 @@ so keying by the nest term is exact):
   them) in another order -- reversed for any frame of two loops or more, and every other order
   of a frame of up to ``EVERY_ORDER_UP_TO`` loops (the reference writes the intermediate's loops
   in the order of a Python set, which is any of them; a frame of more loops has too many);
+* parameter ``BoundSubexpressionFrame nest e loops wsubs bound subs dtype``: for a frame without
+  a B loop, each of those orders with its first loop bound to GPU threads -- ``L^{8}_{c}`` becomes
+  ``B^{8}_{tx}`` (a B loop needs a binding name; the new nest is a nest of its own, so ``tx`` is
+  free there), ``wsubs`` and ``bound`` the intermediate's subscript and ``e`` with ``tx`` for
+  that index, ``subs`` the subscript the nest reads it at (the reference binds a frame's first
+  loop the same way: ``B^{8}_{tx}[Y_{tx}=sqrt(H_{tx}+1e-05)]`` for a layer norm's
+  ``sqrt(H_{c}+1e-05)`` over ``c``). Every element is written once, by one thread: the same
+  values;
 * dependency / ``Hoistable nest e``: ``e`` may be computed in a nest right before this one.
 
 From ``leir_egraph.leir.subexpressions``; a pure function of the program.
@@ -21,7 +29,9 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
 from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.analysis import program_shapes
-from leir_egraph.leir.subexpressions import hoistable, subexpressions
+from leir_egraph.leir.ast import Idx, IName, Loop
+from leir_egraph.leir.subexpressions import SCALAR_FRAME, hoistable, subexpressions
+from leir_egraph.leir.traverse import rebuild
 
 
 EVERY_ORDER_UP_TO = 5   # loops; 120 orders of five, 720 of six
@@ -50,6 +60,34 @@ def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
                        f"{subs_term(subs)} {dtype})")
 
 
+def _bind_first(sub, loops, subs) -> tuple:
+    """The frame ``loops`` (a reordering of ``sub``'s) with its first loop bound as ``tx``: the
+    loops, the intermediate's subscript and the sub-expression in the new nest's names."""
+    index = loops[0].index
+
+    def to_tx(node):  # in subscripts (IName) and as a value (Idx)
+        if isinstance(node, IName) and node.name == index:
+            return IName("tx")
+        return Idx("tx") if isinstance(node, Idx) and node.name == index else None
+
+    bound_loops = (Loop("B", loops[0].extent, "tx"), *loops[1:])
+    return bound_loops, [rebuild(s, to_tx) for s in subs], rebuild(sub.expr, to_tx)
+
+
+def _bound_parameters(loaded: LoadedProgram) -> Iterable[str]:
+    for i, name, nest in loaded.top_nests():
+        for sub in subexpressions(nest):
+            if sub.loops == SCALAR_FRAME or any(loop.kind == "B" for loop in sub.loops):
+                continue
+            e, dtype = expr_term(sub.expr), quoted(sub.dtype)
+            for order in [tuple(range(len(sub.loops))), *_orders(len(sub.loops))]:
+                loops = [sub.loops[k] for k in order]
+                subs = [sub.subscripts[k] for k in order]
+                bound_loops, wsubs, bound = _bind_first(sub, loops, subs)
+                yield (f"(BoundSubexpressionFrame {name} {e} {loops_term(bound_loops)} "
+                       f"{subs_term(wsubs)} {expr_term(bound)} {subs_term(subs)} {dtype})")
+
+
 def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
     shapes = program_shapes(loaded.program)
     for i, name, nest in loaded.top_nests():
@@ -67,6 +105,13 @@ PARAMETER_SETS = (
                            "the same, with the frame loops in another order, {2}, and the "
                            "intermediate's subscript {3} in that order"),),
                  _split_parameters),
+    ParameterSet((Relation("BoundSubexpressionFrame",
+                           ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
+                           "{1} is a compound sub-expression of {0} over loops none of which is "
+                           "bound to GPU threads; computed on its own over the loops {2}, the "
+                           "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
+                           "{0} reads as {5}"),),
+                 _bound_parameters),
 )
 
 GUARD_EXTENSIONS = (
