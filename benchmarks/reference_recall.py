@@ -82,7 +82,9 @@ with shared outputs counted sound (ours are verified by the rule-file tests and
 ``strategy_coverage.py``); the *owed recall* leaves out the estimated share our guards refuse
 (``owed`` in the table; ``owed_recall`` in the JSON). With ``--sample 0`` nothing is verified and only plain recall is
 given. The report is deterministic for a given seed, reference checkout and PYTHONHASHSEED
-(the script re-executes itself with PYTHONHASHSEED=0, see reference_steptp.py).
+(the script re-executes itself with PYTHONHASHSEED=0, or ``--hash-seed N``, see
+reference_steptp.py: the reference orders some outputs -- expression_splitting's new loops and
+dimensions -- by Python's string hashing, so another hash seed is another set of its moves).
 
 Enumeration is the slow part (the reference's outputs are parsed one top-level nest at a time,
 cached); ``--sample 0 --show-missed 100000 --json R`` then ``--reverify R --sample N --json R2``
@@ -547,8 +549,18 @@ def reverify(path: str, rows: list[dict], sample: int, workers: int, seed: int) 
     return report
 
 
+def _hash_seed(argv: list[str]) -> int:
+    """The ``--hash-seed`` of the command line (0 without one), read before the re-execution."""
+    for k, arg in enumerate(argv):
+        if arg == "--hash-seed" and k + 1 < len(argv):
+            return int(argv[k + 1])
+        if arg.startswith("--hash-seed="):
+            return int(arg.split("=", 1)[1])
+    return 0
+
+
 def main() -> int:
-    require_fixed_hash_seed()
+    require_fixed_hash_seed(_hash_seed(sys.argv[1:]))
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reference-dir", help="a checkout of the reference (not with --reverify)")
@@ -566,6 +578,9 @@ def main() -> int:
                     help="reference-only outputs listed per strategy in the report")
     ap.add_argument("--reverify", metavar="REPORT",
                     help="no enumeration: verify a sample of the misses REPORT lists")
+    ap.add_argument("--hash-seed", type=int, default=0,
+                    help="PYTHONHASHSEED to run under (the reference orders some outputs by "
+                         "Python's string hashing; 0 is the figures' seed)")
     ap.add_argument("--json", help="write the report here")
     args = ap.parse_args()
     if args.reverify:
@@ -583,7 +598,7 @@ def main() -> int:
     wanted = args.strategies.split(",") if args.strategies else list(SHARED_STRATEGIES)
     rng = random.Random(args.seed)
     report = {"programs": args.programs, "dtype": args.dtype, "count": len(rows),
-              "seed": args.seed, "sample": args.sample, "strategies": []}
+              "seed": args.seed, "hash_seed": args.hash_seed, "sample": args.sample, "strategies": []}
     print(f"{len(rows)} {args.programs} {args.dtype} programs")
     print(f"{'strategy':<56}{'ref':>7}{'ours':>7}{'shared':>7}{'recall':>8}"
           f"{'  sample eq/ne/inv/und':>24}{'sound-recall':>13}{'refused':>8}{'owed':>7}"

@@ -12,7 +12,9 @@ Two facts about the reference that decide how it must be called:
   so every call is seeded here (``random.seed(seed)`` right before it);
 * it iterates over ``list(set(...))`` of strings, whose order depends on the interpreter's hash
   seed, so its output differs between processes unless ``PYTHONHASHSEED`` is fixed.
-  :func:`require_fixed_hash_seed` re-executes the calling script with ``PYTHONHASHSEED=0``.
+  :func:`require_fixed_hash_seed` re-executes the calling script with ``PYTHONHASHSEED=0`` (or
+  another fixed seed: ``reference_recall.py --hash-seed N`` measures against another of the
+  reference's orders).
 
 Its ``name_start_idx`` argument is the next free position in its tensor-name counter; we pass
 one past the highest name the program uses (:func:`name_start_index`).
@@ -60,10 +62,10 @@ class ReferenceUnavailable(RuntimeError):
     """The given directory is not a usable checkout of the reference."""
 
 
-def require_fixed_hash_seed() -> None:
-    """Re-execute the running script with ``PYTHONHASHSEED=0`` unless it is already fixed."""
-    if os.environ.get("PYTHONHASHSEED") != "0":
-        os.environ["PYTHONHASHSEED"] = "0"
+def require_fixed_hash_seed(seed: int = 0) -> None:
+    """Re-execute the running script with ``PYTHONHASHSEED=seed`` unless it already runs so."""
+    if os.environ.get("PYTHONHASHSEED") != str(seed):
+        os.environ["PYTHONHASHSEED"] = str(seed)
         os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
