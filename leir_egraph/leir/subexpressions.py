@@ -181,10 +181,10 @@ class Subexpression:
     dtype: str
 
 
-def common_dtype(nest: LoopNest, occs) -> str | None:
-    """The one non-bool dtype code these occurrences (in ``nest``) are all evaluated in, or
-    None."""
-    dtypes = {o.dtype(nest) for o in occs}
+def _one_dtype(dtypes) -> str | None:
+    """The one non-bool dtype code that occurrences are all evaluated in (their
+    :meth:`Occurrence.dtype` values), or None: several, or one that cannot be stored."""
+    dtypes = set(dtypes)
     if len(dtypes) != 1:
         return None
     (dtype,) = dtypes
@@ -199,7 +199,7 @@ def subexpressions(nest: LoopNest) -> list[Subexpression]:
     for expr, occs in occurrences(nest).items():
         if any(o.whole for o in occs):
             continue
-        dtype = common_dtype(nest, occs)
+        dtype = _one_dtype(o.dtype(nest) for o in occs)
         if dtype is None:
             continue
         loops = frame(nest, expr)
@@ -265,19 +265,15 @@ def common_subexpressions(leir: Leir, shapes: Mapping[str, tuple[int, ...]]
             count = sum(len(occs[q][expr]) if occs[q] is not None else 2 for q in users)
             loops = frame(nest, expr)
             extents = {l.index: l.extent for l in nest.loops}
-            shared = True
-            dtypes = set()
-            for q in users:
-                if occs[q] is None:
-                    shared = False
-                    break
-                mine = {l.index: l.extent for l in nests[q].loops}
-                if any(mine.get(i) != extents[i] for i in index_names(expr)):
-                    shared = False
-                dtypes |= {o.dtype(nests[q]) for o in occs[q][expr]}
-            dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
-            if dtype is None or dtype == "bool":
-                shared = False
+            shared = all(occs[q] is not None for q in users)
+            dtype = None
+            if shared:
+                for q in users:
+                    mine = {l.index: l.extent for l in nests[q].loops}
+                    if any(mine.get(i) != extents[i] for i in index_names(expr)):
+                        shared = False
+                dtype = _one_dtype(o.dtype(nests[q]) for q in users for o in occs[q][expr])
+                shared = shared and dtype is not None
             last = users[-1]
             read = tensors_read(expr)
             unchanged = not any(read & writes(nests[q]) for q in range(p, last + 1))

@@ -39,10 +39,10 @@ def _repeated_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 def _second_group_facts(loaded: LoadedProgram) -> Iterable[str]:
     repeated = [c for c in _common(loaded.program) if c.repeated]
+    parts = {c.expr: set(walk(c.expr)) for c in repeated}  # each expression's sub-expressions
     for c in repeated:
-        inside = set(walk(c.expr))
         for d in repeated:
-            if d.position < c.position or d.expr in inside or c.expr in set(walk(d.expr)):
+            if d.position < c.position or d.expr in parts[c.expr] or c.expr in parts[d.expr]:
                 continue
             yield (f"(SecondGroup {loaded.suffix_name(c.position)} {expr_term(c.expr)} "
                    f"{loaded.suffix_name(d.position)} {expr_term(d.expr)})")

@@ -47,19 +47,6 @@ def _orders(n: int) -> list[tuple[int, ...]]:
     return [reverse, *(rest if n <= EVERY_ORDER_UP_TO else ())]
 
 
-def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
-    for i, name, nest in loaded.top_nests():
-        for sub in subexpressions(nest):
-            e, dtype = expr_term(sub.expr), quoted(sub.dtype)
-            yield (f"(SubexpressionFrame {name} {e} {loops_term(sub.loops)} "
-                   f"{subs_term(sub.subscripts)} {dtype})")
-            for order in _orders(len(sub.loops)):  # the subscript follows the loops
-                loops = [sub.loops[k] for k in order]
-                subs = [sub.subscripts[k] for k in order]
-                yield (f"(ReorderedSubexpressionFrame {name} {e} {loops_term(loops)} "
-                       f"{subs_term(subs)} {dtype})")
-
-
 def _bind_first(sub, loops, subs) -> tuple:
     """The frame ``loops`` (a reordering of ``sub``'s) with its first loop bound as ``tx``: the
     loops, the intermediate's subscript and the sub-expression in the new nest's names."""
@@ -74,18 +61,26 @@ def _bind_first(sub, loops, subs) -> tuple:
     return bound_loops, [rebuild(s, to_tx) for s in subs], rebuild(sub.expr, to_tx)
 
 
-def _bound_parameters(loaded: LoadedProgram) -> Iterable[str]:
+def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
     for i, name, nest in loaded.top_nests():
         for sub in subexpressions(nest):
-            if sub.loops == SCALAR_FRAME or any(loop.kind == "B" for loop in sub.loops):
-                continue
             e, dtype = expr_term(sub.expr), quoted(sub.dtype)
-            for order in [tuple(range(len(sub.loops))), *_orders(len(sub.loops))]:
+            yield (f"(SubexpressionFrame {name} {e} {loops_term(sub.loops)} "
+                   f"{subs_term(sub.subscripts)} {dtype})")
+            if sub.loops == SCALAR_FRAME:  # one B^{1} loop and no subscript: nothing to vary
+                continue
+            bindable = all(loop.kind != "B" for loop in sub.loops)
+            in_order = tuple(range(len(sub.loops)))
+            for order in (in_order, *_orders(len(sub.loops))):  # the subscript follows the loops
                 loops = [sub.loops[k] for k in order]
                 subs = [sub.subscripts[k] for k in order]
-                bound_loops, wsubs, bound = _bind_first(sub, loops, subs)
-                yield (f"(BoundSubexpressionFrame {name} {e} {loops_term(bound_loops)} "
-                       f"{subs_term(wsubs)} {expr_term(bound)} {subs_term(subs)} {dtype})")
+                if order != in_order:
+                    yield (f"(ReorderedSubexpressionFrame {name} {e} {loops_term(loops)} "
+                           f"{subs_term(subs)} {dtype})")
+                if bindable:
+                    bound_loops, wsubs, bound = _bind_first(sub, loops, subs)
+                    yield (f"(BoundSubexpressionFrame {name} {e} {loops_term(bound_loops)} "
+                           f"{subs_term(wsubs)} {expr_term(bound)} {subs_term(subs)} {dtype})")
 
 
 def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
@@ -103,15 +98,14 @@ PARAMETER_SETS = (
                            "tensor"),
                   Relation("ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
                            "the same, with the frame loops in another order, {2}, and the "
-                           "intermediate's subscript {3} in that order"),),
-                 _split_parameters),
-    ParameterSet((Relation("BoundSubexpressionFrame",
+                           "intermediate's subscript {3} in that order"),
+                  Relation("BoundSubexpressionFrame",
                            ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
                            "{1} is a compound sub-expression of {0} over loops none of which is "
                            "bound to GPU threads; computed on its own over the loops {2}, the "
                            "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
                            "{0} reads as {5}"),),
-                 _bound_parameters),
+                 _split_parameters),
 )
 
 GUARD_EXTENSIONS = (
