@@ -193,8 +193,10 @@ def test_reasoning_is_rendered_on_first_use():
 def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
     """The fast paths never change the transition set: a seeded sample of golden programs
     enumerated all strategies at once, several programs at once (steps_many), each strategy
-    alone on the shared engine, and a seeded subset of strategies on their own engines
-    (single_steps) give the same transitions, chains of thought included."""
+    alone on the shared engine, a seeded subset of strategies on their own engines
+    (single_steps), and every strategy in one e-graph scope (no ``run_alone`` groups, so no
+    facts stated per group) give the same transitions, chains of thought included."""
+    import dataclasses
     import random
 
     from leir_egraph.egraph import steps_many
@@ -213,6 +215,14 @@ def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
 
     batched = steps_many(programs)
     assert len(batched) == len(programs) and sum(map(len, batched)) > 100
+    groups = shared.groups(strategies)
+    assert len(groups) > 1 and any(shared.scopes(groups)[1])
+    one_scope = [dataclasses.replace(s, run_alone=False) for s in strategies]
+    together = engine_for(tuple(one_scope))
+    assert len(together.groups(tuple(one_scope))) == 1
+    for program, many in zip(programs, batched):
+        assert [t.to_dict() for t in many] == [t.to_dict() for t in transitions_from(
+            program, together.matches(program), {s.id: s for s in one_scope})]
     for program, many in zip(programs, batched):
         everything = all_steps(program)
         assert [t.to_dict() for t in many] == [t.to_dict() for t in everything]
@@ -393,6 +403,7 @@ def test_user_story_a_new_strategy_is_one_file(tmp_path):
     (lambda t: t.replace("(rewrite (Add a b) (Add b a))", "(rewrite (Add a b) (Add b a)"),
      "commute_add.toml:14: egglog syntax"),
     (lambda t: t.replace('S = 0', 'S = 0\ncolour = "red"'), "unknown key 'colour'"),
+    (lambda t: t.replace('S = 0', 'S = 0\nrun_alone = "yes"'), ":7: run_alone must be true or false"),
     (lambda t: t.replace('a = "Expr", b = "Expr"', 'a = "Expr", q = "Expr"'),
      "binding 'q' does not occur in the rule"),
     (lambda t: t.replace('{rhs}', '{c}'), "slot(s) c are not bindings"),

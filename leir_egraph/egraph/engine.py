@@ -171,6 +171,8 @@ class Engine:
         except ProviderError as err:
             raise RuleFileError(err.path, err.line, err.message) from None
         self._egraph = bindings.EGraph()
+        self._analysed = set(re.findall(r"\((\w+)", prelude_text()
+                                        + self.vocabulary.analysis_rules))
         self._deferred = self._deferrable()
         # per (strategy, rule): the variables of deferred last columns it does not report
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self._deferred))
@@ -187,15 +189,10 @@ class Engine:
             self._run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
         for strategy in self.strategies:
             self._compile(strategy)
-        if self.strategies:
-            for combined, name in (("strategy__all", ruleset_name), ("find__all", finding_ruleset)):
-                names = " ".join(name(s) for s in self.strategies)
-                self._run(f"(unstable-combined-ruleset {combined} {names})")
+        self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
         self._read_relations = ({c.head for s in self.strategies for r in s.rules
-                                 for c in r.parsed_conditions}
-                                | set(re.findall(r"\((\w+)", prelude_text()
-                                                 + self.vocabulary.analysis_rules)))
+                                 for c in r.parsed_conditions} | self._analysed)
 
     def _run(self, text: str):
         return self._egraph.run_program(*self._egraph.parse_program(text))
@@ -205,9 +202,8 @@ class Engine:
         rule reading one binds its last column to a variable nothing else uses, and no
         analysis rule reads it."""
         out = {name: r for name, r in self.vocabulary.deferred.items() if len(r.sorts) > 1}
-        analysed = set(re.findall(r"\((\w+)", prelude_text() + self.vocabulary.analysis_rules))
         for name in list(out):
-            if name in analysed:
+            if name in self._analysed:
                 del out[name]
         for strategy in self.strategies:
             for rule in strategy.rules:
@@ -238,11 +234,11 @@ class Engine:
         find whose it is, and it is returned with ``lhs=None`` and ``rhs=None`` for the caller
         to report (``transitions_from``'s ``broken``)."""
         chosen = self.strategies if strategies is None else tuple(strategies)
-        facts = self.fact_commands(LoadedProgram(program))
-        found, stuck = self._recorded(facts, chosen)
+        loaded = LoadedProgram(program)
+        found, stuck = self._recorded(loaded, chosen)
         if stuck:
             for strategy in chosen:
-                if self._recorded(facts, (strategy,))[1]:
+                if self._recorded(loaded, (strategy,))[1]:
                     found.append(RawMatch(strategy.id, " or ".join(r.name for r in strategy.rules),
                                           None, None, ()))
         return found
@@ -255,14 +251,14 @@ class Engine:
         chosen = self.strategies if strategies is None else tuple(strategies)
         return Applications(self, program, chosen)
 
-    def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None
-                      ) -> list[str]:
-        """The egglog commands that declare a program and state every fact the compiled rules
-        can read (or those of ``relations``), repeated subterms bound by ``let``
-        (``shared_terms``)."""
-        facts = loaded.declarations().splitlines()
+    def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None, *,
+                      declare: bool = True, prefix: str = "$f") -> list[str]:
+        """The egglog commands that declare a program (unless not ``declare``) and state every
+        fact the compiled rules can read (or those of ``relations``), repeated subterms bound
+        by ``let``s named from ``prefix`` (``shared_terms``)."""
+        facts = loaded.declarations().splitlines() if declare else []
         wanted = self._read_relations if relations is None else relations
-        with shared_terms(loaded.names()) as shared:
+        with shared_terms(loaded.names(), prefix) as shared:
             for fact in self.vocabulary.facts(loaded, wanted):
                 text = str(fact)  # a DeferredFact written out here, sharing subterms
                 facts.extend(shared.take())  # the lets this fact's text uses
@@ -302,29 +298,92 @@ class Engine:
             return match.bindings
         return tuple(b for b in match.bindings if b[0] not in hidden)
 
-    def one_iteration(self, chosen: tuple[Strategy, ...], combined: str, ruleset_of) -> str:
+    def one_iteration(self, chosen: tuple[Strategy, ...], ruleset_of) -> str:
         """The command running the chosen strategies' rulesets (``ruleset_of``) for one
-        iteration: the combined ruleset when all of the engine's strategies are chosen."""
-        if set(chosen) == set(self.strategies) and len(chosen) > 1:
-            return f"(run {combined} 1)"
-        return "\n".join(f"(run {ruleset_of(s)} 1)" for s in chosen)
+        iteration, as one ruleset: every rule matches the database as it was before the
+        iteration. Several rulesets run one after the other would let a later strategy match the
+        terms an earlier one's replacements just created (rows no program holds, built for
+        nothing). A combined ruleset is declared the first time a set is run; call this outside
+        a ``push``, so the declaration outlives the program."""
+        names = tuple(ruleset_of(s) for s in chosen)
+        if len(names) == 1:
+            return f"(run {names[0]} 1)"
+        combined = self._combined.get(names)
+        if combined is None:
+            combined = self._combined[names] = f"combined__{len(self._combined)}_"
+            self._run(f"(unstable-combined-ruleset {combined} {' '.join(names)})")
+        return f"(run {combined} 1)"
 
-    def _recorded(self, facts: list[str], chosen: tuple[Strategy, ...]
+    @staticmethod
+    def groups(chosen: tuple[Strategy, ...]) -> list[tuple[Strategy, ...]]:
+        """The chosen strategies in the groups whose replacements are built together: those
+        marked ``run_alone`` one by one, the others in one group (first).
+
+        egglog's time to saturate ``helpers`` grows with the whole database, not only with
+        the terms it evaluates: the many whole-suffix replacements of set_storage_layout took
+        1.5 s on a 32-nest program alone and 5.2 s beside the other structural strategies'
+        (docs/ARCHITECTURE.md, "Batching")."""
+        together = tuple(s for s in chosen if not s.run_alone)
+        return ([together] if together else []) + [(s,) for s in chosen if s.run_alone]
+
+    def scopes(self, groups: list[tuple[Strategy, ...]]) -> tuple[set[str], list[set[str]]]:
+        """The fact relations stated once for all groups (read by an analysis or helper rule, or
+        by the rules of several groups), and per group those only its own rules read, stated
+        in its own scope: a large relation of one strategy (set_storage_layout's
+        ``StorageLayout``) is then no part of the database the other groups' helpers run over
+        and their rows are printed from."""
+        readers: dict[str, set[int]] = {}
+        for k, group in enumerate(groups):
+            for strategy in group:
+                for rule in strategy.rules:
+                    for condition in rule.parsed_conditions:
+                        if condition.head in self._read_relations:
+                            readers.setdefault(condition.head, set()).add(k)
+        own: list[set[str]] = [set() for _ in groups]
+        for name, ks in readers.items():
+            if len(ks) == 1 and name not in self._analysed:
+                own[min(ks)].add(name)
+        return set(readers).union(self._analysed) - set().union(*own), own
+
+    def _recorded(self, loaded: LoadedProgram, chosen: tuple[Strategy, ...]
                   ) -> tuple[list[RawMatch], int]:
-        """The rows the chosen strategies record on the program these facts declare, in rule
-        order, and how many rows could not be extracted."""
-        step = self.one_iteration(chosen, "strategy__all", ruleset_name)
-        commands = facts + ["(run-schedule (saturate (run analysis)))", step,
-                            "(run-schedule (saturate (run helpers)))"]
+        """The rows the chosen strategies record on the loaded program, in rule order, and how
+        many rows could not be extracted.
+
+        The facts every group reads are loaded once; each group of :meth:`groups` then has its
+        own facts stated (:meth:`scopes`), runs its strategies once, saturates ``helpers`` and
+        has its rows printed inside a ``push``/``pop`` of its own (the last group in the
+        program's), so no group's helpers pay for another's terms and facts."""
+        groups = self.groups(chosen)
+        shared, own = self.scopes(groups)
+        steps = [self.one_iteration(g, ruleset_name) for g in groups]
         rows = {match_relation(s, r): (s, r) for s in chosen for r in s.rules}
+        found: list[RawMatch] = []
+        stuck = 0
         self._run("(push)")
         try:
-            for batch in batches(commands):
+            facts = self.fact_commands(loaded, shared)
+            for batch in batches(facts + ["(run-schedule (saturate (run analysis)))"]):
                 self._run(batch)
-            (output,) = self._run(f"(print-function Matched {MAX_ROWS})")
+            for k, step in enumerate(steps):
+                inner = k < len(steps) - 1
+                if inner:
+                    self._run("(push)")
+                try:
+                    facts = self.fact_commands(loaded, own[k], declare=False, prefix=f"$g{k}x")
+                    if facts:  # analysis rules read the terms these facts hold, too
+                        facts.append("(run-schedule (saturate (run analysis)))")
+                    for batch in batches(facts + [step, "(run-schedule (saturate (run helpers)))"]):
+                        self._run(batch)
+                    (output,) = self._run(f"(print-function Matched {MAX_ROWS})")
+                finally:
+                    if inner:
+                        self._run("(pop)")
+                group_found, group_stuck = _rows(output, rows)
+                found += group_found
+                stuck += group_stuck
         finally:
             self._run("(pop)")
-        found, stuck = _rows(output, rows)
         # in rule order, as the strategies list them (a stable sort keeps egglog's row order)
         order = {(s.id, r.name): i for i, (s, r) in enumerate(rows.values())}
         found.sort(key=lambda m: order[m.strategy, m.rule])
@@ -363,7 +422,7 @@ class Applications:
 
     def __enter__(self) -> "Applications":
         engine, chosen = self.engine, self.chosen
-        step = engine.one_iteration(chosen, "find__all", finding_ruleset)
+        step = engine.one_iteration(chosen, finding_ruleset)
         facts, self._waiting = engine.finding_facts(self.loaded)
         commands = facts + ["(run-schedule (saturate (run analysis)))", step]
         engine._run("(push)")

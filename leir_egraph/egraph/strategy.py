@@ -27,7 +27,7 @@ VALUE_SORTS = ("String", "i64")
 TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IExpr", "Expr",
               "CmpTail")
 _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
-             "counterexamples", "note", "direction", "inverse", "providers"}
+             "counterexamples", "note", "direction", "inverse", "providers", "run_alone"}
 DIRECTIONS = ("simplify", "expand")
 _RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants", "cot"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
@@ -113,6 +113,7 @@ class Strategy:
     direction: str = ""   # "simplify" or "expand" for strategies in an inverse pair (balancing)
     inverse: tuple[str, ...] = ()  # ids of the inverse strategies (STRATEGIES.md pairs)
     providers: tuple[str, ...] = ()  # resolved paths of the fact providers the file names
+    run_alone: bool = False  # build its replacements in an e-graph scope of their own (engine)
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -217,6 +218,8 @@ def load_rule_file(path: str | Path) -> Strategy:
     inverse = [inverse] if isinstance(inverse, str) else inverse
     if not isinstance(inverse, list) or not all(isinstance(i, str) for i in inverse):
         fail("inverse", "inverse must be a strategy id or a list of ids")
+    if not isinstance(data.get("run_alone", False), bool):
+        fail("run_alone", "run_alone must be true or false")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
     rules = tuple(_load_rule(path, text, sid, i, r, vocab)
@@ -249,7 +252,7 @@ def load_rule_file(path: str | Path) -> Strategy:
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
                     tuple(counters), str(path), data.get("direction", ""), tuple(inverse),
-                    providers)
+                    providers, data.get("run_alone", False))
 
 
 _SLOT = re.compile(r"\{(\w+)\}")
