@@ -47,7 +47,7 @@ def quiet_stderr():
 def main(argv=None) -> int:
     from transition_snapshot import GOLDEN, corpus
 
-    from leir_egraph.egraph.engine import MAX_ROWS, batches, engine_for
+    from leir_egraph.egraph.engine import MAX_ROWS, batches, engine_for, ruleset_name
     from leir_egraph.egraph.facts import LoadedProgram
     from leir_egraph.egraph.steps import default_strategies
 
@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     programs = [p for name, p in corpus(GOLDEN, args.programs) if not name.startswith("zoo:")]
     engine = engine_for(default_strategies())
+    step = engine.one_iteration(engine.strategies, ruleset_name)  # every strategy, one ruleset
 
     def commands(batch) -> list[str]:
         out = []
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
             loaded = LoadedProgram(program)
             rename = lambda text, k=k: re.sub(r"\$([ns]\d+)", lambda m: f"$p{k}{m.group(1)}", text)
             out += rename(loaded.declarations()).splitlines()
-            out += [rename(f) for f in engine.vocabulary.facts(loaded, engine._read_relations)]
+            out += [rename(str(f)) for f in engine.vocabulary.facts(loaded, engine._read_relations)]
         return out
 
     def one_run(batch) -> dict:
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
             engine._run(text)
         figures["facts_s"] = time.process_time() - start
         start = time.process_time()
-        engine._run("(run-schedule (saturate (run analysis)))\n(run strategy__all 1)\n"
+        engine._run(f"(run-schedule (saturate (run analysis)))\n{step}\n"
                     "(run-schedule (saturate (run helpers)))")
         figures["rules_s"] = time.process_time() - start
         start = time.process_time()

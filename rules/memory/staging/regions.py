@@ -379,16 +379,18 @@ def _relayout_map(layout, forms) -> str:
 def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
     """For every intermediate with a storage layout, and every top-level nest and every program
     suffix, whether it accesses the intermediate anywhere (nested nests and gathers in
-    subscripts included)."""
+    subscripts included); and the suffix that begins with its first access."""
     tensors = sorted(t for t, options in storage_layouts(loaded.program).items() if options)
     out = []
     if not tensors:
         return out
     nests = list(loaded.top_nests())
     later: set[str] = set()  # tensors accessed by suffix i (nest i and every nest after it)
+    first: dict[str, int] = {}  # tensor -> the position of the first nest accessing it
     for i, name, nest in reversed(nests):
         used = tensor_names(nest)
         later |= used
+        first.update((tensor, i) for tensor in used)
         for tensor in tensors:
             out.append(f"({'TensorInNest' if tensor in used else 'TensorNotInNest'} {name} "
                        f"{quoted(tensor)})")
@@ -396,6 +398,8 @@ def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
                        f"{loaded.suffix_name(i)} {quoted(tensor)})")
     for tensor in tensors:
         out.append(f"(TensorNotInSuffix {loaded.suffix_name(len(nests))} {quoted(tensor)})")
+        if tensor in first:
+            out.append(f"(FirstAccessSuffix {loaded.suffix_name(first[tensor])} {quoted(tensor)})")
     return out
 
 
@@ -426,6 +430,8 @@ PARAMETER_SETS = (
                   Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}"),
                   Relation("TensorInSuffix", ("Prog", "String"), "a nest of {0} accesses {1}"),
                   Relation("TensorNotInSuffix", ("Prog", "String"),
-                           "no nest of {0} accesses {1}")),
+                           "no nest of {0} accesses {1}"),
+                  Relation("FirstAccessSuffix", ("Prog", "String"),
+                           "{1} is first accessed where the match begins")),
                  _tensor_use_facts),
 )
