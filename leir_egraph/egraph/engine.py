@@ -322,7 +322,7 @@ class Engine:
         egglog's time to saturate ``helpers`` grows with the whole database, not only with
         the terms it evaluates: the many whole-suffix replacements of set_storage_layout took
         1.5 s on a 32-nest program alone and 5.2 s beside the other structural strategies'
-        (docs/ARCHITECTURE.md, "Batching")."""
+        (docs/ARCHITECTURE.md, "Scopes for the whole-program rewriters")."""
         together = tuple(s for s in chosen if not s.run_alone)
         return ([together] if together else []) + [(s,) for s in chosen if s.run_alone]
 
