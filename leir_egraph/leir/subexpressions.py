@@ -207,18 +207,28 @@ def subexpressions(nest: LoopNest) -> list[Subexpression]:
     return out
 
 
+def index_condition(expr, occs) -> bool:
+    """Is ``expr`` an expression of indices alone that occurs inside a condition? It stays
+    there: such a condition is what keeps its branches' reads in range (a scan's
+    ``if_then_else(a-1<0,0,C_{a-1})``); with ``a-1`` read from a tensor, ``D_{a}<0`` states no
+    bound on the index, and the program no longer shows the read of ``C_{a-1}`` in range."""
+    return not tensors_read(expr) and any(o.in_condition for o in occs)
+
+
 def hoistable(nest: LoopNest, expr, shapes: Mapping[str, tuple[int, ...]]) -> bool:
     """May ``expr`` (a sub-expression of ``nest``) be computed, over its frame, in a nest placed
     right before ``nest``, with the value it has at each of its occurrences?
 
     It may not read a tensor the nest writes (an accumulator, a scan, an earlier equation's
     result), nor kernel-local storage (which another nest cannot see on CUDA), and must be
-    evaluable at every point of its frame."""
+    evaluable at every point of its frame; nor be an :func:`index_condition`."""
     if tensors_read(expr) & writes(nest):
         return False
     if kernel_local_reads(expr):
         return False
     occs = occurrences(nest).get(expr, [])
+    if index_condition(expr, occs):
+        return False
     if occs and all(o.in_branch for o in occs):
         return in_range_everywhere(expr, frame(nest, expr), shapes)
     return True
@@ -238,7 +248,8 @@ class CommonSubexpression:
       dtype ``dtype`` (as a value of equations of that dtype, or an operand of comparisons in
       it; never directly as a condition);
     * ``unchanged``: no nest from ``position`` to its last use writes a tensor it reads, it
-      reads no kernel-local storage, and it can be evaluated at every point of its frame.
+      reads no kernel-local storage, it is no :func:`index_condition` where it is used, and it
+      can be evaluated at every point of its frame.
     """
     position: int
     expr: object
@@ -278,6 +289,8 @@ def common_subexpressions(leir: Leir, shapes: Mapping[str, tuple[int, ...]]
             read = tensors_read(expr)
             unchanged = not any(read & writes(nests[q]) for q in range(p, last + 1))
             unchanged = unchanged and not kernel_local_reads(expr)
+            unchanged = unchanged and not any(index_condition(expr, occs[q][expr]) for q in users
+                                              if occs[q] is not None)
             if unchanged and all(o.in_branch for q in users if occs[q] is not None
                                  for o in occs[q][expr]):
                 unchanged = in_range_everywhere(expr, loops, shapes)
