@@ -279,6 +279,27 @@ def test_drawn_steps_are_a_seeded_draw_from_the_full_enumeration(golden_rows):
         assert sorted(key(t) for _, t in everything) == sorted(full)
 
 
+def test_a_drawn_application_makes_only_rows_the_full_enumeration_has():
+    """A rule restricted to the drawn applications (``Chosen``) matches a subset of what it
+    matches unrestricted. With the ``Chosen`` atom first in the making rule, egglog 13.2 gave
+    partially_equivalent_then_correct three rows on the zoo's conv1d_conv1d_padding where the
+    rule has one: the padding's loops bound to every loop list holding the padded loop, two
+    programs reading out of range (engine.making_rule)."""
+    from leir_egraph.dataset.sources import load_program, select_programs
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.steps import drawn_steps, resolve
+    from leir_egraph.leir.validate import problems
+
+    strategy = resolve(["partially_equivalent_then_correct"])
+    engine = engine_for(strategy)
+    program = load_program(select_programs(["conv1d_conv1d_padding"], count=1)[0])
+    full = sorted((t.rule, t.path, t.after.text) for t in single_steps(program, strategy[0]))
+    assert full  # the two padded convolutions fuse
+    drawn, found = drawn_steps(program, strategy, 10 ** 6, lambda sid: 0, engine=engine)
+    assert sorted((t.rule, t.path, t.after.text) for _, t in drawn) == full
+    assert not [p for _, t in drawn for p in problems(t.after) if p.severity == "error"]
+
+
 def test_deferred_facts_wait_for_the_draw_and_change_no_transition():
     """set_storage_layout's maps and layout_transformation's new subscripts are deferred
     (Relation.deferred): the queries run on their keys alone, a draw sends only the facts of the

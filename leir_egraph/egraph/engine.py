@@ -122,10 +122,18 @@ def finding_rule(strategy: Strategy, rule: Rule, deferred=frozenset()) -> str:
 
 
 def making_rule(strategy: Strategy, rule: Rule) -> str:
-    """The recording rule restricted to the applications named in its ``Chosen`` relation."""
+    """The recording rule restricted to the applications named in its ``Chosen`` relation.
+
+    The ``Chosen`` atom comes last. Written first, egglog 13.2 returned matches the rule without
+    it does not have (tests/test_engine.py,
+    ``test_a_drawn_application_makes_only_rows_the_full_enumeration_has``): for
+    partially_equivalent_then_correct on conv1d_conv1d_padding it bound the padding's loops
+    ``ploops`` to every loop list holding the padded loop, though ``(= p1 (MkNest ploops ..))``
+    pins them -- three rows where the rule has one, two of them programs that read out of
+    range."""
     sorts = " ".join([rule.lhs_sort, *(s for _, s in rule.bindings[:1])])
     chosen = " ".join([chosen_relation(strategy, rule), "__lhs", *rule.binding_names[:1]])
-    facts = " ".join((f"({chosen})", f"(= __lhs {rule.lhs})") + rule.conditions)
+    facts = " ".join((f"(= __lhs {rule.lhs})",) + rule.conditions + (f"({chosen})",))
     values = " ".join(["__lhs", rule.rhs, *rule.binding_names])
     return (f"(relation {chosen_relation(strategy, rule)} ({sorts}))\n"
             f"(rule ({facts}) ((Matched ({match_relation(strategy, rule)} {values}))) "
