@@ -84,6 +84,7 @@ GUARD_EXTENSIONS = (
         "dependency",
         relations=(Relation("UnchangedIn", ("Prog", "Expr"),
                             "no nest from this one to the last use of {1} writes a tensor it "
-                            "reads, and it can be evaluated at every point of its loops"),),
+                            "reads, it can be evaluated at every point of its loops, and it is "
+                            "not an index expression bounding reads in a condition"),),
         facts=_unchanged_facts),
 )

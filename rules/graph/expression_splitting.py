@@ -112,7 +112,8 @@ GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
         relations=(Relation("Hoistable", ("Nest", "Expr"),
-                            "{1} reads nothing {0} writes and can be evaluated at every point of "
-                            "its loops, so it may be computed before {0}"),),
+                            "{1} reads nothing {0} writes, can be evaluated at every point of "
+                            "its loops and is not an index expression bounding reads in a "
+                            "condition, so it may be computed before {0}"),),
         facts=_hoistable_facts),
 )
