@@ -295,7 +295,7 @@ def test_a_drawn_application_makes_only_rows_the_full_enumeration_has():
     program = load_program(select_programs(["conv1d_conv1d_padding"], count=1)[0])
     full = sorted((t.rule, t.path, t.after.text) for t in single_steps(program, strategy[0]))
     assert full  # the two padded convolutions fuse
-    drawn, found = drawn_steps(program, strategy, 10 ** 6, lambda sid: 0, engine=engine)
+    drawn, _ = drawn_steps(program, strategy, 10 ** 6, lambda sid: 0, engine=engine)
     assert sorted((t.rule, t.path, t.after.text) for _, t in drawn) == full
     assert not [p for _, t in drawn for p in problems(t.after) if p.severity == "error"]
 
