@@ -32,7 +32,8 @@ lets one of the library's own input errors propagate (``INPUT_ERRORS``: syntax, 
 file, rule-file, selection errors ...); ``run_command`` prints those as one line with status 2,
 turns anything else into an internal error, and handles Ctrl-C and SIGTERM, so that worker
 processes are shut down on the way out. Option values are checked while parsing with the
-types below (``positive_float``, ``natural`` ...), so a bad value is refused before any work.
+types below (``bounded(kind, minimum)`` and its named cases ``positive_float``,
+``natural`` ...), so a bad value is refused before any work.
 A new exception class of the library that means bad input goes into ``INPUT_ERRORS``. Python
 work that must stop after a while runs under ``time_limit(seconds)``. A command outside
 ``leir`` gets the same policy from ``run_command(parser, argv)`` with a parser built from
@@ -126,57 +127,32 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------- option value types
 
-def _number(text: str, kind, what: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
+def bounded(kind: type, minimum, *, strict: bool = False, unit: str = ""):
+    """The option type for a ``kind`` (``int`` or ``float``) value ``>= minimum`` (``> minimum``
+    when ``strict``); a float must also be finite. ``unit`` names what the number counts in the
+    error (``"seconds"``). Every numeric option of every command is one of these."""
+    noun = "an integer" if kind is int else "a number" + (f" of {unit}" if unit else "")
+    bound = f"{noun} {'>' if strict else '>='} {minimum}"
+    unparsable = bound if kind is int else "a finite " + bound[len("a "):]
 
-
-def natural(text: str) -> int:
-    """An integer >= 0 (seeds, caps)."""
-    value = _number(text, int, "an integer >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts, workers, trials)."""
-    value = _number(text, int, "an integer >= 1")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def at_least(minimum: int):
-    """An integer >= ``minimum``."""
-    def parse(text: str) -> int:
-        value = _number(text, int, f"an integer >= {minimum}")
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {unparsable}, got {text!r}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {unparsable}, got {text!r}")
+        if value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"expected {bound}, got {text.strip()}")
         return value
-    parse.__name__ = f"integer >= {minimum}"
+    parse.__name__ = bound
     return parse
 
 
-def natural_float(text: str) -> float:
-    """A finite number >= 0 (temperatures)."""
-    value = _number(text, float, "a finite number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (timeouts in seconds)."""
-    value = _number(text, float, "a finite number of seconds > 0")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
-    return value
+natural = bounded(int, 0)                                   # seeds, caps
+positive_int = bounded(int, 1)                              # counts, workers, trials
+natural_float = bounded(float, 0)                           # temperatures
+positive_float = bounded(float, 0, strict=True, unit="seconds")   # timeouts
 
 
 # ---------------------------------------------------------------- running a command

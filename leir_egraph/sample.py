@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli import (ArgumentParser, InputError, at_least, natural, positive_float, positive_int,
+from .cli import (ArgumentParser, InputError, bounded, natural, positive_float, positive_int,
                   run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import enumerated_label, markdown_table
@@ -85,7 +85,7 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("balancing")
     g.add_argument("--medium-cap", type=natural, default=2000,
                    help="occurrences per medium strategy in the multi-answer set (default 2000)")
-    g.add_argument("--multi-max-answers", type=at_least(2), default=8,
+    g.add_argument("--multi-max-answers", type=bounded(int, 2), default=8,
                    help="answers per multi-answer example, at most (default 8)")
     g.add_argument("--multi-max-entries", type=positive_int, default=3,
                    help="multi-answer examples drawn per original program, at most (default 3)")

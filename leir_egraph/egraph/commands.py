@@ -182,7 +182,7 @@ def _steps(args, progress: "_Progress") -> int:
             if args.json:
                 print(json.dumps(t.to_dict()))
             else:
-                print(f"== {t.strategy} ({t.difficulty_class}, {t.difficulty}) rule {t.rule} "
+                print(f"== {t.strategy} ({t.difficulty}, {t.score}) rule {t.rule} "
                       f"at {t.site.path}")
                 print(f"   after: {t.after.text}")
                 print(f"   CoT:   {t.cot}\n")

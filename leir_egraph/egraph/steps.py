@@ -39,8 +39,8 @@ class Transition:
     category: str
     rule: str
     path: tuple[int, ...]
-    difficulty: float = 0.0
-    difficulty_class: str = ""
+    score: float = 0.0     # the strategy's difficulty score, 0.1K + 0.5(P-1) + S
+    difficulty: str = ""   # the strategy's difficulty class: easy, medium or difficult
     _details: object = field(default=None, compare=False, repr=False)
     """``(site, bindings, guard_facts, cot)``, or a zero-argument function that renders them."""
 
@@ -71,8 +71,7 @@ class Transition:
         return {"before": self.before.text, "after": self.after.text, "strategy": self.strategy,
                 "category": self.category, "rule": self.rule, "site": self.site.to_dict(),
                 "bindings": dict(self.bindings), "guard_facts": list(self.guard_facts),
-                "cot": self.cot, "difficulty": self.difficulty,
-                "difficulty_class": self.difficulty_class}
+                "cot": self.cot, "score": self.score, "difficulty": self.difficulty}
 
 
 @dataclass(frozen=True)

@@ -127,15 +127,16 @@ class Strategy:
 
     @property
     def score(self) -> float:
-        """The paper's difficulty: 0.1*K + 0.5*(P-1) + S."""
+        """The difficulty score (the paper's difficulty formula): 0.1*K + 0.5*(P-1) + S."""
         return round(0.1 * self.K + 0.5 * (self.P - 1) + self.S, 3)
 
     @property
     def difficulty(self) -> str:
-        return difficulty_class(self.score)
+        """The difficulty class of ``score``: easy, medium or difficult."""
+        return difficulty_for(self.score)
 
 
-def difficulty_class(score: float) -> str:
+def difficulty_for(score: float) -> str:
     """easy < 1 <= medium < 2.5 <= difficult."""
     return "easy" if score < 1 else "medium" if score < 2.5 else "difficult"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from ..leir.ast import Bin, Call, Compare, IBin, IConst, IfThenElse, Logic, Neg, Var
+from ..leir.ast import INDEX_OPS, Bin, Call, Compare, IBin, IConst, IfThenElse, Logic, Neg, Var
 from ..leir.values import index_as_value, literal
 
 
@@ -126,8 +126,7 @@ class I:
         a, b = (I.of(other), self) if swap else (self, I.of(other))
         ca, cb = a.const, b.const
         if ca is not None and cb is not None:
-            value = {"+": ca + cb, "-": ca - cb, "*": ca * cb,
-                     "//": ca // cb if cb else None, "%": ca % cb if cb else None}[op]
+            value = None if op in ("//", "%") and cb == 0 else INDEX_OPS[op](ca, cb)
             if value is not None and value >= 0:
                 return I(IConst(value))
         if op in ("+", "-") and cb is not None:

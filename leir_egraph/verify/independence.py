@@ -28,7 +28,7 @@ from ..leir.analysis import affine
 from ..leir.ast import Equation, IBin, IName, Loop, LoopNest, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
-from .gathers import evaluate_index, has_gather
+from .gathers import has_gather, index_values
 
 ENUMERATION_LIMIT = 1 << 20
 
@@ -212,7 +212,7 @@ def _enumerate(loop: Loop, writes: list[_Write]) -> str | None:
         env = {l.index: g.ravel() for l, g in zip(loops, grids)}
         size = env[loop.index].shape
         columns = [env[l.index] for l in w.outer]
-        columns += [np.broadcast_to(evaluate_index(sub, env), size)
+        columns += [np.broadcast_to(index_values(sub, env), size)
                     for sub in w.target.subscripts]
         rows.append(np.stack(columns, axis=1) if columns else np.zeros(size + (0,), np.int64))
         owners.append(env[loop.index])
