@@ -25,6 +25,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from results_file import recorded  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
@@ -103,4 +104,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from reference_recall import SOURCES, canonical_or_none, known_names, load_rows  # noqa: E402
 from reference_steptp import SHARED_STRATEGIES, ReferenceStrategies  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 def dump(args) -> None:
@@ -105,4 +106,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))
