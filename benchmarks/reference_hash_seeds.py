@@ -13,8 +13,7 @@ our canonical form (``exact_canonical_text``: up to names of new tensors and ind
 moves from the program itself count (the swapped strategies' pairs from another original are
 left out). Strategies whose moves are all stable are summed but not listed.
 
-Measured on the 202 golden float32 programs, seeds 0 and 1: docs/REFERENCE_RECALL.md
-("The reference's hash-seed dependence").
+The latest figures: benchmarks/results/reference_hash_seeds.md.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ class RulesProposer:
     def steps(self, program: Program) -> list[Transition]:
         """The single steps of ``program`` (textual duplicates dropped). Steps equal up to
         renaming are dropped when offered (``propose``), not here: canonicalising all of an
-        attention program's ~4,000 steps took 10 s per node, and only ``k`` are offered."""
+        attention program's thousands of steps is too slow per node, and only ``k`` are
+        offered."""
         if program.text not in self._steps:
             seen, out = {program.text}, []
             try:
