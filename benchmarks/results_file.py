@@ -6,7 +6,8 @@ prints still goes to the terminal, and when it returns 0 the same text is writte
 exact command, the commit (and whether the tree had uncommitted changes), the machine, the
 1-minute load average at the start and at the end, and the wall time. A failed or
 interrupted run leaves the previous file alone. The file holds the latest run only; earlier
-figures are in git history. ``LEIR_BENCH_RESULTS=0`` turns the writing off (a scratch run).
+figures are in git history. ``LEIR_BENCH_RESULTS=0`` turns the writing off (a scratch run);
+``LEIR_BENCH_RESULTS_DIR`` writes to another folder.
 """
 
 from __future__ import annotations
@@ -82,14 +83,15 @@ def header(name: str, command: str, *, commit_text: str, load_text: str, date: s
 
 
 def write(name: str, command: str, output: str, *, load_text: str, wall: float) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    folder = Path(os.environ.get("LEIR_BENCH_RESULTS_DIR") or RESULTS_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
     machine = f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, " \
               f"Python {platform.python_version()}"
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = header(name, command, commit_text=commit(), load_text=load_text, date=date,
                   machine=machine, wall=f"{wall:.1f} s")
     text += "\n## Output\n\n```\n" + output.rstrip("\n") + "\n```\n"
-    path = RESULTS_DIR / f"{name}.md"
+    path = folder / f"{name}.md"
     tmp = path.with_suffix(".md.tmp")
     tmp.write_text(text)
     tmp.replace(path)
@@ -113,5 +115,5 @@ def recorded(main: Callable[[], int | None]) -> int:
         path = write(name, command, tee.copy.getvalue(),
                      load_text=f"{start_load} at the start, {load()} at the end",
                      wall=time.perf_counter() - start)
-        print(f"figures written to {path.relative_to(REPO)}", file=sys.stderr)
+        print(f"figures written to {path}", file=sys.stderr)
     return status
