@@ -9,9 +9,9 @@ vectorise, a split that makes a parallel loop) is not ranked by its own, unchang
 strategy first (strategies in the order of their best steps), then the second best of each,
 and so on. The model ranks loop moves finely and everything else coarsely, so a plain
 cost order spends a 16-sample budget on sixteen near-identical splits, unrolls and bindings
-(measured: on workload #6 every one of them was within 10 % of the root while one
-reduction_factorization, never offered, ran 2x faster); interleaving keeps the cost order
-inside each strategy and lets the judge's measurements choose between strategies.
+while a step of another strategy that pays, ranked lower, is never offered; interleaving keeps
+the cost order inside each strategy and lets the judge's measurements choose between
+strategies.
 ``rank="random"`` offers a seeded uniform choice -- the baseline. Either way a step is offered
 only if no step equal to it up to renaming was judged in this run or offered before it.
 
