@@ -91,7 +91,15 @@ INDEX_OPS: Mapping[str, Callable] = {"+": operator.add, "-": operator.sub, "*": 
 def evaluate_index(sub: "IExpr", leaf: Callable, ops: Mapping[str, Callable] = INDEX_OPS):
     """The value of the index expression ``sub``: each ``IConst``/``IName``/``Var`` leaf is
     ``leaf(node)``, each ``IBin`` is ``ops[op](lhs, rhs)``. The one evaluator of index
-    arithmetic -- on ints, numpy arrays of index values, or a backend's expressions."""
+    arithmetic -- on ints, numpy arrays of index values, or a backend's expressions.
+
+    >>> evaluate_index(IBin("%", IConst(-7), IConst(3)), lambda c: c.value)   # floor modulo
+    2
+    >>> env = {"a": -1}
+    >>> evaluate_index(IBin("//", IName("a"), IConst(4)),
+    ...                lambda n: env[n.name] if isinstance(n, IName) else n.value)   # floor
+    -1
+    """
     if isinstance(sub, IBin):
         fn = ops.get(sub.op)
         if fn is None:
