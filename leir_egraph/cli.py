@@ -73,6 +73,8 @@ INPUT_ERRORS = (
     ("leir_egraph.leir.parser", "LeirSyntaxError"),
     ("leir_egraph.leir.validate", "LeirValidationError"),
     ("leir_egraph.egraph.strategy", "RuleFileError"),
+    ("leir_egraph.egraph.strategy", "UnknownStrategy"),
+    ("leir_egraph.egraph.vocabulary", "ProviderError"),
     ("leir_egraph.leir.limits", "ProgramTooLarge"),
     ("leir_egraph.dataset.sources", "SourceError"),
     ("leir_egraph.dataset.shards", "ResumeError"),
@@ -177,6 +179,37 @@ def positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
     return value
+
+
+# ---------------------------------------------------------------- choosing strategies
+
+def add_rules_option(parser) -> None:
+    """``--rules DIR`` (repeatable), the one way every command takes user strategies."""
+    parser.add_argument("--rules", metavar="DIR", action="append", default=[],
+                        help="a directory of rule files (repeatable): its strategies join the "
+                             "built-in ones and can be named by id")
+
+
+def chosen_strategies(rules: list[str], ids: list[str] | None, option: str = "--strategies"):
+    """The strategies a command runs: ``rules`` directories loaded (and registered, so that
+    their ids resolve everywhere, ``load_strategies``), narrowed to ``ids`` when given. None
+    when neither is given: the built-in strategies. An unknown id is an :class:`InputError`
+    naming ``option``."""
+    from .egraph.strategy import UnknownStrategy, load_strategies, strategy_by_id
+    loaded = load_strategies(*rules) if rules else None
+    if ids is None:
+        return loaded
+    if not ids:
+        raise InputError(f"{option}: no strategy id given")
+    try:
+        return [strategy_by_id(sid) for sid in ids]
+    except UnknownStrategy as err:
+        raise InputError(f"{option}: {err}") from None
+
+
+def id_list(text: str | None) -> list[str] | None:
+    """A comma-separated ``--strategies`` value as ids (None when the option is absent)."""
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
 
 # ---------------------------------------------------------------- running a command

@@ -277,7 +277,7 @@ CASES = [
     ("steps-timeout-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --timeout 0", 2,
      "argument --timeout: expected a number of seconds > 0"),
     ("steps-unknown-strategy", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --strategy "
-                                     "loop_warp", 2, "--strategy: unknown strategy loop_warp"),
+                                     "loop_warp", 2, "--strategy: unknown strategy 'loop_warp'"),
     ("steps-limit-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit 0", 2,
      "argument --limit: expected an integer >= 1, got 0"),
     ("steps-limit-not-a-number", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit x",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -142,10 +143,66 @@ def difficulty_class(score: float) -> str:
 
 # ---------------------------------------------------------------- loading
 
+class UnknownStrategy(KeyError):
+    """A strategy id that neither the built-in rules nor a loaded directory defines. One line,
+    printed as it is (a ``KeyError`` whose message is not quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown strategy"
+
+
+# User strategies by id: every strategy :func:`load_strategies` loaded from a directory other
+# than the built-in ``rules/``, for every later call in this process that names a strategy by
+# id (``single_steps(p, "my_id")``, ``explore``, ``RulesProposer``, ...). docs/RULES.md,
+# "Using your strategies".
+_REGISTERED: dict[str, Strategy] = {}
+
+
+@lru_cache(maxsize=1)
+def builtin_strategies() -> tuple[Strategy, ...]:
+    """The strategies of the package's ``rules/`` directory, loaded once per process."""
+    return tuple(_load_roots([DEFAULT_RULES_DIR]))
+
+
 def load_strategies(*dirs: str | Path, include_default: bool = True) -> list[Strategy]:
     """Strategies from the default ``rules/`` directory plus any user directories, ordered by
-    category then id. Raises :class:`RuleFileError` on the first bad file."""
-    roots = ([DEFAULT_RULES_DIR] if include_default else []) + [Path(d) for d in dirs]
+    category then id. Raises :class:`RuleFileError` on the first bad file, and on an id defined
+    twice (in two directories, or a user file that takes a built-in strategy's id).
+
+    The user directories' strategies are **registered** for the rest of the process: any later
+    call that takes a strategy id resolves it (:func:`strategy_by_id`). A later load of the same
+    id replaces the earlier one (an edited file reloaded). A call that takes "all strategies"
+    (``strategies=None``) still means the built-in ones: pass this function's result to
+    include yours."""
+    user = _load_roots([Path(d) for d in dirs])
+    builtin = {s.id: s for s in builtin_strategies()}
+    mine = []
+    for strategy in user:
+        same = builtin.get(strategy.id)
+        if same is None:
+            mine.append(strategy)
+        elif Path(same.path).resolve() != Path(strategy.path).resolve():
+            raise _duplicate(strategy, same)
+    for strategy in mine:
+        _REGISTERED[strategy.id] = strategy
+    return _ordered((list(builtin.values()) if include_default else
+                     [builtin[s.id] for s in user if s.id in builtin]) + mine)
+
+
+def strategy_by_id(sid: str) -> Strategy:
+    """The built-in or registered strategy ``sid``; :class:`UnknownStrategy` otherwise."""
+    for strategy in builtin_strategies():
+        if strategy.id == sid:
+            return strategy
+    if sid in _REGISTERED:
+        return _REGISTERED[sid]
+    known = sorted([s.id for s in builtin_strategies()] + list(_REGISTERED))
+    raise UnknownStrategy(f"unknown strategy '{sid}' (a strategy of your own: load its "
+                          "directory first, with --rules DIR or load_strategies(DIR)); known: "
+                          f"{', '.join(known)}")
+
+
+def _load_roots(roots: list[Path]) -> list[Strategy]:
     by_id: dict[str, Strategy] = {}
     for root in roots:
         if not root.is_dir():
@@ -153,12 +210,20 @@ def load_strategies(*dirs: str | Path, include_default: bool = True) -> list[Str
         for path in sorted(root.rglob("*.toml")):
             strategy = load_rule_file(path)
             if strategy.id in by_id:
-                raise RuleFileError(path, _line_of(path.read_text(), "id"),
-                                    f"duplicate strategy id '{strategy.id}' "
-                                    f"(also defined in {by_id[strategy.id].path})")
+                raise _duplicate(strategy, by_id[strategy.id])
             by_id[strategy.id] = strategy
+    return _ordered(list(by_id.values()))
+
+
+def _duplicate(strategy: Strategy, first: Strategy) -> RuleFileError:
+    path = Path(strategy.path)
+    return RuleFileError(path, _line_of(path.read_text(), "id"),
+                         f"duplicate strategy id '{strategy.id}' (also defined in {first.path})")
+
+
+def _ordered(strategies: list[Strategy]) -> list[Strategy]:
     order = {c: i for i, c in enumerate(CATEGORIES)}
-    return sorted(by_id.values(), key=lambda s: (order[s.category], s.id))
+    return sorted(strategies, key=lambda s: (order[s.category], s.id))
 
 
 def load_rule_file(path: str | Path) -> Strategy:
