@@ -18,7 +18,8 @@ Exit status, for every subcommand (README.md, "The leir command")::
     1    leir verify: AFTER is not equivalent to BEFORE (the result is still printed);
          leir rules check: an example or counterexample fails (each failure is printed)
     2    bad input: a file that is missing, unreadable, not UTF-8, does not parse or does not
-         validate; a bad option value; a rule file egglog rejects; a program past a limit
+         validate; a bad option value; a rule file egglog rejects, or whose fact provider
+         raises (its file and line); an unknown strategy id; a program past a limit
     3    internal error: a bug in leir-egraph (LEIR_DEBUG=1 shows the traceback)
     130  interrupted (Ctrl-C);  143  terminated (SIGTERM)
 
@@ -241,6 +242,13 @@ def _input_error_types() -> tuple[type, ...]:
     return tuple(found)
 
 
+def _provider_failure(err: Exception):
+    """``err`` located in the fact provider whose code raised it (None when none did, or when no
+    provider was ever loaded)."""
+    vocabulary = sys.modules.get("leir_egraph.egraph.vocabulary")
+    return vocabulary.provider_failure(err) if vocabulary is not None else None
+
+
 def _on_sigterm(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
     raise Terminated()
@@ -283,6 +291,10 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     except Exception as err:  # noqa: BLE001 -- the policy: one line, never a traceback
         if isinstance(err, _input_error_types()):
             print(one_line(err), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        located = _provider_failure(err)
+        if located is not None:   # a user's fact provider raised: its file and line
+            print(one_line(located), file=sys.stderr)
             return EXIT_BAD_INPUT
         if isinstance(err, RecursionError):
             print(f"{name}: the program is nested too deeply to process (docs/LEIR.md, "

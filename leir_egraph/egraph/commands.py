@@ -88,6 +88,7 @@ def run_rules_check(args) -> int:
     from contextlib import nullcontext
 
     from .rulecheck import check_rule_file, rule_files
+    from .strategy import builtin_strategies
 
     from pathlib import Path
 
@@ -103,9 +104,10 @@ def run_rules_check(args) -> int:
         context = Verifier()
     else:
         context = nullcontext()
+    defined = {s.id: s.path for s in builtin_strategies()}   # id -> file, across the files
     with context as verifier:
         for path in files:
-            result = check_rule_file(path, verifier)
+            result = check_rule_file(path, verifier, defined)
             verified = f", {result.verified} verified on TVM" if args.verify else ""
             status = "ok  " if not result.problems else "FAIL"
             print(f"{status} {result.strategy}: {result.examples} example(s), "

@@ -76,6 +76,8 @@ class Rule:
     source: str
     cot: str = ""  # the rule's own chain-of-thought template, when the strategy's does not fit
     rhs_variables: frozenset[str] = frozenset()  # the pattern variables its replacement uses
+    line: int | None = None  # where the rule file writes it: its egglog key, or its variant
+    variant: str = ""  # the variant of a [[rules]] entry with variants it is (its name)
 
     @property
     def binding_names(self) -> tuple[str, ...]:
@@ -217,7 +219,7 @@ def _load_roots(roots: list[Path]) -> list[Strategy]:
 
 def _duplicate(strategy: Strategy, first: Strategy) -> RuleFileError:
     path = Path(strategy.path)
-    return RuleFileError(path, _line_of(path.read_text(), "id"),
+    return RuleFileError(path, line_of(path.read_text(), "id"),
                          f"duplicate strategy id '{strategy.id}' (also defined in {first.path})")
 
 
@@ -238,7 +240,7 @@ def load_rule_file(path: str | Path) -> Strategy:
         raise RuleFileError(path, int(m.group(1)) if m else None, f"TOML: {err}") from None
 
     def fail(key: str, message: str):
-        raise RuleFileError(path, _line_of(text, key), message)
+        raise RuleFileError(path, line_of(text, key), message)
 
     unknown = set(data) - _TOP_KEYS
     if unknown:
@@ -287,9 +289,9 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("run_alone", "run_alone must be true or false")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
-    rules = tuple(_load_rule(path, text, sid, i, r, vocab)
+    rules = tuple(_load_rule(path, text, sid, i, r, vocab, variant)
                   for i, entry in enumerate(data["rules"])
-                  for r in _variants(path, text, i, entry))
+                  for r, variant in _variants(path, text, i, entry))
     if len({r.name for r in rules}) != len(rules):
         fail("rules", "rule names must be unique within a file")
     examples = []
@@ -323,8 +325,9 @@ def load_rule_file(path: str | Path) -> Strategy:
 _SLOT = re.compile(r"\{(\w+)\}")
 
 
-def _variants(path: Path, text: str, index: int, data) -> list:
-    """A ``[[rules]]`` entry, or the rules its ``variants`` table stands for.
+def _variants(path: Path, text: str, index: int, data) -> list[tuple[dict, str]]:
+    """A ``[[rules]]`` entry, or the rules its ``variants`` table stands for, each with the name
+    of its variant ("" for an entry without variants).
 
     Rules that differ in a few terms are written once: the ``egglog`` text holds ``{slot}``
     placeholders and each variant gives its rule ``name``, a text for every slot and, optionally,
@@ -337,8 +340,8 @@ def _variants(path: Path, text: str, index: int, data) -> list:
     (egglog itself never uses braces.) Each variant becomes one rule, with the entry's other
     keys; a slot no variant fills, or a key no slot uses, is an error."""
     if not isinstance(data, dict) or "variants" not in data:
-        return [data]
-    line = _line_of(text, "variants", nth=0)
+        return [(data, "")]
+    line = line_of(text, "variants", nth=0)
     variants, source = data["variants"], data.get("egglog", "")
     slots = set(_SLOT.findall(source)) if isinstance(source, str) else set()
     if not isinstance(variants, list) or not variants or "name" in data:
@@ -358,13 +361,16 @@ def _variants(path: Path, text: str, index: int, data) -> list:
         if "bindings" in variant:   # more bindings, reported after the entry's own
             rule["bindings"] = {**data.get("bindings", {}), **variant["bindings"]}
         rule["egglog"] = _SLOT.sub(lambda m: str(variant[m.group(1)]), source)
-        out.append(rule)
+        out.append((rule, variant["name"]))
     return out
 
 
-def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: Vocabulary
-               ) -> Rule:
-    line = _line_of(text, "egglog", nth=index)
+def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: Vocabulary,
+               variant: str = "") -> Rule:
+    line = line_of(text, "egglog", nth=index)
+    # a variant is located at its name, the first line naming it from its entry on
+    where = (_line_of_text(text, f'"{variant}"', line, start=line_of(text, "rules", nth=index))
+             if variant else line)
 
     def fail(message: str, at: int | None = None):
         raise RuleFileError(path, at or line, message)
@@ -431,7 +437,7 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
              _line_of_text(text, cot.splitlines()[0], line))
     return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
                 lhs_sort, tuple(atoms), source, cot.strip(),
-                rhs_variables=frozenset(_variables(rewrite.rhs)))
+                rhs_variables=frozenset(_variables(rewrite.rhs)), line=where, variant=variant)
 
 
 def _variables(expr) -> set[str]:
@@ -458,16 +464,17 @@ def _condition(cond) -> Condition:
     return Condition(str(cond), head, frozenset(_variables(expr)))
 
 
-def _line_of(text: str, key: str, nth: int = 0) -> int | None:
+def line_of(text: str, key: str, nth: int = 0) -> int | None:
     hits = [i + 1 for i, line in enumerate(text.splitlines())
             if re.match(rf"\s*{re.escape(key)}\s*=", line) or re.match(rf"\s*\[+{re.escape(key)}\]+", line)]
     return hits[nth] if len(hits) > nth else (hits[0] if hits else None)
 
 
-def _line_of_text(text: str, snippet: str, default: int | None) -> int:
+def _line_of_text(text: str, snippet: str, default: int | None, start: int | None = None) -> int:
+    """The first line (from line ``start`` on) holding ``snippet``; ``default`` (or 1) if none."""
     if snippet:
         for i, line in enumerate(text.splitlines()):
-            if snippet.strip() and snippet.strip() in line:
+            if i + 1 >= (start or 1) and snippet.strip() and snippet.strip() in line:
                 return i + 1
     return default or 1
 
