@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -30,11 +31,14 @@ SUM = "B^{64}_{tx=0}L^{32}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}+A^{f32,g}_{tx
 
 
 @pytest.fixture
-def in_walkthrough():
-    """The walk-through's commands run from its folder, with relative paths."""
+def in_walkthrough(tmp_path):
+    """The walk-through's commands, with relative paths, in a copy of its folder outside the
+    repository (the strategy comes from nowhere the package knows)."""
+    copy = tmp_path / "walk"
+    shutil.copytree(WALK, copy)
     before = os.getcwd()
-    os.chdir(WALK)
-    yield
+    os.chdir(copy)
+    yield copy
     os.chdir(before)
 
 
@@ -45,7 +49,7 @@ def test_rules_md_shows_the_walkthrough_files_as_they_are():
 
 
 def test_the_walkthrough_checks_explores_and_searches_a_strategy_from_outside(
-        in_walkthrough, tmp_path, capsys):
+        in_walkthrough, capsys):
     # (the walk-through adds --verify; the search below verifies the same step on TVM)
     assert cli.main(["rules", "check", "my_rules"]) == 0
     assert "ok   double_to_sum: 1 example(s), 1 counterexample(s)" in capsys.readouterr().out
@@ -54,7 +58,7 @@ def test_the_walkthrough_checks_explores_and_searches_a_strategy_from_outside(
                      "--strategy", "double_to_sum"]) == 0
     assert f"after: {SUM}" in capsys.readouterr().out
 
-    graph = tmp_path / "space.jsonl"
+    graph = in_walkthrough / "space.jsonl"
     assert cli.main(["explore", "scale.leir", "--sig", "scale.sig.json", "--rules", "my_rules",
                      "--strategies", "double_to_sum,loop_reorder", "--depth", "2", "--json",
                      "--graph", str(graph)]) == 0
@@ -74,6 +78,26 @@ def test_the_walkthrough_checks_explores_and_searches_a_strategy_from_outside(
     (sample,) = result["samples"]   # the one step there is, verified against the root
     assert sample["strategy"] == "double_to_sum" and sample["text"] == SUM
     assert sample["valid"] and sample["level"] == "independent"
+
+
+def test_eval_attributes_an_answer_to_a_user_strategy_only_with_its_rules(in_walkthrough,
+                                                                          capsys):
+    from leir_egraph.dataset.chat import single_prompt
+
+    program = le.Program.parse(PROGRAM.read_text(), json.loads(SIG.read_text()), "scale")
+    Path("cases.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": single_prompt("scale", program.text, program.signature)},
+        {"role": "assistant", "content": "label"}]}) + "\n")
+    claim = json.dumps({"transformed_IR": SUM, "applied_strategy": "double_to_sum"})
+    Path("answers.jsonl").write_text(json.dumps(
+        {"answers": [f"<think>t</think><answer>{claim}</answer>"]}) + "\n")
+    found = {}
+    for rules in ([], ["--rules", "my_rules"]):
+        assert cli.main(["eval", "cases.jsonl", "--answers", "answers.jsonl", "--json",
+                         *rules]) == 0
+        found[bool(rules)] = json.loads(capsys.readouterr().out)["attribution"]
+    assert found[False] == {"equal": 1, "attributed": 0, "unknown": 1}
+    assert found[True] == {"equal": 1, "attributed": 1, "unknown": 0}
 
 
 def test_loading_a_folder_makes_its_ids_work_in_every_api_call():
