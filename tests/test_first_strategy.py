@@ -102,7 +102,7 @@ def test_eval_attributes_an_answer_to_a_user_strategy_only_with_its_rules(in_wal
 
 def test_loading_a_folder_makes_its_ids_work_in_every_api_call():
     from leir_egraph.explore import explore
-    from leir_egraph.search import RulesProposer
+    from leir_egraph.search import RulesProposer, search
 
     program = le.Program.parse(PROGRAM.read_text(), json.loads(SIG.read_text()))
     loaded = le.load_strategies(RULES)
@@ -120,6 +120,11 @@ def test_loading_a_folder_makes_its_ids_work_in_every_api_call():
     assert RulesProposer(strategies=["double_to_sum"],
                          lookahead_strategies=["loop_reorder"]).lookahead_strategies == \
         ["loop_reorder"]
+    # step 7's search, through the API: the one step, verified on TVM against the root
+    result = search(program, "greedy", RulesProposer("cost", strategies=["double_to_sum"]),
+                    max_samples=2, timeout=600)
+    assert [(x.strategy, x.text, x.valid) for x in result.samples] == [
+        ("double_to_sum", SUM, True)]
 
 
 def test_an_unknown_id_is_an_error_everywhere_never_an_empty_result():
