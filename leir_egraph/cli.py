@@ -18,7 +18,8 @@ Exit status, for every subcommand (README.md, "The leir command")::
     1    leir verify: AFTER is not equivalent to BEFORE (the result is still printed);
          leir rules check: an example or counterexample fails (each failure is printed)
     2    bad input: a file that is missing, unreadable, not UTF-8, does not parse or does not
-         validate; a bad option value; a rule file egglog rejects; a program past a limit
+         validate; a bad option value; a rule file egglog rejects, or whose fact provider
+         raises (its file and line); an unknown strategy id; a program past a limit
     3    internal error: a bug in leir-egraph (LEIR_DEBUG=1 shows the traceback)
     130  interrupted (Ctrl-C);  143  terminated (SIGTERM)
 
@@ -74,6 +75,8 @@ INPUT_ERRORS = (
     ("leir_egraph.leir.parser", "LeirSyntaxError"),
     ("leir_egraph.leir.validate", "LeirValidationError"),
     ("leir_egraph.egraph.strategy", "RuleFileError"),
+    ("leir_egraph.egraph.strategy", "UnknownStrategy"),
+    ("leir_egraph.egraph.vocabulary", "ProviderError"),
     ("leir_egraph.leir.limits", "ProgramTooLarge"),
     ("leir_egraph.dataset.sources", "SourceError"),
     ("leir_egraph.dataset.shards", "ResumeError"),
@@ -155,6 +158,37 @@ natural_float = bounded(float, 0)                           # temperatures
 positive_float = bounded(float, 0, strict=True, unit="seconds")   # timeouts
 
 
+# ---------------------------------------------------------------- choosing strategies
+
+def add_rules_option(parser) -> None:
+    """``--rules DIR`` (repeatable), the one way every command takes user strategies."""
+    parser.add_argument("--rules", metavar="DIR", action="append", default=[],
+                        help="a directory of rule files (repeatable): its strategies join the "
+                             "built-in ones and can be named by id")
+
+
+def chosen_strategies(rules: list[str], ids: list[str] | None, option: str = "--strategies"):
+    """The strategies a command runs: ``rules`` directories loaded (and registered, so that
+    their ids resolve everywhere, ``load_strategies``), narrowed to ``ids`` when given. None
+    when neither is given: the built-in strategies. An unknown id is an :class:`InputError`
+    naming ``option``."""
+    from .egraph.strategy import UnknownStrategy, load_strategies, strategy_by_id
+    loaded = load_strategies(*rules) if rules else None
+    if ids is None:
+        return loaded
+    if not ids:
+        raise InputError(f"{option}: no strategy id given")
+    try:
+        return [strategy_by_id(sid) for sid in ids]
+    except UnknownStrategy as err:
+        raise InputError(f"{option}: {err}") from None
+
+
+def id_list(text: str | None) -> list[str] | None:
+    """A comma-separated ``--strategies`` value as ids (None when the option is absent)."""
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+
+
 # ---------------------------------------------------------------- running a command
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,6 +216,13 @@ def _input_error_types() -> tuple[type, ...]:
         if isinstance(cls, type):
             found.append(cls)
     return tuple(found)
+
+
+def _provider_failure(err: Exception):
+    """``err`` located in the fact provider whose code raised it (None when none did, or when no
+    provider was ever loaded)."""
+    vocabulary = sys.modules.get("leir_egraph.egraph.vocabulary")
+    return vocabulary.provider_failure(err) if vocabulary is not None else None
 
 
 def _on_sigterm(signum, frame):
@@ -226,6 +267,10 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     except Exception as err:  # noqa: BLE001 -- the policy: one line, never a traceback
         if isinstance(err, _input_error_types()):
             print(one_line(err), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        located = _provider_failure(err)
+        if located is not None:   # a user's fact provider raised: its file and line
+            print(one_line(located), file=sys.stderr)
             return EXIT_BAD_INPUT
         if isinstance(err, RecursionError):
             print(f"{name}: the program is nested too deeply to process (docs/LEIR.md, "

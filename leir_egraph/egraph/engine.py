@@ -221,18 +221,20 @@ class Engine:
         return out
 
     def _compile(self, strategy: Strategy) -> None:
-        try:
-            self._run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
-                      f"(ruleset {making_ruleset(strategy)})")
-            for rule in strategy.rules:
+        self._run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
+                  f"(ruleset {making_ruleset(strategy)})")
+        for rule in strategy.rules:
+            try:
                 self._run("\n".join((recording_rule(strategy, rule),
                                      finding_rule(strategy, rule, self._deferred),
                                      making_rule(strategy, rule))))
-        except Exception as err:
-            message = str(err).splitlines()
-            raise RuleFileError(strategy.path, None,
-                                f"egglog rejects the rules of '{strategy.id}': "
-                                f"{message[-1] if message else err}") from None
+            except Exception as err:  # egglog's own error type: a type or name error
+                message = str(err).splitlines()
+                variant = ", a variant of its [[rules]] entry" if rule.variant else ""
+                raise RuleFileError(strategy.path, rule.line,
+                                    f"egglog rejects the rules of '{strategy.id}': rule "
+                                    f"'{rule.name}'{variant}: "
+                                    f"{message[-1] if message else err}") from None
 
     def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
         """Every recorded application of the given strategies (default: all) on a program.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from typing import Callable, Iterable
 
 from ..leir.program import Program
@@ -20,7 +20,7 @@ from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
 from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, subterm, uncons
 from .engine import RawMatch, engine_for
-from .strategy import Strategy, load_strategies
+from .strategy import Strategy, builtin_strategies, strategy_by_id
 
 
 @dataclass(frozen=True)
@@ -82,26 +82,19 @@ class BrokenMatch:
     lhs: str
 
 
-@lru_cache(maxsize=1)
 def default_strategies() -> tuple[Strategy, ...]:
-    return tuple(load_strategies())
+    """The built-in strategies (``rules/``), what ``strategies=None`` means everywhere."""
+    return builtin_strategies()
 
 
 def resolve(strategies) -> tuple[Strategy, ...]:
-    """Accept Strategy objects, ids, or None (all default strategies)."""
+    """Accept Strategy objects, ids (built-in, or registered by ``load_strategies(dir)``), or
+    None (all built-in strategies). An unknown id raises :class:`UnknownStrategy`."""
     if strategies is None:
         return default_strategies()
     if isinstance(strategies, (Strategy, str)):
         strategies = [strategies]
-    by_id = {s.id: s for s in default_strategies()}
-    out = []
-    for s in strategies:
-        if isinstance(s, str):
-            if s not in by_id:
-                raise KeyError(f"unknown strategy '{s}'; known: {', '.join(sorted(by_id))}")
-            s = by_id[s]
-        out.append(s)
-    return tuple(out)
+    return tuple(s if isinstance(s, Strategy) else strategy_by_id(s) for s in strategies)
 
 
 def transitions_from(program: Program, matches: Iterable[RawMatch],

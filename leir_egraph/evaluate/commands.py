@@ -9,11 +9,12 @@ import sys
 EXAMPLE = """examples:
   leir eval leir-out/chat/single.jsonl --answers answers.jsonl
   leir eval leir-out/chat/single.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 4
-  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json"""
+  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
+  leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)"""
 
 
 def register(sub) -> None:
-    from ..cli import natural, natural_float, positive_float, positive_int
+    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
     p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
                        description="Score a model's single-step answers: Different / Build / "
                                    "Execute / Equal pass rates over random input sets, pass@k, "
@@ -31,12 +32,15 @@ def register(sub) -> None:
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
     p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--no-attribution", action="store_true", help="skip strategy attribution")
+    add_rules_option(p)   # answers that name a user strategy are attributed to it
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_eval)
 
 
 def run_eval(args) -> int:
+    from ..cli import chosen_strategies
     from .scoring import CaseError, ask_model, evaluate, load_answers, load_cases
+    strategies = chosen_strategies(args.rules, None)
     try:
         cases = load_cases(args.cases, args.limit)
         if args.answers:
@@ -49,7 +53,7 @@ def run_eval(args) -> int:
         else:
             raise CaseError("give --answers FILE or --base-url and --model")
         report = evaluate(cases, answers, trials=args.trials, seed=args.seed,
-                          attribution=not args.no_attribution)
+                          attribution=not args.no_attribution, strategies=strategies)
     except (CaseError, OSError) as err:
         print(f"leir eval: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -209,7 +209,7 @@ def _attributed(case: Case, after: Program, strategy: str, known: dict) -> bool 
     if sid not in known:
         return None
     key = canonical_text(after)
-    return any(canonical_text(t.after) == key for t in single_steps(case.program, sid))
+    return any(canonical_text(t.after) == key for t in single_steps(case.program, known[sid]))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -220,13 +220,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, seed: int = 0,
-             verifier=None, attribution: bool = True) -> Report:
-    """Score ``answers[i]`` (the answers to ``cases[i]``)."""
+             verifier=None, attribution: bool = True, strategies=None) -> Report:
+    """Score ``answers[i]`` (the answers to ``cases[i]``). An answer is attributed to the
+    strategy it names among ``strategies`` (Strategy objects; None: the built-in ones, pass
+    ``load_strategies(dir)`` to include yours); a name outside them counts as unknown."""
     from ..egraph.steps import default_strategies
     from ..verify import Verifier
     if len(answers) < len(cases):
         raise CaseError(f"{len(cases)} cases but answers for only {len(answers)}")
-    known = {s.id: s for s in default_strategies()}
+    known = {s.id: s for s in (default_strategies() if strategies is None else strategies)}
     own = verifier is None
     verifier = verifier or Verifier()
     scored: list[Scored] = []
