@@ -226,3 +226,34 @@ def test_paper_variants_hold_the_same_transitions_and_differ_only_as_named(out, 
 def _split(out: Path, record: dict) -> str:
     kinds = json.loads((out / "splits.json").read_text())["kinds"]
     return kinds[record["program"]]
+
+
+# ---------------------------------------------------------------- evaluation per split
+
+def test_eval_reports_per_split_and_variant_with_pass_at_k_on_test(out, tmp_path):
+    import polars as pl
+
+    from leir_egraph.evaluate.scoring import evaluate, load_cases
+
+    records = pl.read_parquet(out / "dictionary" / "*.parquet").filter(pl.col("verified"))
+    test = load_cases(out / "cases" / "test.jsonl")
+    # two training chat lines, with their provenance beside them
+    chat = out / "chat" / "full" / "train"
+    for suffix in (".jsonl", ".meta.jsonl"):
+        lines = (chat / f"single{suffix}").read_text().splitlines()[:2]
+        (tmp_path / f"single{suffix}").write_text("\n".join(lines) + "\n")
+    train = load_cases(tmp_path / "single.jsonl", start=len(test))
+    answers = []
+    for case in test:   # one Equal answer (a verified step of the case) and one that is not
+        row = records.filter(pl.col("before_leir") == case.program.text).row(0, named=True)
+        good = json.dumps({"transformed_IR": row["after_leir"],
+                           "applied_strategy": row["strategy"]})
+        answers.append([f"<answer>{good}</answer>", "<answer>not json</answer>"])
+    for case in train:
+        answers.append(["<answer>not json</answer>", "<answer>not json</answer>"])
+    report = evaluate(test + train, answers, attribution=False)
+    assert set(report.groups) == {"split=test", "split=train variant=full"}
+    on_test = report.groups["split=test"]
+    assert on_test.cases == 4 and on_test.pass_at == {1: 0.5, 2: 1.0}
+    assert report.groups["split=train variant=full"].pass_at == {1: 0.0, 2: 0.0}
+    assert "split=test" in report.table() and report.to_dict()["groups"]["split=test"]["cases"] == 4
