@@ -13,7 +13,8 @@ from .cli import (ArgumentParser, InputError, at_least, natural, positive_float,
                   run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import enumerated_label, markdown_table
-from .dataset.splits import SplitLeakError
+from .dataset.splits import DEFAULT_FRACTIONS, SplitLeakError
+from .search.budgets import DEFAULTS
 
 DEMO_CAP = 1
 
@@ -63,9 +64,10 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated zoo dtypes, every zoo program once per dtype (e.g. "
                         "f16,f32,f64; integer inputs stay integer); replaces --dtype")
     g = p.add_argument_group("splits (docs/DATASET.md, \"Splits\")")
-    g.add_argument("--split", nargs="?", const="0.8,0.1,0.1", type=fractions, metavar="T,V,T",
+    default_split = ",".join(str(f) for f in DEFAULT_FRACTIONS)
+    g.add_argument("--split", nargs="?", const=default_split, type=fractions, metavar="T,V,T",
                    help="assign whole kinds to train/validation/test by a hash of the kind name "
-                        "and --seed (fractions, default 0.8,0.1,0.1), refuse a run where a "
+                        f"and --seed (fractions, default {default_split}), refuse a run where a "
                         "program of one split is a renamed/reshaped copy of another's, and "
                         "write chat sets and test cases per split")
     g.add_argument("--steptp-in-training", action="store_true",
@@ -88,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
                         "proposer, paired timing against the root) and write verified "
                         "multi-step trajectories and preference pairs under trajectories/")
     g.add_argument("--algorithm", default="greedy",
-                   choices=("greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain_no_parent"),
+                   choices=sorted(DEFAULTS),
                    help="search algorithm for --trajectories (default greedy)")
     g.add_argument("--max-samples", type=positive_int, default=8, metavar="N",
                    help="candidates judged per program with --trajectories (default 8)")
@@ -164,6 +166,9 @@ def fractions(text: str) -> tuple[float, float, float]:
 
 
 def config_from(args: argparse.Namespace) -> DatasetConfig:
+    if args.variants and (args.no_cot or args.no_filter or args.representation != "leir"):
+        raise InputError("argument --variants: writes its own set of variants; leave out "
+                         "--representation, --no-cot and --no-filter")
     demo = args.programs is None
     cap = args.per_strategy_cap if args.per_strategy_cap is not None else (DEMO_CAP if demo else None)
     strategies = tuple(s.strip() for s in (args.strategies or "").split(",") if s.strip())
