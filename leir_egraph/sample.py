@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:  # a full disk, a read-only --out, an unreadable input
         where = err.filename if err.filename is not None else args.out
         raise InputError(f"{where}: {err.strerror or err}") from None
-    except SplitLeakError as err:  # the shards stay: --resume after fixing the inputs
+    except SplitLeakError as err:  # the shards stay in --out for inspection
         raise InputError(f"{args.out}: {err}") from None
     s, rates = result.summary, result.rates()
     rows = [

@@ -18,8 +18,7 @@ extent, every integer constant of a subscript, every number literal and every dt
 a placeholder -- so a renamed, reshaped or retyped copy of a test program (a mean's ``/256``
 is a reshaped ``/128``) is found whatever its kind is called. ``check_leaks`` raises
 :class:`SplitLeakError` when one form occurs in two splits, naming the programs; the sampler
-refuses to write the chat sets of such a run (its shards stay, for a ``--resume`` after the
-inputs are fixed).
+refuses to write the chat sets of such a run (its shards stay in the folder, for inspection).
 """
 
 from __future__ import annotations
@@ -140,8 +139,8 @@ def check_leaks(programs: Iterable[dict[str, Any]], split: dict[str, str]) -> di
                          "extents, constants and dtypes")
     if leaks:
         more = f" (and {len(leaks) - 1} more)" if len(leaks) > 1 else ""
-        raise SplitLeakError(f"split leak: {leaks[0]}{more}; give the two kinds the same split "
-                             "or drop one of them")
+        raise SplitLeakError(f"split leak: {leaks[0]}{more}; drop one of the two from the "
+                             "programs, or choose a --seed that puts both kinds in one split")
     return {s: len(forms.get(s, ())) for s in ALL_SPLITS if s in forms}
 
 
