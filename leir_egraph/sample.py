@@ -73,6 +73,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--steptp-in-training", action="store_true",
                    help="with --split: draw the kinds of the paper's 100 multi-step test "
                         "workloads like any other (default: held out in split 'steptp')")
+    g.add_argument("--merge-equal-kinds", action="store_true",
+                   help="with --split: kinds that are one program up to names and shapes (the "
+                        "zoo's square/standard matmuls, MQA/GQA, ...) share one split instead "
+                        "of making the leakage check refuse the run")
     g = p.add_argument_group("variants (the paper's Tables 5-6)")
     g.add_argument("--representation", choices=("leir", "tir"), default="leir",
                    help="prompts and answers in LEIR or in TVM TIR text (default leir)")
@@ -182,6 +186,7 @@ def config_from(args: argparse.Namespace) -> DatasetConfig:
         medium_cap=args.medium_cap, multi_max_answers=args.multi_max_answers,
         multi_max_entries=args.multi_max_entries, dtypes=args.dtypes or (),
         split=args.split, hold_steptp=not args.steptp_in_training,
+        merge_equal_kinds=args.merge_equal_kinds,
         representation=args.representation, cot=not args.no_cot, filter=not args.no_filter,
         variants=args.variants)
 

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leir_egraph.dataset import DatasetConfig, Execution, build_dataset
-from leir_egraph.dataset.splits import (SplitLeakError, assign, check_leaks, shape_free_form,
-                                        split_of)
+from leir_egraph.dataset.splits import (SplitLeakError, assign, check_leaks, equal_kinds,
+                                        kind_splits, shape_free_form, split_of)
 from leir_egraph.dataset.variants import PAPER
 from leir_egraph.leir.canonical import canonical_text
 from leir_egraph.leir.program import Program
@@ -113,6 +113,28 @@ def test_check_leaks_refuses_a_form_in_two_splits():
         check_leaks(programs, {"KindA": "test", "KindB": "train"})
 
 
+def test_merging_equal_kinds_keeps_them_in_one_split_and_held_out_with_a_workload():
+    reshaped = ORIGINAL.replace("{4}", "{9}").replace("D^", "W^")
+    other = ORIGINAL.replace("log(", "sqrt(")
+    programs = [{"program_id": "b", "program": "KindB", "leir": reshaped},
+                {"program_id": "a", "program": "KindA", "leir": ORIGINAL},
+                {"program_id": "c", "program": "KindC", "leir": other},
+                {"program_id": "c2", "program": "KindC", "leir": reshaped}]   # links C to A, B
+    assert equal_kinds(programs) == [["KindA", "KindB", "KindC"]]
+    fractions = (0.4, 0.3, 0.3)
+    seed = next(s for s in range(100)   # a seed where the three kinds differ by name
+                if len(set(assign(["KindA", "KindB", "KindC"], s, fractions).values())) > 1)
+    with pytest.raises(SplitLeakError):
+        check_leaks(programs, kind_splits(programs, seed, fractions))
+    merged = kind_splits(programs, seed, fractions, merge=True)
+    assert set(merged.values()) == {split_of("KindA", seed, fractions)}
+    assert check_leaks(programs, merged)
+    # a group holding a multi-step workload's kind is held out as a whole
+    relu = [dict(p, program="ReLU" if p["program"] == "KindC" else p["program"])
+            for p in programs]
+    assert set(kind_splits(relu, seed, fractions, merge=True).values()) == {"steptp"}
+
+
 # ---------------------------------------------------------------- one real run
 
 def test_splits_are_disjoint_by_kind_and_by_form_and_cover_dtypes_and_shapes(out):
@@ -173,6 +195,12 @@ def test_a_leaked_copy_is_refused(out, tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert got.returncode == 2, got.stderr
     assert len(got.stderr.strip().splitlines()) == 1 and "split leak" in got.stderr
+    # merged, the copy is one unit with the kind it copies: held out with it
+    merged = DatasetConfig(**{**cfg.to_dict(), "merge_equal_kinds": True})
+    build_dataset(merged, Execution(out=tmp_path / "o3", workers=1, quiet=True))
+    splits = json.loads((tmp_path / "o3" / "splits.json").read_text())
+    assert splits["kinds"] == {"Argmin_over_a_dimension": "test", "LeakedCopy": "test"}
+    assert splits["merged"] == [["Argmin_over_a_dimension", "LeakedCopy"]]
 
 
 # ---------------------------------------------------------------- the four variants

@@ -28,8 +28,8 @@ from .records import jsonl_bytes
 from .report import plots, summarize, write_report
 from .shards import OutputFolder
 from .sources import SourceError, select_programs
-from .splits import (ALL_SPLITS, assign, chat_count, check_leaks, split_file, split_table,
-                     test_case)
+from .splits import (ALL_SPLITS, chat_count, check_leaks, kind_splits, split_file,
+                     split_table, test_case)
 from .tokens import dataset_tokens
 
 RUN_FORMAT = 1
@@ -212,8 +212,8 @@ def program_splits(programs: list[dict[str, Any]], config: DatasetConfig
     """program_id -> split (None for every program of a run without ``--split``)."""
     if config.split is None:
         return {p["program_id"]: None for p in programs}
-    kinds = assign((p["program"] for p in programs), config.seed, config.split,
-                   config.hold_steptp)
+    kinds = kind_splits(programs, config.seed, config.split, config.hold_steptp,
+                        config.merge_equal_kinds)
     return {p["program_id"]: kinds[p["program"]] for p in programs}
 
 

@@ -46,6 +46,7 @@ class DatasetConfig:
     # held-out splits (dataset/splits.py): train/validation/test fractions, None = no split
     split: tuple[float, float, float] | None = None
     hold_steptp: bool = True             # with a split: the paper's multi-step kinds held out
+    merge_equal_kinds: bool = False      # with a split: kinds of one shape-free form are one unit
     # variants (dataset/variants.py): one described by these three, or a named set
     representation: str = "leir"
     cot: bool = True

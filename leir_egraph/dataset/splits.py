@@ -12,6 +12,11 @@ fourth split, ``steptp``, which is neither trained on nor part of the single-ste
 the paper holds them out for multi-step search (``hold_steptp=False`` lets them be drawn like
 any other kind).
 
+**Kinds that are one program.** Some kinds are the same program up to shape (the zoo's
+square, standard and tall-skinny matrix multiplications; MQA and GQA variants): by name they
+may land in two splits, and the leakage check then refuses the run. ``merge`` (the sampler's
+``--merge-equal-kinds``) makes such kinds one unit (``kind_splits``).
+
 **Leakage check.** Two programs leak when their *shape-free form* is the same: the canonical
 form up to renaming of intermediates and loop indices (``leir/canonical.py``) with every loop
 extent, every integer constant of a subscript, every number literal and every dtype replaced by
@@ -94,8 +99,51 @@ def assign(names: Iterable[str], seed: int, fractions: tuple[float, float, float
     return {n: split_of(n, seed, fractions, hold_steptp) for n in sorted(set(names))}
 
 
+def equal_kinds(programs: Iterable[dict[str, Any]]) -> list[list[str]]:
+    """The kinds of ``programs`` (summaries with ``program`` and ``leir``) grouped so that two
+    kinds with a program of one shape-free form are in one group (transitively); each group
+    sorted, the groups by their first name."""
+    parent: dict[str, str] = {}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+    first: dict[str, str] = {}
+    for p in programs:
+        parent.setdefault(p["program"], p["program"])
+        if not p.get("leir"):
+            continue
+        a = root(first.setdefault(shape_free_form(p["leir"]), p["program"]))
+        b = root(p["program"])
+        parent[max(a, b)] = min(a, b)
+    groups: dict[str, list[str]] = {}
+    for n in sorted(parent):
+        groups.setdefault(root(n), []).append(n)
+    return [groups[r] for r in sorted(groups)]
+
+
+def kind_splits(programs: list[dict[str, Any]], seed: int,
+                fractions: tuple[float, float, float], hold_steptp: bool = True,
+                merge: bool = False) -> dict[str, str]:
+    """Kind name -> split for the kinds of ``programs``. With ``merge`` the unit is a group of
+    ``equal_kinds``: held out when one of its kinds is a multi-step workload's, else the split
+    of its first name (so a group's kinds can never leak into each other; a kind moves only
+    when a kind of its form with a smaller name joins the run)."""
+    if not merge:
+        return assign((p["program"] for p in programs), seed, fractions, hold_steptp)
+    out = {}
+    for group in equal_kinds(programs):
+        held = hold_steptp and any(k in steptp_kinds() for k in group)
+        split = STEPTP if held else split_of(group[0], seed, fractions, hold_steptp=False)
+        out.update({k: split for k in group})
+    return out
+
+
 # ---------------------------------------------------------------- the leakage check
 
+@lru_cache(maxsize=1024)
 def shape_free_form(leir_text: str) -> str:
     """The canonical text of a program with every tensor (known ones too) and loop index
     renamed in order of appearance, and loop extents, subscript constants, number literals and
@@ -173,8 +221,10 @@ def split_file(programs: list[dict[str, Any]], split_of: dict[str, str],
     kinds: dict[str, str] = {}
     for p in programs:
         kinds[p["program"]] = split_of[p["program_id"]]
+    merged = [g for g in equal_kinds(programs) if len(g) > 1] if config.merge_equal_kinds else []
     return {"seed": config.seed, "fractions": dict(zip(SPLITS, config.split)),
             "hold_steptp": config.hold_steptp, "steptp_kinds": len(steptp_kinds()),
+            "merge_equal_kinds": config.merge_equal_kinds, "merged": merged,
             "shape_free_forms": forms, "kinds": dict(sorted(kinds.items()))}
 
 

@@ -145,7 +145,7 @@ def build_trajectories(config, execution, *, algorithm: str = "greedy",
     from .records import failure, jsonl_bytes
     from .shards import OutputFolder
     from .sources import FrontendFailure, SourceError, load_program, select_programs
-    from .splits import check_leaks, split_of
+    from .splits import check_leaks, kind_splits
 
     sources = select_programs(list(config.programs), count=config.count, size=config.size,
                               dtype=config.dtype, seed=config.seed, dtypes=config.dtypes)
@@ -158,20 +158,23 @@ def build_trajectories(config, execution, *, algorithm: str = "greedy",
     folder.start(identity, False, execution.overwrite, [f for s in sources for f in s.files()])
     where = machine()
     lines, pairs, failures, loaded = [], [], [], []
+    for src in sources:   # every program first: the split and its leakage check need them all
+        try:
+            loaded.append((src, load_program(src)))
+        except FrontendFailure as err:
+            failures.append(failure(src.program_id, src.name, err.stage, err.reason))
+    split: dict[str, str] = {}
+    if config.split is not None:
+        summaries = [{"program_id": src.program_id, "program": src.name, "leir": p.text}
+                     for src, p in loaded]
+        split = kind_splits(summaries, config.seed, config.split, config.hold_steptp,
+                            config.merge_equal_kinds)
+        check_leaks(summaries, split)
     verifier = Verifier()
     try:
-        for src in sources:
-            split = (split_of(src.name, config.seed, config.split, config.hold_steptp)
-                     if config.split is not None else None)
-            meta = {"program_id": src.program_id, "program": src.name, "split": split,
-                    "machine": where}
-            try:
-                program = load_program(src)
-            except FrontendFailure as err:
-                failures.append(failure(src.program_id, src.name, err.stage, err.reason))
-                continue
-            loaded.append({"program_id": src.program_id, "program": src.name,
-                           "leir": program.text})
+        for src, program in loaded:
+            meta = {"program_id": src.program_id, "program": src.name,
+                    "split": split.get(src.name), "machine": where}
             try:
                 line, found = search_program(program, meta, algorithm=algorithm,
                                              max_samples=max_samples, seed=config.seed,
@@ -188,9 +191,6 @@ def build_trajectories(config, execution, *, algorithm: str = "greedy",
                 on_program(line)
     finally:
         verifier.close()
-    if config.split is not None:
-        check_leaks(loaded, {p["program"]: split_of(p["program"], config.seed, config.split,
-                                                    config.hold_steptp) for p in loaded})
     summary = {"programs": len(sources), "trajectories": len(lines),
                "with_speedup": sum(t["final_speedup"] > 1 for t in lines),
                "steps": sum(len(t["steps"]) for t in lines), "preference_pairs": len(pairs),
