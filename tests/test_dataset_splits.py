@@ -225,8 +225,10 @@ def test_paper_variants_hold_the_same_transitions_and_differ_only_as_named(out, 
                 sets[variant.name, split, kind] = (list(ds), meta)
     for split in ("train", "test", "steptp"):
         ids = {v.name: [m["ids"] for m in sets[v.name, split, "single"][1]] for v in PAPER}
-        # filtered variants: the very same transitions
+        # filtered variants: the very same transitions, single- and multi-answer
         assert ids["tir-nocot"] == ids["leir-nocot"] == ids["full"]
+        multi = {v.name: [m["ids"] for m in sets[v.name, split, "multi"][1]] for v in PAPER}
+        assert multi["tir-nocot"] == multi["leir-nocot"] == multi["full"]
         # without filtering: every verified transition of the split
         in_split = sorted(i for i, r in records.items() if _split(out, r) == split)
         assert sorted(i for (i,) in ids["leir-nofilter"]) == in_split

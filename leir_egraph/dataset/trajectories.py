@@ -67,7 +67,7 @@ def trajectory(result, meta: dict[str, Any]) -> dict[str, Any]:
     for node in result.trajectory[1:]:
         steps.append({"depth": node.depth, "strategy": node.strategy, "cot": node.cot,
                       "leir": node.program.text,
-                      "level": levels.get((node.parent.id, node.program.text), "equal"),
+                      "level": levels.get((node.parent.id, node.program.text)),
                       "time_ms": node.time_ms, "speedup": node.speedup,
                       "faster": node.faster})
     confirmed = next((c for c in result.confirmations if c.get("node") == result.best.id), None)
