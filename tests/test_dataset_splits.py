@@ -247,6 +247,10 @@ def test_paper_variants_hold_the_same_transitions_and_differ_only_as_named(out, 
                                              re.S).group(1))
             assert answer == {"transformed_IR": record["after_tir"],
                               "applied_strategy": record["strategy"]}
+    for split in ("train", "test", "steptp"):   # the test cases load too
+        cases = datasets.load_dataset("json", data_files=str(out / "cases" / f"{split}.jsonl"),
+                                      split="train", cache_dir=str(tmp_path / "hf"))
+        assert len(cases) == 4 and set(cases["split"]) == {split}
     # filtering: easy strategies are dropped from the filtered multi-answer sets only
     classes = [c for _, m in [sets["full", s, "multi"] for s in ("train", "test", "steptp")]
                for e in m for c in e["classes"]]
