@@ -32,6 +32,12 @@ examples:
   python -m leir_egraph.sample --programs 'level2:*' --size paper --executor ray \\
       --ray-address auto --out out/l2 --resume
       on a Ray cluster; --resume continues a killed run
+  python -m leir_egraph.sample --programs '*' --count 4 --dtypes f16,f32,f64 --split \
+      --merge-equal-kinds --variants paper --per-strategy-cap 1 --out out/paper
+      held-out splits by kind, test cases per dtype and shape, the four ablation datasets
+  python -m leir_egraph.sample --trajectories --programs 'level1:*' --split \
+      --merge-equal-kinds --out out/traj
+      verified multi-step trajectories and preference pairs from the search
 
 The output folder must be new, empty, or one this tool wrote (it keeps a manifest there and
 removes only the files listed in it); --overwrite writes into another non-empty folder without
