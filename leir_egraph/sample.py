@@ -32,10 +32,10 @@ examples:
   python -m leir_egraph.sample --programs 'level2:*' --size paper --executor ray \\
       --ray-address auto --out out/l2 --resume
       on a Ray cluster; --resume continues a killed run
-  python -m leir_egraph.sample --programs '*' --count 4 --dtypes f16,f32,f64 --split \
+  python -m leir_egraph.sample --programs '*' --count 4 --dtypes f16,f32,f64 --split \\
       --merge-equal-kinds --variants paper --per-strategy-cap 1 --out out/paper
       held-out splits by kind, test cases per dtype and shape, the four ablation datasets
-  python -m leir_egraph.sample --trajectories --programs 'level1:*' --split \
+  python -m leir_egraph.sample --trajectories --programs 'level1:*' --split \\
       --merge-equal-kinds --out out/traj
       verified multi-step trajectories and preference pairs from the search
 
