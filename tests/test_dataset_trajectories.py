@@ -101,3 +101,14 @@ def test_trajectory_files_load_with_datasets(out, tmp_path):
         ds = datasets.load_dataset("json", data_files=str(out / "trajectories" / name),
                                    split="train", cache_dir=str(tmp_path / "hf"))
         assert len(ds) == len(rows(out, name)) and "machine" in ds.column_names
+
+
+def test_trajectories_refuse_resume_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    got = subprocess.run([sys.executable, "-m", "leir_egraph.sample", "--trajectories",
+                          "--resume", "--programs", "ReLU", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1
+    assert "--resume" in got.stderr and not (tmp_path / "o").exists()
