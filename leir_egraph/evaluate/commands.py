@@ -10,7 +10,9 @@ EXAMPLE = """examples:
   leir eval leir-out/chat/single.jsonl --answers answers.jsonl
   leir eval leir-out/chat/single.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 4
   leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
-  leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)"""
+  leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)
+  leir eval out/cases/test.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 8
+      the held-out test split of `python -m leir_egraph.sample --split`, pass@1..8"""
 
 
 def register(sub) -> None:
@@ -21,7 +23,10 @@ def register(sub) -> None:
                                    "and whether each Equal answer is a step of the strategy it "
                                    "claims.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cases", help="chat JSONL (messages) or program JSONL (leir, signature)")
+    p.add_argument("cases", nargs="+",
+                   help="chat JSONL (messages) or program JSONL (leir, signature), e.g. the "
+                        "sampler's cases/test.jsonl; several files are scored together and "
+                        "reported per split and variant (answers: one line per case, in order)")
     p.add_argument("--answers", help="recorded answers, one JSONL line per case")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://host/v1")
     p.add_argument("--model", help="model name at --base-url")
@@ -42,7 +47,12 @@ def run_eval(args) -> int:
     from .scoring import CaseError, ask_model, evaluate, load_answers, load_cases
     strategies = chosen_strategies(args.rules, None)
     try:
-        cases = load_cases(args.cases, args.limit)
+        cases = []
+        for path in args.cases:
+            left = None if args.limit is None else args.limit - len(cases)
+            if left == 0:
+                break
+            cases += load_cases(path, left, start=len(cases))
         if args.answers:
             answers = load_answers(args.answers)
         elif args.base_url and args.model:
