@@ -153,19 +153,53 @@ def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
     return cases
 
 
-def load_answers(path: str | Path) -> list[list[str]]:
-    """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``."""
-    out = []
+def load_answers(path: str | Path, n_cases: int | None = None, *,
+                 limited: bool = False) -> list[list[str]]:
+    """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``,
+    each optionally with ``"case": N`` (the case's number, 0-based, as in the report).
+
+    With ``case`` numbers on every line the answers go to the cases they name (a case named
+    twice, or no line for a case, is an error); without them, line ``i`` answers case ``i``.
+    Given ``n_cases``, answers for cases beyond them are an error unless ``limited`` (the
+    cases were cut with ``--limit``): nothing is scored against the wrong case, nothing is
+    dropped without a word."""
+    from ..outside import OutsideInputError
+    rows: list[tuple[int, int | None, list[str]]] = []
     try:
         for n, row in jsonl_rows(path):
             answers = row.get("answers", [row.get("answer")] if "answer" in row else None)
             if not isinstance(answers, list):
                 raise CaseError(f"{path}:{n}: expected 'answers' (a list) or 'answer'")
-            out.append([a if isinstance(a, str) else "" for a in answers])
-    except CaseError:
-        raise
-    except ValueError as err:
+            case = row.get("case")
+            if case is not None and (type(case) is not int or case < 0):
+                raise CaseError(f"{path}:{n}: 'case' must be a case number >= 0, got {case!r}")
+            rows.append((n, case, [a if isinstance(a, str) else "" for a in answers]))
+    except OutsideInputError as err:
         raise CaseError(str(err)) from None
+    numbered = [r for r in rows if r[1] is not None]
+    if numbered and len(numbered) != len(rows):
+        line = next(n for n, case, _ in rows if case is None)
+        raise CaseError(f"{path}:{line}: no 'case' number, while other lines have one (give "
+                        "it on every line or on none)")
+    if numbered:
+        by_case: dict[int, list[str]] = {}
+        for n, case, answers in rows:
+            if case in by_case:
+                raise CaseError(f"{path}:{n}: a second answer line for case {case}")
+            if n_cases is not None and case >= n_cases and not limited:
+                raise CaseError(f"{path}:{n}: case {case} does not exist ({n_cases} cases)")
+            by_case[case] = answers
+        total = n_cases if n_cases is not None else max(by_case) + 1
+        missing = [c for c in range(total) if c not in by_case]
+        if missing:
+            raise CaseError(f"{path}: no answer line for case {missing[0]} ({len(missing)} "
+                            "case(s) without one)")
+        return [by_case[c] for c in range(total)]
+    out = [answers for _, _, answers in rows]
+    if n_cases is not None and len(out) > n_cases and not limited:
+        raise CaseError(f"{path}: {len(out)} answer lines for {n_cases} cases; line "
+                        f"{rows[n_cases][0]} and after answer no case (number lines with "
+                        "'case', or pass --limit to score the first cases only)")
     return out
 
 
