@@ -143,11 +143,15 @@ class FolderLock:
             if same:
                 break
             os.close(fd)
-        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps({"pid": os.getpid(), "started": started}) + "\n").encode())
-        os.fsync(fd)
         self._fd = fd
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps({"pid": os.getpid(), "started": started}) + "\n").encode())
+            os.fsync(fd)
+        except OSError:   # a full disk: leave nothing behind
+            self.release()
+            raise
 
     def held(self) -> bool:
         """Whether the folder is still the one this lock was taken in (not removed, not
