@@ -66,19 +66,23 @@ def json_value(text: str | bytes, where: str) -> Any:
         raise OutsideInputError(f"{where}: not JSON: {err.msg} (column {err.colno})") from None
 
 
+def unreadable(name: str, err: OSError) -> str:
+    """``NAME: why`` for a file that cannot be opened or read (one wording for every reader)."""
+    if isinstance(err, FileNotFoundError):
+        return f"{name}: no such file"
+    if isinstance(err, IsADirectoryError):
+        return f"{name}: is a folder, not a file"
+    if isinstance(err, PermissionError):
+        return f"{name}: permission denied"
+    return f"{name}: cannot read: {err.strerror or err}"
+
+
 def open_input(path: str | Path):
     """``path`` opened for reading bytes, or a one-line error saying why it cannot be."""
-    name = str(path)
     try:
         return open(path, "rb")
-    except FileNotFoundError:
-        raise OutsideInputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise OutsideInputError(f"{name}: is a folder, not a file") from None
-    except PermissionError:
-        raise OutsideInputError(f"{name}: permission denied") from None
     except OSError as err:
-        raise OutsideInputError(f"{name}: cannot read: {err.strerror or err}") from None
+        raise OutsideInputError(unreadable(str(path), err)) from None
 
 
 def jsonl_objects(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES
@@ -91,7 +95,7 @@ def jsonl_objects(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES
             try:
                 raw = f.readline(max_line_bytes + 1)
             except OSError as err:
-                raise OutsideInputError(f"{name}: cannot read: {err.strerror or err}") from None
+                raise OutsideInputError(unreadable(name, err)) from None
             if not raw:
                 return
             n += 1
@@ -135,4 +139,4 @@ def bounded(call: Callable[[], T], seconds: float, overrun: str) -> T:
 
 
 __all__ = ["MAX_LINE_BYTES", "MAX_JSON_DEPTH", "JsonTooDeep", "OutsideInputError", "bounded", "json_value",
-           "jsonl_objects", "open_input"]
+           "jsonl_objects", "open_input", "unreadable"]
