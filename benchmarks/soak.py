@@ -7,7 +7,8 @@ unbounded when a model server misbehaves.
 **sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (shard size 1), then the
 same run started in a fresh folder and killed (SIGKILL to its whole process group: the CLI,
 its workers, their TVM workers) ``--kills`` times, each after a seeded random time between 1 s
-and 60% of the uninterrupted run's wall time, resumed with ``--resume`` each time, and finally
+and the uninterrupted run's wall time (start-up included, so early kills land during start-up
+and late ones between or inside shards), resumed with ``--resume`` each time, and finally
 resumed to the end. Every file of the two folders is compared byte for byte; the figures are
 the kills that landed before the run ended and the wall times.
 
@@ -60,10 +61,11 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     reference_s = time.perf_counter() - t0
     rng = random.Random(seed)
     landed, finished_early = 0, 0
+    progress: list[int] = []    # complete shards on disk after each kill
     t0 = time.perf_counter()
     first = True
     for _ in range(kills):
-        delay = rng.uniform(1.0, max(1.5, 0.6 * reference_s))
+        delay = rng.uniform(1.0, max(1.5, reference_s))
         proc = subprocess.Popen(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                                 start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
@@ -79,6 +81,8 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
         if proc.returncode not in (0, -signal.SIGKILL):
             raise SystemExit(f"sampler exited {proc.returncode}: {err.strip()}")
         first = first and not (out / "run.json").exists()
+        progress.append(len(list((out / "programs").glob("part-*.jsonl")))
+                        if (out / "programs").is_dir() else 0)
         if finished_early:
             break
     final = subprocess.run(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
@@ -92,6 +96,7 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     shards = len([f for f in manifest["files"] if f.startswith("programs/")])
     return {"programs": len(programs), "reference_s": round(reference_s, 1),
             "kills_landed": landed, "ended_before_its_kill": finished_early,
+            "shards_on_disk_after_each_kill": progress,
             "killed_and_resumed_s": round(killed_s, 1), "files": len(a),
             "shards": shards, "files_differing": differ}
 

@@ -62,26 +62,35 @@ def test_the_sampler_never_deletes_a_users_files_or_its_inputs(tmp_path, capsys)
     assert tree(out) == before
 
 
+def _started(root: Path, run: dict, **options) -> set[int]:
+    """Start (or resume) a run in ``root`` and end it at once: its complete shards."""
+    folder = OutputFolder(root)
+    try:
+        return folder.start(run, **options)
+    finally:
+        folder.close()
+
+
 def test_a_new_run_removes_exactly_the_files_of_its_manifest(tmp_path):
     root = tmp_path / "out"
     first = OutputFolder(root)
     assert first.start({"run": 1}, resume=False) == set()
     first.write_shard(0, [{"program": {"p": 0}, "records": [], "failures": []}])
     first.write_many({"chat/single.jsonl": b"{}\n", "plots/a.png": b"png"})
+    first.close()
     # the user adds files, also inside the folders of the layout
     (root / "programs" / "notes.txt").write_text("mine")
     (root / "mine.csv").write_text("mine")
     (root / "plots" / "mine.png").write_text("mine")
-    assert OutputFolder(root).start({"run": 1}, resume=True) == {0}
-    second = OutputFolder(root)
-    second.start({"run": 2}, resume=False)
+    assert _started(root, {"run": 1}, resume=True) == {0}
+    _started(root, {"run": 2}, resume=False)
     assert sorted(tree(root)) == [".leir-manifest.json", "mine.csv", "plots/mine.png",
                                   "programs/notes.txt", "run.json"]
     assert json.loads((root / ".leir-manifest.json").read_text())["files"] == ["run.json"]
     assert not (root / "chat").exists() and not (root / "dictionary").exists()
     # a shard file this run did not write is never taken for a complete shard
     (root / "programs" / "part-00003.jsonl").write_text("{}\n")
-    assert OutputFolder(root).start({"run": 2}, resume=True) == set()
+    assert _started(root, {"run": 2}, resume=True) == set()
     # inputs where the run writes or removes files are refused, even with overwrite
     with pytest.raises(OutputFolderError, match="lies in --out"):
         OutputFolder(root).start({"run": 3}, resume=False, overwrite=True,
@@ -509,9 +518,7 @@ def test_resume_keeps_only_shards_whose_files_match_their_checksums(tmp_path):
     assert not (out / "programs" / "part-00001.jsonl").exists()
     again.write_shard(1, [_result(1)])
     again.close()
-    third = OutputFolder(out)
-    assert third.start({"run": 1}, resume=True) == {0, 1}
-    third.close()
+    assert _started(out, {"run": 1}, resume=True) == {0, 1}
 
 
 def test_a_removed_out_folder_stops_the_run(tmp_path):

@@ -88,7 +88,7 @@ def _proposer(args):
 def add_llm_bounds(p) -> None:
     """The three bounds of one request to a served model (search and eval share them)."""
     from ..cli import positive_float, positive_int
-    from .llm import DEADLINE, MAX_RESPONSE_BYTES, READ_TIMEOUT
+    from .budgets import DEADLINE, MAX_RESPONSE_BYTES, READ_TIMEOUT
     p.add_argument("--llm-timeout", type=positive_float, default=READ_TIMEOUT, metavar="S",
                    help=f"llm: seconds without a byte from the server (default {READ_TIMEOUT:g})")
     p.add_argument("--llm-deadline", type=positive_float, default=DEADLINE, metavar="S",

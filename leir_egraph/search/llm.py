@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from .answers import AnswerError, parse_answer
+from .budgets import DEADLINE, MAX_RESPONSE_BYTES, READ_TIMEOUT
 from .prompts import SYSTEM_PROMPT, search_prompt
 from .proposer import Request
 from .tree import Proposal
@@ -31,10 +32,6 @@ class ChatError(RuntimeError):
     """A chat request that produced no answer text; the message says why."""
 
 
-# Safe defaults of the bounds on one request (README.md, "Talking to a served model").
-READ_TIMEOUT = 120.0           # seconds without a byte from the server (--llm-timeout)
-DEADLINE = 600.0               # seconds for the whole request, answer included (--llm-deadline)
-MAX_RESPONSE_BYTES = 16 << 20  # bytes of one response body (--llm-max-bytes)
 
 
 class ChatClient:
