@@ -7,8 +7,9 @@ unbounded when a model server misbehaves.
 **sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (shard size 1), then the
 same run started in a fresh folder and killed (SIGKILL to its whole process group: the CLI,
 its workers, their TVM workers) ``--kills`` times, each after a seeded random time between 1 s
-and the uninterrupted run's wall time (start-up included, so early kills land during start-up
-and late ones between or inside shards), resumed with ``--resume`` each time, and finally
+and half the uninterrupted run's wall time (start-up included, so early kills land during
+start-up, later ones inside or between shards, and those after the last shard in the final
+files), resumed with ``--resume`` each time, and finally
 resumed to the end. Every file of the two folders is compared byte for byte; the figures are
 the kills that landed before the run ended and the wall times.
 
@@ -65,13 +66,13 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     t0 = time.perf_counter()
     first = True
     for _ in range(kills):
-        delay = rng.uniform(1.0, max(1.5, reference_s))
+        delay = rng.uniform(1.0, max(1.5, reference_s / 2))
         proc = subprocess.Popen(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                                 start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         try:
             proc.wait(timeout=delay)
-            finished_early += 1      # it ended before its kill: the run is complete
+            finished_early += 1      # it ended before its kill (later starts only finalize)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -83,8 +84,6 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
         first = first and not (out / "run.json").exists()
         progress.append(len(list((out / "programs").glob("part-*.jsonl")))
                         if (out / "programs").is_dir() else 0)
-        if finished_early:
-            break
     final = subprocess.run(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                            capture_output=True, text=True)
     if final.returncode != 0:
@@ -154,7 +153,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--programs", nargs="+", default=["ReLU", "softmax", "Sigmoid"])
+    ap.add_argument("--programs", nargs="+", default=["ReLU", "softmax", "Sigmoid", "Tanh",
+                                                      "GELU", "LeakyReLU"])
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--part", choices=("sampler", "search", "both"), default="both")
     ap.add_argument("--work", type=Path)
