@@ -450,6 +450,11 @@ CASES = [
      "case number >= 0, got -1"),
     ("eval-answers-case-without-line", LEIR, "eval {d}/cases2.jsonl --answers "
      "{d}/answers_case_gap.jsonl", 2, "{d}/answers_case_gap.jsonl: no answer line for case 0"),
+    ("eval-cases-not-utf8", LEIR, "eval {d}/nonutf.jsonl --answers {d}/answers_three.jsonl", 2,
+     "{d}/nonutf.jsonl:1:11: not UTF-8 text (byte 0xff)"),
+    ("eval-cases-line-is-a-list", LEIR, "eval {d}/answers_list.jsonl --answers "
+     "{d}/answers_three.jsonl", 2, "{d}/answers_list.jsonl:1: expected a JSON object, got a "
+     "list"),
     ("eval-llm-deadline-zero", LEIR, "eval {d}/cases2.jsonl --base-url http://127.0.0.1:9/v1 "
      "--model m --llm-deadline 0", 2, "argument --llm-deadline: expected a number of seconds > 0"),
     ("eval-llm-max-bytes-zero", LEIR, "eval {d}/cases2.jsonl --base-url http://127.0.0.1:9/v1 "
@@ -559,6 +564,6 @@ def test_bad_input(case, d, capsys):
 
 
 def test_catalogue_size():
-    """The number of bad-input cases: 94 of issue 9, and 33 of issue 37."""
-    assert len(CASES) == 127
+    """The number of bad-input cases: 94 of issue 9, and 35 of issue 37."""
+    assert len(CASES) == 129
     assert len({c[0] for c in CASES}) == len(CASES)

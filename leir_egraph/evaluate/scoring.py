@@ -23,7 +23,6 @@ answers are tallied by category and difficulty class (the paper's Figure 5).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -130,26 +129,28 @@ def program_from_prompt(prompt: str) -> Program:
 
 def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
     """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``)."""
+    from ..outside import OutsideInputError, jsonl_objects
     cases = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if limit is not None and len(cases) >= limit:
-                break
-            try:
-                row = json.loads(line)
-                if "messages" in row:
-                    prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
-                    program = program_from_prompt(prompt)
-                else:
-                    program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
-                    prompt = single_prompt(program.name or "the program", program.text,
-                                           program.signature)
-            except (json.JSONDecodeError, KeyError, StopIteration, CaseError,
-                    LeirSyntaxError, ValueError) as err:
-                raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
-            cases.append(Case(len(cases), program, prompt))
+    rows = jsonl_objects(path)
+    while limit is None or len(cases) < limit:
+        try:
+            n, row = next(rows)
+        except StopIteration:
+            break
+        except OutsideInputError as err:
+            raise CaseError(str(err)) from None
+        try:
+            if "messages" in row:
+                prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
+                program = program_from_prompt(prompt)
+            else:
+                program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
+                prompt = single_prompt(program.name or "the program", program.text,
+                                       program.signature)
+        except (KeyError, TypeError, StopIteration, CaseError, LeirSyntaxError,
+                ValueError) as err:
+            raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
+        cases.append(Case(len(cases), program, prompt))
     return cases
 
 
