@@ -1,4 +1,4 @@
-"""A catalogue of bad inputs for every command-line entry point (issue 9).
+"""A catalogue of bad inputs for every command-line entry point (issues 9 and 37).
 
 Each case runs one command on one bad input -- a file, an option value, a folder -- and must
 give the documented exit status (README.md, "The leir command": 2 for bad input, 1 for a
@@ -8,9 +8,10 @@ line:col where a position applies) or the option, no traceback, and leave no pro
 Most cases run the command in-process (``leir_egraph.cli.main`` / ``leir_egraph.sample.main``
 return the exit status), so the suite needs neither TVM nor a worker; the few ``PROCESS``
 cases run a real ``python -m ...`` process, where the entry point itself is the point. No case
-here starts a worker process: bad input is refused before any work.
+here starts a worker process: bad input is refused before any work (``leir from-torch`` runs
+the model file's code in its own child process, which it ends before it returns).
 
-``test_catalogue_size`` pins the number of cases (the closing note of issue 9 reports it).
+``test_catalogue_size`` pins the number of cases (the closing notes of the issues report it).
 """
 
 from __future__ import annotations
