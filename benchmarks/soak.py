@@ -6,10 +6,10 @@ unbounded when a model server misbehaves.
 
 **sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (shard size 1), then the
 same run started in a fresh folder and killed (SIGKILL to its whole process group: the CLI,
-its workers, their TVM workers) ``--kills`` times, each after a seeded random time between 1 s
-and half the uninterrupted run's wall time (start-up included, so early kills land during
-start-up, later ones inside or between shards, and those after the last shard in the final
-files), resumed with ``--resume`` each time, and finally
+its workers, their TVM workers) ``--kills`` times, each at a seeded random moment: a random
+0-4 s after the run reaches a random point of its progress (the shards it already has, or one
+more), so kills land in start-up, inside and between shards, and once every shard is there in
+the final files; resumed with ``--resume`` each time, and finally
 resumed to the end. Every file of the two folders is compared byte for byte; the figures are
 the kills that landed before the run ended and the wall times.
 
@@ -53,6 +53,11 @@ def _files(out: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+def _shards_on_disk(out: Path) -> int:
+    folder = out / "programs"
+    return len(list(folder.glob("part-*.jsonl"))) if folder.is_dir() else 0
+
+
 def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ref, out = work / "reference", work / "killed"
@@ -62,28 +67,35 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     reference_s = time.perf_counter() - t0
     rng = random.Random(seed)
     landed, finished_early = 0, 0
-    progress: list[int] = []    # complete shards on disk after each kill
-    t0 = time.perf_counter()
+    progress: list[int] = []    # complete shards on disk at each kill
+    shards = len(programs)      # shard size 1
     first = True
-    for _ in range(kills):
-        delay = rng.uniform(1.0, max(1.5, reference_s / 2))
+    t0 = time.perf_counter()
+    while landed < kills and landed + finished_early < 3 * kills:
+        # the moment: a random wait after the run reaches a random point of its progress (the
+        # shards it has, or one more), so kills land in start-up, inside and between shards
+        # and, once every shard is there, in the final files
+        done = _shards_on_disk(out)
+        target = min(done + rng.choice((0, 1)), shards)
+        extra = rng.uniform(0.0, 4.0)
         proc = subprocess.Popen(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                                 start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
+        while proc.poll() is None and _shards_on_disk(out) < target:
+            time.sleep(0.05)
         try:
-            proc.wait(timeout=delay)
-            finished_early += 1      # it ended before its kill (later starts only finalize)
+            proc.wait(timeout=extra)
+            finished_early += 1      # it ended before its kill
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             landed += 1
+            progress.append(_shards_on_disk(out))
         err = proc.stderr.read()
         proc.stderr.close()
         if proc.returncode not in (0, -signal.SIGKILL):
             raise SystemExit(f"sampler exited {proc.returncode}: {err.strip()}")
         first = first and not (out / "run.json").exists()
-        progress.append(len(list((out / "programs").glob("part-*.jsonl")))
-                        if (out / "programs").is_dir() else 0)
     final = subprocess.run(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                            capture_output=True, text=True)
     if final.returncode != 0:
@@ -95,7 +107,7 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     shards = len([f for f in manifest["files"] if f.startswith("programs/")])
     return {"programs": len(programs), "reference_s": round(reference_s, 1),
             "kills_landed": landed, "ended_before_its_kill": finished_early,
-            "shards_on_disk_after_each_kill": progress,
+            "shards_on_disk_at_each_kill": progress,
             "killed_and_resumed_s": round(killed_s, 1), "files": len(a),
             "shards": shards, "files_differing": differ}
 
