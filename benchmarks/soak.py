@@ -7,7 +7,7 @@ unbounded when a model server misbehaves.
 **sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (shard size 1), then the
 same run started in a fresh folder and killed (SIGKILL to its whole process group: the CLI,
 its workers, their TVM workers) ``--kills`` times, each at a seeded random moment: a random
-0-4 s after the run reaches a random point of its progress (the shards it already has, or one
+0-1 s after the run reaches a random point of its progress (the shards it already has, or one
 more), so kills land in start-up, inside and between shards, and once every shard is there in
 the final files; resumed with ``--resume`` each time, and finally
 resumed to the end. Every file of the two folders is compared byte for byte; the figures are
@@ -77,12 +77,12 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
         # and, once every shard is there, in the final files
         done = _shards_on_disk(out)
         target = min(done + rng.choice((0, 1)), shards)
-        extra = rng.uniform(0.0, 4.0)
+        extra = rng.uniform(0.0, 1.0)
         proc = subprocess.Popen(_sampler_cmd(programs, out, not first), cwd=ROOT, env=env,
                                 start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         while proc.poll() is None and _shards_on_disk(out) < target:
-            time.sleep(0.05)
+            time.sleep(0.02)
         try:
             proc.wait(timeout=extra)
             finished_early += 1      # it ended before its kill
