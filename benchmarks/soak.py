@@ -4,7 +4,8 @@ unbounded when a model server misbehaves.
     .venv/bin/python benchmarks/soak.py [--kills 20] [--seed 0] [--programs ReLU softmax ...]
         [--requests 40] [--part sampler|search|both] [--work DIR]
 
-**sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (shard size 1), then the
+**sampler**: one uninterrupted run of ``python -m leir_egraph.sample`` (two instances of each
+kind, shard size 1), then the
 same run started in a fresh folder and killed (SIGKILL to its whole process group: the CLI,
 its workers, their TVM workers) ``--kills`` times, each at a seeded random moment: a random
 0-1 s after the run reaches a random point of its progress (the shards it already has, or one
@@ -42,7 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 def _sampler_cmd(programs: list[str], out: Path, resume: bool) -> list[str]:
-    cmd = [sys.executable, "-m", "leir_egraph.sample", "--programs", *programs,
+    cmd = [sys.executable, "-m", "leir_egraph.sample", "--programs", *programs, "--count", "2",
            "--strategies", "loop_split,loop_reorder,logsimp", "--per-strategy-cap", "1",
            "--shard-size", "1", "--workers", "1", "--seed", "3", "--out", str(out), "--quiet"]
     return cmd + (["--resume"] if resume else [])
@@ -68,7 +69,7 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     rng = random.Random(seed)
     landed, finished_early = 0, 0
     progress: list[int] = []    # complete shards on disk at each kill
-    shards = len(programs)      # shard size 1
+    shards = 2 * len(programs)  # two instances of each kind, shard size 1
     first = True
     t0 = time.perf_counter()
     while landed < kills and landed + finished_early < 3 * kills:
@@ -105,7 +106,7 @@ def soak_sampler(programs: list[str], kills: int, seed: int, work: Path) -> dict
     differ = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
     manifest = json.loads((out / ".leir-manifest.json").read_text())
     shards = len([f for f in manifest["files"] if f.startswith("programs/")])
-    return {"programs": len(programs), "reference_s": round(reference_s, 1),
+    return {"programs": 2 * len(programs), "reference_s": round(reference_s, 1),
             "kills_landed": landed, "ended_before_its_kill": finished_early,
             "shards_on_disk_at_each_kill": progress,
             "killed_and_resumed_s": round(killed_s, 1), "files": len(a),
