@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .errors import UnsupportedOp
-from .translate import from_torch, output_leaves
+from .translate import as_numpy, from_torch, output_leaves
 
 def fast_cpu() -> dict:
     """The oracle's target. Verification compiles hundreds of small programs: LLVM's optimiser
@@ -45,16 +45,6 @@ class CheckRecord:
     run_s: float = 0.0
     detail: str = ""
     outputs: list = field(default_factory=list)
-
-
-def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """A tensor's values as a NumPy array of its dtype (bfloat16: ``ml_dtypes.bfloat16``, the
-    lowering's bf16 arrays; NumPy has no bfloat16 of its own)."""
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-        return t.float().numpy().astype(ml_dtypes.bfloat16)  # exact: bf16 is a prefix of f32
-    return t.numpy()
 
 
 def torch_outputs(module, inputs) -> list[np.ndarray]:

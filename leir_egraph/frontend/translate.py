@@ -28,6 +28,7 @@ import logging
 import operator
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
@@ -173,6 +174,16 @@ def _target_name(target) -> str:
     return f"{module}.{qual}"
 
 
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a NumPy array of its dtype (bfloat16: ``ml_dtypes.bfloat16``, the
+    lowering's bf16 arrays; NumPy has no bfloat16 of its own)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.float().numpy().astype(ml_dtypes.bfloat16)  # exact: bf16 is a prefix of f32
+    return t.numpy()
+
+
 class Translator:
     """Walks a shape-propagated GraphModule and emits LEIR through a Builder."""
 
@@ -196,11 +207,8 @@ class Translator:
             if isinstance(value, torch.nn.Parameter):
                 return self.parameter(value, label)
             dtype = leir_dtype(value.dtype)
-            if dtype == "bf16":
-                raise UnsupportedOp("bfloat16 constant", label, "",
-                                    "NumPy cannot hold bfloat16 values")
             self._keepalive.append(value)
-            array = value.detach().cpu().numpy().copy()
+            array = as_numpy(value).copy()
             self._constants[key] = self.builder.tensor(value.shape, dtype, "constant", label,
                                                        array)
         return self._constants[key]
@@ -209,10 +217,7 @@ class Translator:
         key = id(value)
         if key not in self._params:
             dtype = leir_dtype(value.dtype)
-            if dtype == "bf16":
-                raise UnsupportedOp("bfloat16 parameter", label, "",
-                                    "NumPy cannot hold bfloat16 values")
-            array = value.detach().cpu().numpy().copy()
+            array = as_numpy(value).copy()
             self._params[key] = self.builder.tensor(value.shape, dtype, "parameter", label,
                                                     array, self._param_order.get(key, 1 << 30))
         return self._params[key]
