@@ -260,6 +260,53 @@ def test_in_place_update_of_a_view_is_refused():
         from_torch(one(fn), (torch.randn(2, 3),))
 
 
+def test_in_place_update_of_a_traced_constant_is_refused_not_lost():
+    """``buf = torch.zeros(..)`` is a constant to torch.fx, and ``buf * 2`` after
+    ``buf[:, :3] = x`` was computed while tracing, from the zeros: the translation used to
+    return zeros, silently. Refused now, for item assignment and ``copy_`` into a slice."""
+    def assign(s, x):
+        buf = torch.zeros(4, 6)
+        buf[:, :3] = x
+        return buf * 2
+
+    def copy_into_slice(s, x):
+        buf = torch.zeros(4, 6)
+        buf[:, :3].copy_(torch.tanh(x))
+        return buf * 2
+
+    for fn in (assign, copy_into_slice):
+        with pytest.raises(UnsupportedOp, match="captured as a constant"):
+            from_torch(one(fn), (torch.randn(4, 3),))
+
+    def traced(s, x):  # dtype=x.dtype makes the zeros a traced value: translated
+        buf = torch.zeros(4, 6, dtype=x.dtype)
+        buf[:, :3] = x
+        return buf * 2
+
+    assert_equal(one(traced), (randn(4, 3),))
+
+
+def test_a_forward_that_updates_module_state_translates_the_call_it_makes():
+    """KernelBench's VanillaRNN assigns ``self.hidden`` in forward; tracing left a proxy
+    there, which the GraphModule then copied as the state tensor (``got _Proxy``). The
+    translation reads the state the call starts from, and PyTorch's call agrees."""
+    class VanillaRNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = randn(4, 5)
+            self.i2h, self.h2o = nn.Linear(8, 5).double(), nn.Linear(5, 2).double()
+
+        def forward(self, x):
+            self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+            return self.h2o(self.hidden)
+
+    module = VanillaRNN()
+    state = module.hidden
+    program = from_torch(module, (randn(4, 3, seed=1),))
+    assert module.hidden is state and len(program.leir.nests) >= 4
+    assert_equal(module, (randn(4, 3, seed=1),))
+
+
 def test_functions_and_shape_dependent_python_trace_through_fallbacks():
     def attention_like(x):
         B, T, C = x.size()  # unpacking a size needs concrete shapes (fx alone refuses)

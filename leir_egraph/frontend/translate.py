@@ -337,6 +337,12 @@ class Translator:
                                   "which LEIR's value-by-value translation cannot follow")
         if mutated.op == "get_attr" and self._is_state(mutated.target):
             raise ctx.unsupported("in-place update of a parameter or buffer")
+        if mutated.op == "get_attr" and self._update_lost(mutated, ctx.node):
+            raise ctx.unsupported("in-place update of a tensor torch.fx captured as a constant "
+                                  "(made without the traced inputs, e.g. torch.zeros(...) or a "
+                                  "slice of it): its later uses were computed while tracing, "
+                                  "without the update; build it from the inputs (torch.cat, "
+                                  "F.pad) or assign into a tensor derived from them")
         if self._viewed_later(mutated, ctx.node):
             raise ctx.unsupported("in-place update of a tensor whose view is used afterwards: "
                                   "the view would change too, which LEIR's value-by-value "
@@ -344,6 +350,19 @@ class Translator:
         # a tensor the forward created (torch.zeros(...) becomes a tensor constant when
         # traced) is the forward's own value: later uses see the update
         env[mutated] = result
+
+    def _update_lost(self, constant: torch.fx.Node, at: torch.fx.Node) -> bool:
+        """Would the in-place update ``at`` of the traced constant ``constant`` be lost? Only
+        uses of that very node see it: torch.fx records every other use of the tensor as
+        another constant, or computes it while tracing (``buf * 2``), from the value before
+        the update. So it is kept only when neither happens after ``at``: the node itself is
+        used later and no other node reads the same constant."""
+        order = self._order
+        later = [n for n in self.gm.graph.nodes if order[n] > order[at]]
+        reread = any(n.op == "get_attr" and n.target == constant.target and n is not constant
+                     for n in later)
+        used = any(order[u] > order[at] for u in constant.users) or bool(at.users)
+        return reread or not used
 
     def _viewed_later(self, base: torch.fx.Node, at: torch.fx.Node) -> bool:
         """Was a view of ``base`` (``y = x[:, :2]``, a view of a view, ...) taken before node
