@@ -326,6 +326,24 @@ def test_functions_and_shape_dependent_python_trace_through_fallbacks():
     assert [s.name for s in program.signature.inputs] == ["A"]
 
 
+def test_a_branch_on_where_tensors_live_traces_for_the_example_inputs():
+    """KernelBench's NetVLAD raises unless ``x.device == self.clusters.device``: control flow
+    on a traced value, decided for the example's (CPU) tensors like a shape-only branch."""
+    class DeviceCheck(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.clusters = nn.Parameter(randn(4, 3))
+
+        def forward(self, x):
+            n = x.size()[1]
+            x = x.view(-1, 4)
+            if x.device != self.clusters.device:
+                raise ValueError(f"x.device {x.device} != cluster.device")
+            return torch.softmax(x @ self.clusters, dim=1).view(-1, n, 3).sum(1)
+
+    assert_equal(DeviceCheck(), (randn(2, 5, 4),))
+
+
 # ---------------------------------------------------------------- errors
 
 def test_unsupported_op_names_op_node_and_module_path():

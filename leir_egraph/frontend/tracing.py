@@ -214,6 +214,13 @@ class _Proxy(_SetItem, torch.fx.Proxy):
 
 
 class _MetaProxyWithSetItem(_SetItem, MetaProxy):
+    @property
+    def device(self):
+        # the traced values stand for the caller's CPU tensors (their meta copies are on
+        # "meta"): ``if x.device != self.clusters.device: raise ...`` (NetVLAD) is a branch on
+        # where the tensors live, decided for the example inputs as other shape-only branches
+        return torch.device("cpu")
+
     def size(self, dim=None):
         # MetaProxy.size(0) answers the whole size (it tests ``if dim``), so x.size(0) broke
         meta = getattr(self, "_tensor_meta", None)
