@@ -287,9 +287,10 @@ def test_in_place_update_of_a_traced_constant_is_refused_not_lost():
 
 
 def test_a_forward_that_updates_module_state_translates_the_call_it_makes():
-    """KernelBench's VanillaRNN assigns ``self.hidden`` in forward; tracing left a proxy
-    there, which the GraphModule then copied as the state tensor (``got _Proxy``). The
-    translation reads the state the call starts from, and PyTorch's call agrees."""
+    """KernelBench's VanillaRNN assigns ``self.hidden`` in forward, its LSTMs an ``h0`` left
+    None until then; tracing left a proxy there, which the GraphModule then copied as the state
+    tensor (``got _Proxy``) and PyTorch's own call then failed on. The translation reads the
+    state the call starts from, and PyTorch's call agrees."""
     class VanillaRNN(nn.Module):
         def __init__(self):
             super().__init__()
@@ -305,6 +306,22 @@ def test_a_forward_that_updates_module_state_translates_the_call_it_makes():
     program = from_torch(module, (randn(4, 3, seed=1),))
     assert module.hidden is state and len(program.leir.nests) >= 4
     assert_equal(module, (randn(4, 3, seed=1),))
+
+    class LSTMWithLateState(nn.Module):
+        """KernelBench's LSTM models keep ``h0`` None, or reassign it, until forward."""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 5, 2, batch_first=True).double()
+            self.h0 = None
+
+        def forward(self, x):
+            if self.h0 is None:
+                self.h0 = torch.zeros(2, x.size(0), 5, dtype=x.dtype, device=x.device)
+            return self.lstm(x, (self.h0, torch.zeros_like(self.h0)))[0]
+
+    module = LSTMWithLateState()
+    assert_equal(module, (randn(4, 6, 3),))
 
 
 def test_functions_and_shape_dependent_python_trace_through_fallbacks():
