@@ -183,6 +183,8 @@ class ExprLowering:
         if e.op == "**":
             return self._power(e, dtype)
         a, b = self.value(e.lhs, dtype), self.value(e.rhs, dtype)
+        if e.op in ("+", "-", "*") and is_float(dtype):
+            a, b = self._unfoldable(e, a, b, dtype)
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -193,6 +195,33 @@ class ExprLowering:
             return tirx.div(a, self._divisor(e.rhs, b, dtype)) if is_float(dtype) \
                 else tirx.truncdiv(a, b)
         raise LoweringError(f"unknown operator '{e.op}'")
+
+    def _unfoldable(self, e: Bin, a, b, dtype: str):
+        """The operands of a float ``+``, ``-`` or ``*``, one hidden from TVM's simplifier
+        (``_opaque``) where it would fold the operation in a way IEEE arithmetic does not:
+        ``x*0`` and ``x-x`` to 0 (NaN for x = ±inf or NaN) and ``x+0`` to x (+0 for x = -0).
+        Such a program computes what its LEIR says on every input, which the verification of
+        a rewrite that removes or introduces such a term depends on (docs/VERIFY.md)."""
+        def zero(x, node) -> bool:
+            if any(isinstance(n, (Var, Idx)) for n in walk_values(node)):
+                return False
+            from tvm.sym import Analyzer
+            folded = Analyzer().simplify(x)
+            return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
+        if e.op == "-" and e.lhs == e.rhs:
+            return a, self._opaque(b, dtype)
+        if zero(b, e.rhs):
+            return a, self._opaque(b, dtype)
+        if zero(a, e.lhs):
+            return self._opaque(a, dtype), b
+        return a, b
+
+    def _opaque(self, b, dtype: str):
+        """``b`` through a bit-for-bit round trip via the same-width integer, which TVM's
+        constant folder cannot see through (free in LLVM and CUDA)."""
+        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
+                "float64": "int64"}[dtype]
+        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
 
     def _divisor(self, rhs, b, dtype: str):
         """A float divisor, hidden from TVM's constant folder when it may fold to zero.
@@ -213,9 +242,7 @@ class ExprLowering:
             simplified.value == 0
         if not zero and not any(isinstance(n, Idx) for n in walk_values(rhs)):
             return b
-        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
-                "float64": "int64"}[dtype]
-        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
+        return self._opaque(b, dtype)
 
     def _power(self, e: Bin, dtype: str):
         tirx = self.tirx

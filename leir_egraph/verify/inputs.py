@@ -11,6 +11,11 @@
 * inputs with a stored value (``program.values``) use that value.
 
 Trial ``t`` of seed ``s`` draws from ``numpy.random.default_rng([s, t])``.
+
+Special-value input sets (``special_inputs``) replace the float inputs of such a set by one
+family of values a rewrite must survive (docs/VERIFY.md "Special values"); each family belongs
+to a *domain*: ``finite`` families hold finite numbers only, ``float`` families add ±inf and
+NaN. A rule file that declares ``domain = "finite"`` is tried on the finite families only.
 """
 
 from __future__ import annotations
@@ -111,4 +116,90 @@ def random_inputs(program: Program, seed: int, trial: int,
             magnitude = rng.integers(1, 5, spec.shape)
             sign = np.where(rng.random(spec.shape) < 0.5, -1, 1)
             out[spec.name] = (magnitude * sign).astype(dtype)
+    return out
+
+
+# family -> the narrowest domain it belongs to ("finite" families are in "float" too)
+SPECIAL_FAMILIES = {
+    "zeros": "finite",          # every other element exactly +0 or -0 (divisions read them)
+    "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
+    "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
+    "positive": "finite",       # all positive, magnitudes from 1e-3 to 1e3
+    "negative": "finite",       # all negative, the same magnitudes
+    "infinities": "float",      # every other element +inf or -inf, the others normal
+    "nan": "float",             # every other element NaN, the others normal
+    "mixed": "float",           # normal, ±0, subnormal, near-overflow, ±inf, NaN in turn
+}
+# The one special-value set a dataset verification adds (docs/VERIFY.md), per domain.
+DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite"}
+_FINITE_KINDS = ("normal", "zero", "subnormal", "huge")
+_FLOAT_KINDS = _FINITE_KINDS + ("inf", "nan")
+
+
+def families(domain: str) -> tuple[str, ...]:
+    """The special-value families within a declared domain (``float`` or ``finite``)."""
+    if domain == "finite":
+        return tuple(f for f, d in SPECIAL_FAMILIES.items() if d == "finite")
+    return tuple(SPECIAL_FAMILIES)
+
+
+def _limits(dtype: np.dtype) -> tuple[float, float]:
+    """(largest finite, smallest positive subnormal) of a float dtype."""
+    try:
+        info = np.finfo(dtype)
+    except ValueError:  # bfloat16 (ml_dtypes)
+        import ml_dtypes
+        info = ml_dtypes.finfo(dtype)
+    return float(info.max), float(info.smallest_subnormal)
+
+
+def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    largest, tiny = _limits(dtype)
+    normal = rng.standard_normal(shape)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    kinds = {
+        "normal": normal,
+        "zero": sign * 0.0,
+        "subnormal": sign * tiny * rng.integers(1, 64, shape),
+        "huge": sign * largest * rng.uniform(0.25, 1.0, shape),
+        "inf": sign * np.inf,
+        "nan": np.full(shape, np.nan),
+    }
+    # every other element (a checkerboard over the flat index, its phase random) holds the
+    # family's special value, so that even a 4-element input holds both kinds
+    every_other = (np.arange(int(np.prod(shape))).reshape(shape) + rng.integers(0, 2)) % 2 == 0
+    with np.errstate(over="ignore"):
+        if family == "zeros":
+            out = np.where(every_other, kinds["zero"], normal)
+        elif family == "subnormal":
+            out = kinds["subnormal"]
+        elif family == "near_overflow":
+            out = kinds["huge"]
+        elif family in ("positive", "negative"):
+            out = 10.0 ** rng.uniform(-3, 3, shape) * (1 if family == "positive" else -1)
+        elif family in ("infinities", "nan"):
+            out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
+        elif family in ("mixed", "mixed_finite"):
+            names = _FLOAT_KINDS if family == "mixed" else _FINITE_KINDS
+            order = rng.permutation(len(names))
+            pick = order[(np.arange(int(np.prod(shape))).reshape(shape)) % len(names)]
+            out = np.choose(pick, [np.broadcast_to(kinds[n], np.shape(normal)) for n in names])
+        else:
+            raise ValueError(f"unknown special-value family '{family}'; known: "
+                             f"{', '.join(SPECIAL_FAMILIES)}, mixed_finite")
+        return np.asarray(out).astype(dtype)
+
+
+def special_inputs(program: Program, family: str, seed: int, trial: int = 0,
+                   ranges: Mapping[str, Range] | None = None) -> dict[str, np.ndarray]:
+    """An input set whose float inputs are drawn from a special-value ``family``
+    (``SPECIAL_FAMILIES``, or ``mixed_finite``: the finite kinds of ``mixed``); integer, bool
+    and stored inputs as in :func:`random_inputs`. Seeded by ``(seed, trial, family)``."""
+    out = random_inputs(program, seed, trial, ranges)
+    rng = np.random.default_rng([seed, trial, 1 + sorted(SPECIAL_FAMILIES).index(family)
+                                 if family in SPECIAL_FAMILIES else 0])
+    for spec in program.signature.inputs:
+        if spec.name in program.values or not (spec.code[0] == "f" or spec.code == "bf16"):
+            continue
+        out[spec.name] = _special_values(family, spec.shape, numpy_dtype(spec.dtype), rng)
     return out

@@ -157,6 +157,8 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
         fields = time_job(job, report)
     elif job.get("kind") == "prebuild":
         fields = prebuild_job(job)
+    elif job.get("kind") == "outputs":
+        fields = outputs_job(job)
     else:
         fields = _Evaluation(job, report).run()
     fields["cpu_s"] = time.process_time() - start
@@ -178,6 +180,21 @@ def prebuild_job(job: dict[str, Any]) -> dict[str, Any]:
             continue
     return {"kind": "prebuild",
             "compiled": build_many(programs, equal_target(), **EQUAL_OPTIONS)}
+
+
+def outputs_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of each program of ``job['programs']`` (specs) on each input set of
+    ``job['inputs']``, on the build the Equal level uses; a program that does not parse, build
+    or run gives its error text instead of its list of outputs (``Verifier.outputs``)."""
+    out: list[Any] = []
+    for spec in job["programs"]:
+        try:
+            program = program_of(spec, {})
+            out.append([run(program, inputs, equal_target(), **EQUAL_OPTIONS)
+                        for inputs in job["inputs"]])
+        except Exception as err:  # noqa: BLE001 -- reported per program
+            out.append(describe_error(err))
+    return {"kind": "outputs", "outputs": out}
 
 
 def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:

@@ -153,8 +153,31 @@ class Verifier:
                             fields.get("compiled"))
 
 
+    def outputs(self, programs: list[Program], inputs: list[dict[str, Any]],
+                timeout: float = 60.0) -> dict[str, Any]:
+        """Run each program on each input set in the worker (the Equal level's build: serial,
+        intermediates poisoned). Answers ``outputs`` -- per program its outputs per input set,
+        or the text of its error -- and ``cpu_s``, the worker's CPU time. Raises ``RunError``
+        when the worker times out or crashes."""
+        job = {"kind": "outputs", "programs": [_spec(p) for p in programs],
+               "inputs": [dict(i) for i in inputs]}
+        if self._worker is None:
+            from .session import evaluate
+            return evaluate(job)
+        outcome = self._worker.request(job, time.monotonic() + timeout)
+        if outcome.status != "done":
+            what = {"timeout": f"timed out after {timeout:g} s"}.get(
+                outcome.status, f"{outcome.status}: {outcome.detail}")
+            raise RunError(f"running the programs {what}")
+        return outcome.result
+
+
 class TimingError(RuntimeError):
     """The worker could not time a pair (``Verifier.time_pair``)."""
+
+
+class RunError(RuntimeError):
+    """The worker could not run the programs of ``Verifier.outputs`` (timeout, crash)."""
 
 
 def _spec(program: Program) -> dict[str, Any]:

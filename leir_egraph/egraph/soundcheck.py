@@ -1,0 +1,158 @@
+"""The soundness check of ``leir rules check --verify``: a strategy tried far beyond its
+author's examples (docs/RULES.md "Value ranges").
+
+*Programs*: every example's and counterexample's ``before``, and mutations of it -- every
+float tensor in f16, f32 and f64; every float literal replaced (by a third of it, by a large
+and by a negative value); and the examples of the other loaded strategies (neighbouring
+programs the rule also fires on). On each, *every* transition of the strategy (not only the
+one the example lists: the other occurrences its pattern matches) is judged by
+``verify.soundness.judge`` on normal and special-value inputs within the strategy's declared
+``domain``, against its declared ``exact``-ness.
+
+A budget bounds the work: at most ``budget`` transitions per strategy, taken round-robin over
+the programs so that every mutation kind gets its turn; the order is fixed by ``seed``.
+The first failure is reported as the program, the rule that fired, the inputs and both outputs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from ..leir.ast import Num
+from ..leir.program import Program
+from ..leir.traverse import rebuild
+from ..verify.soundness import FLOAT_CODES, judge, with_float_dtype
+from .rulecheck import example_program
+from .steps import single_steps
+from .strategy import Strategy
+
+# each float literal L becomes one of these (a mutation per entry)
+LITERAL_MUTATIONS = (("a third", lambda v: v / 3), ("1e30", lambda v: 1e30),
+                     ("negated", lambda v: -v - 0.5))
+
+
+@dataclass
+class SoundnessReport:
+    """What the soundness check found for one strategy."""
+    strategy: str
+    declared: str                 # "bitwise, domain float" etc.
+    programs: int = 0             # programs the strategy was run on
+    judged: int = 0               # transitions judged
+    bitwise: int = 0              # of which bitwise identical on every input set
+    worst_ulps: float = 0.0       # largest ULP difference from before measured
+    cpu_s: float = 0.0            # this process's CPU time plus the verification worker's
+    problems: list[str] = field(default_factory=list)
+
+
+def _literals(program: Program, label: str, change) -> Program | None:
+    changed = False
+
+    def swap(node):
+        nonlocal changed
+        if isinstance(node, Num) and any(c in node.text for c in ".eE") and \
+                node.text not in ("inf", "-inf", "nan"):
+            changed = True
+            return replace(node, text=repr(float(change(float(node.text)))))
+        return None
+
+    leir = rebuild(program.leir, swap)
+    return program.with_leir(leir) if changed else None
+
+
+def mutations(program: Program) -> list[tuple[str, Program]]:
+    """``program`` and its mutations, labelled: other float dtypes, other literal values."""
+    out = [("as written", program)]
+    codes = {v.dtype for v in _vars(program)} & set(FLOAT_CODES)
+    if codes:
+        for code in ("f16", "f32", "f64"):
+            if codes != {code}:
+                out.append((f"in {code}", with_float_dtype(program, code)))
+    for label, change in LITERAL_MUTATIONS:
+        mutated = _literals(program, label, change)
+        if mutated is not None:
+            out.append((f"literals {label}", mutated))
+    return out
+
+
+def _vars(program: Program) -> Iterable:
+    from ..leir.ast import Var
+    from ..leir.traverse import walk
+    return (n for n in walk(program.leir) if isinstance(n, Var))
+
+
+def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
+                    ) -> list[tuple[str, Program]]:
+    """The programs the check starts from: the strategy's examples and counterexamples, then
+    the examples of ``neighbours`` (other strategies), each labelled."""
+    out = []
+    for n, ex in enumerate(strategy.examples):
+        out.append((f"example {n}", example_program(ex.before, ex.signature)))
+    for n, ce in enumerate(strategy.counterexamples):
+        out.append((f"counterexample {n}", example_program(ce.before, ce.signature)))
+    for other in neighbours:
+        if other.id == strategy.id:
+            continue
+        for n, ex in enumerate(other.examples):
+            out.append((f"{other.id} example {n}", example_program(ex.before, ex.signature)))
+    return out
+
+
+def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strategy] = (),
+                    budget: int = 24, seed: int = 0, trials: int = 2,
+                    deadline_s: float | None = None) -> SoundnessReport:
+    """Judge up to ``budget`` transitions of ``strategy`` on its examples, their mutations and
+    the ``neighbours``' examples (module docstring); stop at the first failure. ``deadline_s``
+    bounds the wall time (the transitions not reached are not judged, and the report says so
+    in ``judged``)."""
+    start, wall, worker_cpu = time.process_time(), time.monotonic(), 0.0
+    report = SoundnessReport(strategy.id, f"exact {strategy.exact}, domain {strategy.domain}")
+    own = source_programs(strategy)
+    queues = [[(f"{label}, {what}", p) for what, p in mutations(program)]
+              for label, program in own]
+    random.Random(seed).shuffle(queues)
+    others = source_programs(replace(strategy, examples=(), counterexamples=()), neighbours)
+    pending = list(_round_robin(queues)) + [(f"{label}, as written", p) for label, p in others]
+    for label, program in pending:
+        if report.judged >= budget or (deadline_s is not None and
+                                       time.monotonic() - wall > deadline_s):
+            break
+        try:
+            found = single_steps(program, strategy)
+        except Exception as err:  # noqa: BLE001 -- a mutation the engine cannot take
+            report.problems.append(f"{strategy.id}: {label}: the engine fails: "
+                                   f"{type(err).__name__}: {err}")
+            break
+        report.programs += 1
+        for t in found[: max(1, budget - report.judged)]:
+            verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
+                            seed=seed, trials=trials)
+            if verdict.skipped:
+                break
+            report.judged += 1
+            worker_cpu += verdict.cpu_s
+            report.bitwise += verdict.bitwise
+            report.worst_ulps = max(report.worst_ulps, verdict.ulps)
+            if not verdict.ok:
+                report.problems.append(
+                    f"{strategy.id}: unsound: rule '{t.rule}' on {label} changes the result "
+                    f"({report.declared})\n  program: {program.text}\n  signature: "
+                    f"{program.signature.to_json()}\n  after:   {t.after.text}\n  "
+                    + verdict.failure.replace("\n", "\n  "))
+                report.cpu_s = time.process_time() - start + worker_cpu
+                return report
+            if report.judged >= budget:
+                break
+    report.cpu_s = time.process_time() - start + worker_cpu
+    return report
+
+
+def _round_robin(queues: list[list]) -> Iterable:
+    """One item of each queue in turn, until all are empty."""
+    queues = [list(q) for q in queues]
+    while any(queues):
+        for q in queues:
+            if q:
+                yield q.pop(0)
