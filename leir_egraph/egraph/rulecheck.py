@@ -159,6 +159,7 @@ class FileCheck:
     counterexamples: int = 0
     verified: int = 0
     problems: list[str] = field(default_factory=list)
+    soundness: object = None   # soundcheck.SoundnessReport, with a verifier
 
 
 def rule_files(paths: list[str | Path]) -> list[Path]:
@@ -175,9 +176,12 @@ def rule_files(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-def check_rule_file(path: Path, verifier=None) -> FileCheck:
+def check_rule_file(path: Path, verifier=None, *, neighbours=(), budget: int = 24,
+                    seed: int = 0) -> FileCheck:
     """Load one rule file, type-check it in an engine, run its examples and counterexamples, and
-    (with a verifier) verify its examples on TVM. A file egglog rejects raises
+    (with a verifier) verify its examples on TVM and check its soundness beyond them
+    (``soundcheck.check_soundness``: up to ``budget`` transitions on mutated examples and the
+    ``neighbours``' examples, normal and special-value inputs). A file egglog rejects raises
     :class:`RuleFileError`."""
     from .engine import check_strategy
 
@@ -190,4 +194,8 @@ def check_rule_file(path: Path, verifier=None) -> FileCheck:
         verified = verify_examples(strategy, verifier)
         result.problems += verified
         result.verified = len(strategy.examples) - len(verified)
+        from .soundcheck import check_soundness
+        result.soundness = check_soundness(strategy, verifier, neighbours=neighbours,
+                                           budget=budget, seed=seed)
+        result.problems += result.soundness.problems
     return result

@@ -52,8 +52,7 @@ def _literals(program: Program, label: str, change) -> Program | None:
 
     def swap(node):
         nonlocal changed
-        if isinstance(node, Num) and any(c in node.text for c in ".eE") and \
-                node.text not in ("inf", "-inf", "nan"):
+        if isinstance(node, Num) and node.text not in ("inf", "-inf", "nan"):
             changed = True
             return replace(node, text=repr(float(change(float(node.text)))))
         return None
@@ -86,7 +85,8 @@ def _vars(program: Program) -> Iterable:
 def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
                     ) -> list[tuple[str, Program]]:
     """The programs the check starts from: the strategy's examples and counterexamples, then
-    the examples of ``neighbours`` (other strategies), each labelled."""
+    the examples and counterexamples of ``neighbours`` (other strategies: the programs their
+    guards were written against), each labelled."""
     out = []
     for n, ex in enumerate(strategy.examples):
         out.append((f"example {n}", example_program(ex.before, ex.signature)))
@@ -97,6 +97,9 @@ def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
             continue
         for n, ex in enumerate(other.examples):
             out.append((f"{other.id} example {n}", example_program(ex.before, ex.signature)))
+        for n, ce in enumerate(other.counterexamples):
+            out.append((f"{other.id} counterexample {n}",
+                        example_program(ce.before, ce.signature)))
     return out
 
 
