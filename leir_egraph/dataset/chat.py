@@ -41,20 +41,40 @@ def _opening(name: str, ir: str, signature: Signature) -> str:
             "variables in the IR. \n")
 
 
-def single_prompt(name: str, ir: str, signature: Signature) -> str:
+BITWISE = "exactly the same outputs for any floating-point inputs (bitwise identical)"
+
+
+def preserves(records) -> str:
+    """What the steps of ``records`` all preserve, as the prompt promises it: bitwise identical
+    outputs only when every step's strategy declares it (``exact``) and its verification found
+    every output bit equal; otherwise the same outputs up to the largest declared rounding
+    bound; "finite" inputs when a strategy's guards assume them (``domain``)."""
+    records = list(records)
+    inputs = "finite" if any(r.get("domain") == "finite" for r in records) else "any"
+    bounds = [r.get("exact") or "bitwise" for r in records]
+    ulps = max((int(b.split()[0]) for b in bounds if b != "bitwise"), default=0)
+    if ulps == 0 and all(r.get("bitwise") is not False for r in records):
+        return BITWISE if inputs == "any" else BITWISE.replace("any floating", "any finite floating")
+    rounding = f"{ulps} ULP" if ulps else "the last place"
+    return (f"the same outputs up to rounding (within {rounding} of the exact result) for "
+            f"{inputs} floating-point inputs")
+
+
+def single_prompt(name: str, ir: str, signature: Signature, promise: str = BITWISE) -> str:
     return (_opening(name, ir, signature) +
-            "Please give me a **numerically equivalent transformed** IR that produces exactly "
-            "the same outputs for any floating-point inputs (bitwise identical), and also "
+            "Please give me a **numerically equivalent transformed** IR that produces "
+            f"{promise}, and also "
             "provide applied strategy in this transformed IR. \n Return the answer **only** as "
             "a valid JSON object with the following keys: 'transformed_IR', "
             "'applied_strategy'.")
 
 
-def multi_prompt(name: str, ir: str, signature: Signature, k: int) -> str:
+def multi_prompt(name: str, ir: str, signature: Signature, k: int,
+                 promise: str = BITWISE) -> str:
     return (_opening(name, ir, signature) +
             f"Please give me at least {k} different **numerically equivalent transformed** IRs "
-            "that produces exactly the same outputs for any floating-point inputs (bitwise "
-            "identical), and also provide applied strategy for each transformed IR. \n Return "
+            f"that produces {promise}, and also provide applied strategy for each transformed "
+            "IR. \n Return "
             "the answer list **only** as a valid JSON object, and each entry with the following "
             "keys: 'idx', 'transformed_IR', 'applied_strategy'.")
 
@@ -87,7 +107,8 @@ def _messages(user: str, assistant: str) -> dict[str, Any]:
 
 def single_example(record: Record) -> dict[str, Any]:
     sig = Signature.from_json(record["signature"])
-    return _messages(single_prompt(record["program"], record["before_leir"], sig),
+    return _messages(single_prompt(record["program"], record["before_leir"], sig,
+                                   preserves([record])),
                      single_answer(record))
 
 
@@ -95,7 +116,7 @@ def multi_example(entry: MultiEntry) -> dict[str, Any]:
     first = entry.answers[0]
     sig = Signature.from_json(first["signature"])
     return _messages(multi_prompt(first["program"], first["before_leir"], sig,
-                                  len(entry.answers)),
+                                  len(entry.answers), preserves(entry.answers)),
                      multi_answer(entry.answers))
 
 
