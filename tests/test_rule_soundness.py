@@ -213,7 +213,10 @@ def test_special_families_hold_their_values_deterministically(seed, size, dtype)
                    for x, y in zip(a.values(), special_inputs(program, family, seed).values()))
         values = a["A"].astype(np.float64)
         finite = np.isfinite(values).all()
-        assert finite == (family in families("finite")), family
+        if family in families("finite"):
+            assert finite, family
+        elif family != "mixed" or size >= 6:   # mixed: six kinds in turn
+            assert np.isinf(values).any() or np.isnan(values).any(), family
         info = np.finfo(a["A"].dtype)
         if family == "infinities":
             assert np.isinf(values).any()
@@ -232,7 +235,7 @@ def test_special_families_hold_their_values_deterministically(seed, size, dtype)
 
 
 @settings(max_examples=60, deadline=None)
-@given(x=st.floats(-1e30, 1e30, width=32), steps=st.integers(0, 5))
+@given(x=st.floats(-2.0 ** 100, 2.0 ** 100, width=32), steps=st.integers(0, 5))
 def test_ulps_count_float_steps_at_the_output_scale(x, steps):
     before = np.array([x, 1.0], np.float32)  # the scale is at least 1
     after = before.copy()
@@ -258,7 +261,7 @@ def test_moved_nan_inf_and_signed_zero():
 @pytest.mark.parametrize("expr, expected", [
     ("A*0", [np.nan, np.nan, -0.0, 0.0]), ("A-A+1", [np.nan, np.nan, 1.0, 1.0]),
     ("A+0", [np.inf, np.nan, 0.0, 2.0]), ("A*(1-1)", [np.nan, np.nan, -0.0, 0.0]),
-    ("A+D-D", [np.nan, np.nan, 0.0, np.inf])])
+    ("A+D-D", [np.inf, np.nan, 0.0, np.inf])])
 def test_lowering_keeps_ieee_results_that_the_folder_would_change(expr, expected, verifier):
     """TVM's simplifier folds x*0 and x-x to 0, x+0 to x and (a+d)-d to a; the verification
     of a rule that removes such a term would compare against the folded original."""
@@ -271,8 +274,9 @@ def test_lowering_keeps_ieee_results_that_the_folder_would_change(expr, expected
     (out,) = verifier.outputs([program], [inputs])["outputs"]
     got = out[0]["C"]
     want = np.array(expected, np.float32)
+    numbers = ~np.isnan(want)
     assert np.array_equal(got, want, equal_nan=True) and \
-        np.array_equal(np.signbit(got), np.signbit(want)), got
+        np.array_equal(np.signbit(got[numbers]), np.signbit(want[numbers])), got
 
 
 def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifier):
