@@ -29,6 +29,25 @@ from .rulecheck import example_program
 from .steps import single_steps
 from .strategy import Strategy
 
+# Small programs generated for every check (extents drawn from the seed): the dependence
+# patterns a loop rule must respect, and value shapes a math rule may match. {n} and {m} are
+# extents, {k} = n+m-1.
+GENERATED = (
+    ("an overwrite: the last writer of D_{a+c} depends on the loop order",
+     "L^{n}_{a=0}L^{m}_{c=0}[D^{f32,g}_{a+c}=A^{f32,g}_{a,c};];", "A:f32[{n},{m}] -> D:f32[{k}]"),
+    ("a scan along the inner loop",
+     "B^{n}_{tx=0}L^{m}_{a=0}[F^{f32,g}_{tx,a}=if_then_else(a-1<0,0,F^{f32,g}_{tx,a-1})"
+     "+A^{f32,g}_{tx,a};];", "A:f32[{n},{m}] -> F:f32[{n},{m}]"),
+    ("a reduction",
+     "B^{n}_{tx=0}L^{m}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a}*2;];",
+     "A:f32[{n},{m}] -> D:f32[{n}]"),
+    ("element-wise arithmetic",
+     "B^{n}_{tx=0}[C^{f32,g}_{tx}=(A^{f32,g}_{tx}-D^{f32,g}_{tx})/2+A^{f32,g}_{tx}*3;];",
+     "A:f32[{n}] D:f32[{n}] -> C:f32[{n}]"),
+)
+# at most this many transitions of one program are judged in one pass over the programs
+PER_PROGRAM = 3
+
 # each float literal L becomes one of these (a mutation per entry)
 LITERAL_MUTATIONS = (("a third", lambda v: v / 3), ("1e30", lambda v: 1e30),
                      ("negated", lambda v: -v - 0.5))
@@ -82,6 +101,18 @@ def _vars(program: Program) -> Iterable:
     return (n for n in walk(program.leir) if isinstance(n, Var))
 
 
+def generated_programs(seed: int) -> list[tuple[str, Program]]:
+    """``GENERATED`` with extents drawn from ``seed`` (2..6)."""
+    rng = random.Random(seed)
+    out = []
+    for what, text, sig in GENERATED:
+        n, m = rng.randint(2, 6), rng.randint(2, 6)
+        fill = {"n": n, "m": m, "k": n + m - 1}
+        leir = text.replace("^{n}", "^{%d}" % n).replace("^{m}", "^{%d}" % m)
+        out.append((f"generated {what} ({n}x{m})", example_program(leir, sig.format(**fill))))
+    return out
+
+
 def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
                     ) -> list[tuple[str, Program]]:
     """The programs the check starts from: the strategy's examples and counterexamples, then
@@ -112,12 +143,13 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
     in ``judged``)."""
     start, wall, worker_cpu = time.process_time(), time.monotonic(), 0.0
     report = SoundnessReport(strategy.id, f"exact {strategy.exact}, domain {strategy.domain}")
-    own = source_programs(strategy)
+    own = source_programs(strategy) + generated_programs(seed)
     queues = [[(f"{label}, {what}", p) for what, p in mutations(program)]
               for label, program in own]
-    random.Random(seed).shuffle(queues)
     others = source_programs(replace(strategy, examples=(), counterexamples=()), neighbours)
-    pending = list(_round_robin(queues)) + [(f"{label}, as written", p) for label, p in others]
+    queues += [[(f"{label}, as written", p)] for label, p in others]
+    random.Random(seed).shuffle(queues)
+    pending = _round_robin(queues)
     for label, program in pending:
         if report.judged >= budget or (deadline_s is not None and
                                        time.monotonic() - wall > deadline_s):
@@ -129,7 +161,7 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
                                    f"{type(err).__name__}: {err}")
             break
         report.programs += 1
-        for t in found[: max(1, budget - report.judged)]:
+        for t in found[: min(PER_PROGRAM, budget - report.judged)]:
             verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
                             seed=seed, trials=trials)
             if verdict.skipped:
