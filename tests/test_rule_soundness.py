@@ -312,3 +312,43 @@ def test_every_builtin_strategy_holds_what_it_declares(verifier):
             failed[s.id] = report.problems[0]
         assert report.judged > 0 or s.id in failed, s.id
     assert not failed, json.dumps(failed, indent=1)
+
+
+# ---------------------------------------------------------------- the dataset
+
+def test_sampler_records_an_unsound_user_rule_as_failures(tmp_path):
+    from leir_egraph.dataset import DatasetConfig, Execution, build_dataset
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    write(rules, "times_zero", UNSOUND["times_zero"])
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({
+        "id": "scaled", "name": "Scaled",
+        "leir": "B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*0+A^{f32,g}_{tx};];",
+        "signature": {"inputs": [{"name": "A", "dtype": "float32", "shape": [8]}],
+                      "outputs": [{"name": "C", "dtype": "float32", "shape": [8]}]}}) + "\n")
+    config = DatasetConfig(programs=(str(corpus),), strategies=("times_zero",),
+                           rules=(str(rules),), per_strategy_cap=2, shard_size=2, seed=3)
+    out = tmp_path / "out"
+    build_dataset(config, Execution(out=out, quiet=True))
+    rows = [json.loads(line) for p in sorted((out / "dictionary").glob("*.jsonl"))
+            for line in p.read_text().splitlines()]
+    assert rows and not any(r["verified"] for r in rows)
+    assert all((r["domain"], r["exact"]) == ("float", "bitwise") for r in rows)
+    failures = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    verify = [f for f in failures if f["stage"] == "verify" and f["strategy"] == "times_zero"]
+    assert len(verify) == len(rows) and all("special values" in f["reason"] for f in verify)
+    chat = (out / "chat" / "single.jsonl")
+    assert not chat.exists() or "times_zero" not in chat.read_text()
+
+
+def test_prompt_promises_what_the_steps_preserve():
+    from leir_egraph.dataset.chat import BITWISE, preserves
+
+    exact = {"domain": "float", "exact": "bitwise", "bitwise": True}
+    assert preserves([exact]) == BITWISE
+    rounded = {"domain": "finite", "exact": "16 ulp", "bitwise": False}
+    text = preserves([exact, rounded])
+    assert "bitwise" not in text and "16 ULP" in text and "finite" in text
+    assert "bitwise" not in preserves([{**exact, "bitwise": False}])
