@@ -48,13 +48,17 @@ def preserves(records) -> str:
     """What the steps of ``records`` all preserve, as the prompt promises it: bitwise identical
     outputs only when every step's strategy declares it (``exact``) and its verification found
     every output bit equal; otherwise the same outputs up to the largest declared rounding
-    bound; "finite" inputs when a strategy's guards assume them (``domain``)."""
+    bound; "finite" (or "moderate": finite, far from overflow) inputs when a strategy's guards
+    assume them (``domain``)."""
     records = list(records)
-    inputs = "finite" if any(r.get("domain") == "finite" for r in records) else "any"
+    domains = {r.get("domain") for r in records}
+    inputs = ("moderate finite" if "bounded" in domains else
+              "finite" if "finite" in domains else "any")
     bounds = [r.get("exact") or "bitwise" for r in records]
     ulps = max((int(b.split()[0]) for b in bounds if b != "bitwise"), default=0)
     if ulps == 0 and all(r.get("bitwise") is not False for r in records):
-        return BITWISE if inputs == "any" else BITWISE.replace("any floating", "any finite floating")
+        return BITWISE if inputs == "any" else BITWISE.replace("any floating",
+                                                               f"any {inputs} floating")
     rounding = f"{ulps} ULP" if ulps else "the last place"
     return (f"the same outputs up to rounding (within {rounding} of the exact result) for "
             f"{inputs} floating-point inputs")

@@ -32,7 +32,7 @@ _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules"
 DIRECTIONS = ("simplify", "expand")
 # What a strategy's rewrites preserve (docs/RULES.md "Value ranges"): the inputs its guards
 # assume (``domain``) and how close the rewritten program's outputs stay (``exact``).
-DOMAINS = ("float", "finite")   # any IEEE value / finite values only
+DOMAINS = ("float", "finite", "bounded")   # any IEEE value / finite / far from overflow
 _EXACT = re.compile(r"\s*(\d+)\s*ulps?\s*")
 _RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants", "cot"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
@@ -119,7 +119,7 @@ class Strategy:
     inverse: tuple[str, ...] = ()  # ids of the inverse strategies (STRATEGIES.md pairs)
     providers: tuple[str, ...] = ()  # resolved paths of the fact providers the file names
     run_alone: bool = False  # build its replacements in an e-graph scope of their own (engine)
-    domain: str = "float"    # the inputs its guards assume: "float" (any IEEE value) or "finite"
+    domain: str = "float"    # the inputs its guards assume: "float", "finite" or "bounded"
     ulps: int = 0            # declared rounding bound in ULPs of the dtype; 0: bitwise identical
 
     @property
@@ -235,7 +235,8 @@ def load_rule_file(path: str | Path) -> Strategy:
     domain = data.get("domain", "float")
     if domain not in DOMAINS:
         fail("domain", f"domain must be one of {', '.join(DOMAINS)} (the inputs the guards "
-                       "assume: any IEEE value, or finite values only)")
+                       "assume: any IEEE value, finite values, or finite values no product "
+                       "or sum of two of which overflows)")
     ulps = exactness(data.get("exact", "bitwise"))
     if ulps is None:
         fail("exact", 'exact must be "bitwise" or a rounding bound "N ulp" (N a whole number '

@@ -14,8 +14,9 @@ Trial ``t`` of seed ``s`` draws from ``numpy.random.default_rng([s, t])``.
 
 Special-value input sets (``special_inputs``) replace the float inputs of such a set by one
 family of values a rewrite must survive (docs/VERIFY.md "Special values"); each family belongs
-to a *domain*: ``finite`` families hold finite numbers only, ``float`` families add ±inf and
-NaN. A rule file that declares ``domain = "finite"`` is tried on the finite families only.
+to a *domain* (``DOMAIN_ORDER``): ``bounded`` families hold finite numbers far from overflow,
+``finite`` ones add near-overflow magnitudes, ``float`` ones ±inf and NaN. A rule file is
+tried on the families of its declared domain only.
 """
 
 from __future__ import annotations
@@ -119,28 +120,33 @@ def random_inputs(program: Program, seed: int, trial: int,
     return out
 
 
-# family -> the narrowest domain it belongs to ("finite" families are in "float" too)
+# Domains a rule file may declare, narrowest first: "bounded" (finite inputs no larger than
+# about the square root of the dtype's largest value, so that no product or sum of two of them
+# overflows: what the value splits and the sympy forms assume), "finite", "float" (any IEEE
+# value). A family belongs to its narrowest domain and every wider one.
+DOMAIN_ORDER = ("bounded", "finite", "float")
 SPECIAL_FAMILIES = {
-    "zeros": "finite",          # every other element exactly +0 or -0 (divisions read them)
-    "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
+    "zeros": "bounded",         # every other element exactly +0 or -0 (divisions read them)
+    "subnormal": "bounded",     # subnormal magnitudes of the dtype, both signs
+    "positive": "bounded",      # all positive, magnitudes 1e-3 .. min(1e3, sqrt(largest)/4)
+    "negative": "bounded",      # all negative, the same magnitudes
     "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
-    "positive": "finite",       # all positive, magnitudes from 1e-3 to 1e3
-    "negative": "finite",       # all negative, the same magnitudes
     "infinities": "float",      # every other element +inf or -inf, the others normal
     "nan": "float",             # every other element NaN, the others normal
     "mixed": "float",           # normal, ±0, subnormal, near-overflow, ±inf, NaN in turn
 }
 # The one special-value set a dataset verification adds (docs/VERIFY.md), per domain.
-DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite"}
-_FINITE_KINDS = ("normal", "zero", "subnormal", "huge")
-_FLOAT_KINDS = _FINITE_KINDS + ("inf", "nan")
+DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite", "bounded": "mixed_bounded"}
+_MIXED_KINDS = {"mixed": ("normal", "zero", "subnormal", "huge", "inf", "nan"),
+                "mixed_finite": ("normal", "zero", "subnormal", "huge"),
+                "mixed_bounded": ("normal", "zero", "subnormal")}
 
 
 def families(domain: str) -> tuple[str, ...]:
-    """The special-value families within a declared domain (``float`` or ``finite``)."""
-    if domain == "finite":
-        return tuple(f for f, d in SPECIAL_FAMILIES.items() if d == "finite")
-    return tuple(SPECIAL_FAMILIES)
+    """The special-value families within a declared domain (``bounded``, ``finite`` or
+    ``float``)."""
+    rank = DOMAIN_ORDER.index(domain)
+    return tuple(f for f, d in SPECIAL_FAMILIES.items() if DOMAIN_ORDER.index(d) <= rank)
 
 
 def _limits(dtype: np.dtype) -> tuple[float, float]:
@@ -176,24 +182,26 @@ def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generato
         elif family == "near_overflow":
             out = kinds["huge"]
         elif family in ("positive", "negative"):
-            out = 10.0 ** rng.uniform(-3, 3, shape) * (1 if family == "positive" else -1)
+            top = min(3.0, np.log10(np.sqrt(largest) / 4))
+            out = 10.0 ** rng.uniform(-3, top, shape) * (1 if family == "positive" else -1)
         elif family in ("infinities", "nan"):
             out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
-        elif family in ("mixed", "mixed_finite"):
-            names = _FLOAT_KINDS if family == "mixed" else _FINITE_KINDS
+        elif family in _MIXED_KINDS:
+            names = _MIXED_KINDS[family]
             order = rng.permutation(len(names))
             pick = order[(np.arange(int(np.prod(shape))).reshape(shape)) % len(names)]
             out = np.choose(pick, [np.broadcast_to(kinds[n], np.shape(normal)) for n in names])
         else:
             raise ValueError(f"unknown special-value family '{family}'; known: "
-                             f"{', '.join(SPECIAL_FAMILIES)}, mixed_finite")
+                             f"{', '.join(list(SPECIAL_FAMILIES) + list(_MIXED_KINDS))}")
         return np.asarray(out).astype(dtype)
 
 
 def special_inputs(program: Program, family: str, seed: int, trial: int = 0,
                    ranges: Mapping[str, Range] | None = None) -> dict[str, np.ndarray]:
     """An input set whose float inputs are drawn from a special-value ``family``
-    (``SPECIAL_FAMILIES``, or ``mixed_finite``: the finite kinds of ``mixed``); integer, bool
+    (``SPECIAL_FAMILIES``, or ``mixed_finite`` / ``mixed_bounded``: the kinds of ``mixed``
+    within that domain); integer, bool
     and stored inputs as in :func:`random_inputs`. Seeded by ``(seed, trial, family)``."""
     out = random_inputs(program, seed, trial, ranges)
     rng = np.random.default_rng([seed, trial, 1 + sorted(SPECIAL_FAMILIES).index(family)

@@ -8,9 +8,9 @@ family within ``domain`` (``inputs.families``), and holds ``after`` to the decla
   every set (NaN payloads aside; ``-0`` and ``+0`` differ);
 * ``ulps == N``: NaN and ±inf at the same positions as ``before``, and every finite element
   within N ULPs (of the output's dtype, at the output's largest magnitude) *more* than the
-  original's own distance from the float64 evaluation of the original -- on the normal sets;
-  on special sets (where float64 would not overflow where the dtype does) within N ULPs of
-  ``before`` itself.
+  original's own distance from the float64 evaluation of the original; on a set where that
+  evaluation has NaN or ±inf elsewhere than the original (the dtype overflowed where float64
+  does not), within N ULPs of ``before`` itself.
 
 The answer is a :class:`Judgement`: whether ``after`` held, the exactness measured (bitwise, and
 the largest ULP difference from ``before``), and for a failure a report with the input set,
@@ -102,7 +102,7 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
     answer = verifier.outputs(programs[:2], [inputs for _, inputs in sets], timeout)
     runs, cpu = answer["outputs"], answer["cpu_s"]
     if len(programs) == 3:
-        answer = verifier.outputs(programs[2:], reference_inputs[:trials], timeout)
+        answer = verifier.outputs(programs[2:], reference_inputs, timeout)
         runs, cpu = runs + answer["outputs"], cpu + answer["cpu_s"]
     if isinstance(runs[0], str):
         return Judgement(True, False, 0.0, 0, skipped=f"the original does not run: {runs[0]}",
@@ -126,7 +126,7 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
                                      _report(label, inputs, name, b, a, problem), cpu_s=cpu)
                 continue
             problem = measured.problem
-            if problem is None and reference is not None and k < trials:
+            if problem is None and reference is not None:
                 r = reference[k][name]
                 own, moved = exactness(r, b, b.dtype, name), exactness(r, a, a.dtype, name)
                 if own.problem is None:   # else the dtype overflowed: judge against before
