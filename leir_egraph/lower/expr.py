@@ -201,7 +201,8 @@ class ExprLowering:
         (``_opaque``) where it would fold the operation in a way IEEE arithmetic does not:
         ``x*0`` and ``x-x`` to 0 (NaN for x = ±inf or NaN), ``x+0`` to x (+0 for x = -0),
         and terms cancelled across a sum, ``(a+d)-d`` to a (inf where a+d overflows). A sum or
-        difference whose operands read a common tensor element has its right operand hidden.
+        difference whose two sides share a term of their ``+``/``-`` chains has its right
+        operand hidden.
         Such a program computes what its LEIR says on every input, which the verification of
         a rewrite that removes or introduces such a term depends on (docs/VERIFY.md)."""
         def zero(x, node) -> bool:
@@ -210,7 +211,7 @@ class ExprLowering:
             from tvm.sym import Analyzer
             folded = Analyzer().simplify(x)
             return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
-        if e.op in ("+", "-") and _reads(e.lhs) & _reads(e.rhs):
+        if e.op in ("+", "-") and (set(_terms(e.lhs)) & set(_terms(e.rhs))):
             # the simplifier cancels shared terms: (a+d)-d to a, (a+1)-a to 1, a-a to 0
             return a, self._opaque(b, dtype)
         if zero(b, e.rhs):
@@ -312,6 +313,8 @@ class ExprLowering:
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
 
 
-def _reads(e) -> frozenset:
-    """The tensor elements a value expression reads."""
-    return frozenset(n for n in walk_values(e) if isinstance(n, Var))
+def _terms(e) -> list:
+    """The operands of a chain of ``+`` and ``-`` (``e`` itself when it is not one)."""
+    if isinstance(e, Bin) and e.op in ("+", "-"):
+        return _terms(e.lhs) + _terms(e.rhs)
+    return [e]
