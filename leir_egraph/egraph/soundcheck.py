@@ -9,8 +9,10 @@ one the example lists: the other occurrences its pattern matches) is judged by
 ``verify.soundness.judge`` on normal and special-value inputs within the strategy's declared
 ``domain``, against its declared ``exact``-ness.
 
-A budget bounds the work: at most ``budget`` transitions per strategy, taken round-robin over
-the programs so that every mutation kind gets its turn; the order is fixed by ``seed``.
+A budget bounds the work: at most ``budget`` transitions per strategy (3 per program), taken
+round-robin over the strategy's own and the generated programs so that every mutation kind
+gets its turn, with 8 of the other strategies' programs after each round; the order is fixed by
+``seed``.
 The first failure is reported as the program, the rule that fired, the inputs and both outputs.
 """
 
@@ -146,10 +148,11 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
     own = source_programs(strategy) + generated_programs(seed)
     queues = [[(f"{label}, {what}", p) for what, p in mutations(program)]
               for label, program in own]
-    others = source_programs(replace(strategy, examples=(), counterexamples=()), neighbours)
-    queues += [[(f"{label}, as written", p)] for label, p in others]
     random.Random(seed).shuffle(queues)
-    pending = _round_robin(queues)
+    others = [(f"{label}, as written", p) for label, p in
+              source_programs(replace(strategy, examples=(), counterexamples=()), neighbours)]
+    random.Random(seed).shuffle(others)
+    pending = _round_robin(queues, others)
     for label, program in pending:
         if report.judged >= budget or (deadline_s is not None and
                                        time.monotonic() - wall > deadline_s):
@@ -184,10 +187,13 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
     return report
 
 
-def _round_robin(queues: list[list]) -> Iterable:
-    """One item of each queue in turn, until all are empty."""
-    queues = [list(q) for q in queues]
-    while any(queues):
+def _round_robin(queues: list[list], extra: list, per_round: int = 8) -> Iterable:
+    """One item of each queue in turn, and ``per_round`` items of ``extra`` after each round,
+    until everything is taken."""
+    queues, extra = [list(q) for q in queues], list(extra)
+    while any(queues) or extra:
         for q in queues:
             if q:
                 yield q.pop(0)
+        for _ in range(min(per_round, len(extra))):
+            yield extra.pop(0)
