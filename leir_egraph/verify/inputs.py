@@ -120,16 +120,17 @@ def random_inputs(program: Program, seed: int, trial: int,
     return out
 
 
-# Domains a rule file may declare, narrowest first: "bounded" (finite inputs no larger than
-# about the square root of the dtype's largest value, so that no product or sum of two of them
-# overflows: what the value splits and the sympy forms assume), "finite", "float" (any IEEE
-# value). A family belongs to its narrowest domain and every wider one.
+# Domains a rule file may declare, narrowest first: "bounded" (finite inputs of moderate
+# magnitude -- zeros, or magnitudes from 1e-3 up to the dtype's exp range, 40 in f32 -- on
+# which no sum, product or exponential of the program's values overflows or underflows: what
+# the value splits and the sympy forms assume), "finite", "float" (any IEEE value). A family
+# belongs to its narrowest domain and every wider one.
 DOMAIN_ORDER = ("bounded", "finite", "float")
 SPECIAL_FAMILIES = {
     "zeros": "bounded",         # every other element exactly +0 or -0 (divisions read them)
-    "subnormal": "bounded",     # subnormal magnitudes of the dtype, both signs
-    "positive": "bounded",      # all positive, magnitudes 1e-3 .. min(1e3, sqrt(largest)/4)
+    "positive": "bounded",      # all positive, magnitudes 1e-3 .. the dtype's exp range
     "negative": "bounded",      # all negative, the same magnitudes
+    "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
     "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
     "infinities": "float",      # every other element +inf or -inf, the others normal
     "nan": "float",             # every other element NaN, the others normal
@@ -139,7 +140,7 @@ SPECIAL_FAMILIES = {
 DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite", "bounded": "mixed_bounded"}
 _MIXED_KINDS = {"mixed": ("normal", "zero", "subnormal", "huge", "inf", "nan"),
                 "mixed_finite": ("normal", "zero", "subnormal", "huge"),
-                "mixed_bounded": ("normal", "zero", "subnormal")}
+                "mixed_bounded": ("normal", "zero")}
 
 
 def families(domain: str) -> tuple[str, ...]:
@@ -157,6 +158,13 @@ def _limits(dtype: np.dtype) -> tuple[float, float]:
         import ml_dtypes
         info = ml_dtypes.finfo(dtype)
     return float(info.max), float(info.smallest_subnormal)
+
+
+def _moderate(dtype: np.dtype) -> float:
+    """The largest magnitude of a ``bounded`` input: the dtype's exp range (leir.ranges)."""
+    from ..leir.ranges import FORMATS
+    code = {"float16": "f16", "bfloat16": "bf16", "float64": "f64"}.get(np.dtype(dtype).name, "f32")
+    return FORMATS[code].exp_arg
 
 
 def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
@@ -182,8 +190,8 @@ def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generato
         elif family == "near_overflow":
             out = kinds["huge"]
         elif family in ("positive", "negative"):
-            top = min(3.0, np.log10(np.sqrt(largest) / 4))
-            out = 10.0 ** rng.uniform(-3, top, shape) * (1 if family == "positive" else -1)
+            out = 10.0 ** rng.uniform(-3, np.log10(_moderate(dtype)), shape) * \
+                (1 if family == "positive" else -1)
         elif family in ("infinities", "nan"):
             out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
         elif family in _MIXED_KINDS:
