@@ -1,10 +1,11 @@
 """The soundness check of ``leir rules check --verify``: a strategy tried far beyond its
-author's examples (docs/RULES.md "Value ranges").
+author's examples (docs/RULES.md section 8, "Value ranges").
 
 *Programs*: every example's and counterexample's ``before``, and mutations of it -- every
-float tensor in f16, f32 and f64; every float literal replaced (by a third of it, by a large
-and by a negative value); and the examples of the other loaded strategies (neighbouring
-programs the rule also fires on). On each, *every* transition of the strategy (not only the
+float tensor in f16, f32 and f64; every literal replaced (by a third of it, by 1e30, by its
+negation minus 0.5); small generated programs (``GENERATED``, extents from the seed); and the
+examples and counterexamples of the other loaded strategies (neighbouring programs the rule
+may also fire on). On each, *every* transition of the strategy (not only the
 one the example lists: the other occurrences its pattern matches) is judged by
 ``verify.soundness.judge`` on normal and special-value inputs within the strategy's declared
 ``domain``, against its declared ``exact``-ness.
@@ -50,7 +51,7 @@ GENERATED = (
 # at most this many transitions of one program are judged in one pass over the programs
 PER_PROGRAM = 3
 
-# each float literal L becomes one of these (a mutation per entry)
+# each literal L becomes one of these (a mutation per entry)
 LITERAL_MUTATIONS = (("a third", lambda v: v / 3), ("1e30", lambda v: 1e30),
                      ("negated", lambda v: -v - 0.5))
 
