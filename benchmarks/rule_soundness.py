@@ -37,8 +37,8 @@ def main() -> int:
           "| CPU s |")
     print("|---|---|---|---|---|---|---|---|")
     failed = 0
-    with Verifier() as verifier:
-        for s in strategies:
+    for s in strategies:
+        with Verifier() as verifier:   # a fresh worker per strategy: a small build cache
             r = check_soundness(s, verifier, budget=args.budget, seed=args.seed)
             cpu = r.cpu_s
             measured = "-"

@@ -301,13 +301,15 @@ def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifie
 # ---------------------------------------------------------------- every built-in strategy
 
 @pytest.mark.slow
-def test_every_builtin_strategy_holds_what_it_declares(verifier):
+def test_every_builtin_strategy_holds_what_it_declares():
     """Each strategy's transitions on its examples and their mutations (f16/f32/f64, other
-    literals), on normal and special-value inputs, within its declared exact and domain."""
+    literals) and the generated programs, on normal and special-value inputs, within its
+    declared exact and domain. A fresh worker per strategy keeps the build cache small."""
     from leir_egraph.egraph.soundcheck import check_soundness
     failed = {}
     for s in load_strategies():
-        report = check_soundness(s, verifier, budget=4)
+        with Verifier() as verifier:
+            report = check_soundness(s, verifier, budget=4)
         if report.problems:
             failed[s.id] = report.problems[0]
         assert report.judged > 0 or s.id in failed, s.id
