@@ -28,6 +28,7 @@ from ..leir.ast import Num
 from ..leir.program import Program
 from ..leir.traverse import rebuild
 from ..verify.soundness import FLOAT_CODES, judge, with_float_dtype
+from ..verify.verifier import RunError
 from .rulecheck import example_program
 from .steps import single_steps
 from .strategy import Strategy
@@ -166,8 +167,14 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
             break
         report.programs += 1
         for t in found[: min(PER_PROGRAM, budget - report.judged)]:
-            verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
-                            seed=seed, trials=trials)
+            try:
+                verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
+                                seed=seed, trials=trials)
+            except RunError as err:   # the worker timed out or crashed: nothing judged
+                report.problems.append(f"{strategy.id}: rule '{t.rule}' on {label}: not "
+                                       f"judged: {err}\n  after:   {t.after.text}")
+                report.cpu_s = time.process_time() - start + worker_cpu
+                return report
             if verdict.skipped:
                 break
             report.judged += 1
