@@ -16,6 +16,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from leir_egraph.egraph.engine import engine_for
 from leir_egraph.egraph.soundcheck import check_soundness
 from leir_egraph.egraph.strategy import load_strategies
 from leir_egraph.verify import Verifier
@@ -38,6 +39,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|")
     failed = 0
     for s in strategies:
+        engine_for.cache_clear()       # one strategy's e-graphs at a time
         with Verifier() as verifier:   # a fresh worker per strategy: a small build cache
             r = check_soundness(s, verifier, budget=args.budget, seed=args.seed)
             cpu = r.cpu_s
