@@ -301,10 +301,12 @@ def _label(t) -> str:
 def test_the_sample_meets_every_strategy_the_corpus_offers(golden_transitions):
     """No golden program holds log(a)+log(b) in one equation (the translator splits such sums
     over nests), so logsimp and expand_log are checked on their rule files' examples only;
-    factorization and together meet the sample through sympy's forms of whole right-hand
-    sides (rules/math/sympy_forms.py)."""
+    factorization meets the sample through sympy's forms of whole right-hand sides
+    (rules/math/sympy_forms.py). together (declared for any IEEE input) combines only values
+    the range analysis bounds (MathQuotientsInRange, MathWholeInRange, SympyBounded): the
+    sample's sums read raw inputs, where a*c or a/c may overflow, and it does not fire there."""
     met = {strategy for _, strategy in golden_transitions}
-    assert met == set(MATH) - {"logsimp", "expand_log"}, met
+    assert met == set(MATH) - {"logsimp", "expand_log", "together"}, met
 
 
 def test_golden_transitions_are_equal_symbolically(golden_transitions):

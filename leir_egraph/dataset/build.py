@@ -35,7 +35,8 @@ from .tokens import dataset_tokens
 RUN_FORMAT = 1
 # What balancing and the chat sets need of a record (the TIR and CUDA texts stay on disk).
 _TRAINING_COLUMNS = ("id", "program_id", "program", "signature", "before_leir", "after_leir",
-                     "strategy", "category", "direction", "difficulty", "cot", "speedup")
+                     "strategy", "category", "direction", "difficulty", "cot", "speedup",
+                     "domain", "exact", "bitwise")
 
 
 @dataclass

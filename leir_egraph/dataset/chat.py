@@ -45,20 +45,44 @@ def _opening(name: str, ir: str, signature: Signature) -> str:
             "variables in the IR. \n")
 
 
-def single_prompt(name: str, ir: str, signature: Signature) -> str:
+BITWISE = "exactly the same outputs for any floating-point inputs (bitwise identical)"
+
+
+def preserves(records) -> str:
+    """What the steps of ``records`` all preserve, as the prompt promises it: bitwise identical
+    outputs only when every step's strategy declares it (``exact``) and its verification found
+    every output bit equal; otherwise the same outputs up to the largest declared rounding
+    bound; "finite" (or "moderate": finite, far from overflow) inputs when a strategy's guards
+    assume them (``domain``)."""
+    records = list(records)
+    domains = {r.get("domain") for r in records}
+    inputs = ("moderate finite" if "bounded" in domains else
+              "finite" if "finite" in domains else "any")
+    bounds = [r.get("exact") or "bitwise" for r in records]
+    ulps = max((int(b.split()[0]) for b in bounds if b != "bitwise"), default=0)
+    if ulps == 0 and all(r.get("bitwise") is not False for r in records):
+        return BITWISE if inputs == "any" else BITWISE.replace("any floating",
+                                                               f"any {inputs} floating")
+    rounding = f"{ulps} ULP" if ulps else "the last place"
+    return (f"the same outputs up to rounding (within {rounding} of the exact result) for "
+            f"{inputs} floating-point inputs")
+
+
+def single_prompt(name: str, ir: str, signature: Signature, promise: str = BITWISE) -> str:
     return (_opening(name, ir, signature) +
-            "Please give me a **numerically equivalent transformed** IR that produces exactly "
-            "the same outputs for any floating-point inputs (bitwise identical), and also "
+            "Please give me a **numerically equivalent transformed** IR that produces "
+            f"{promise}, and also "
             "provide applied strategy in this transformed IR. \n Return the answer **only** as "
             "a valid JSON object with the following keys: 'transformed_IR', "
             "'applied_strategy'.")
 
 
-def multi_prompt(name: str, ir: str, signature: Signature, k: int) -> str:
+def multi_prompt(name: str, ir: str, signature: Signature, k: int,
+                 promise: str = BITWISE) -> str:
     return (_opening(name, ir, signature) +
             f"Please give me at least {k} different **numerically equivalent transformed** IRs "
-            "that produces exactly the same outputs for any floating-point inputs (bitwise "
-            "identical), and also provide applied strategy for each transformed IR. \n Return "
+            f"that produces {promise}, and also provide applied strategy for each transformed "
+            "IR. \n Return "
             "the answer list **only** as a valid JSON object, and each entry with the following "
             "keys: 'idx', 'transformed_IR', 'applied_strategy'.")
 
@@ -101,7 +125,7 @@ def single_example(record: Record, representation: str = "leir", cot: bool = Tru
                    ) -> dict[str, Any]:
     sig = Signature.from_json(record["signature"])
     return _messages(single_prompt(record["program"], _ir(record, "before", representation),
-                                   sig),
+                                   sig, preserves([record])),
                      single_answer(record, representation, cot))
 
 
@@ -110,7 +134,7 @@ def multi_example(entry: MultiEntry, representation: str = "leir", cot: bool = T
     first = entry.answers[0]
     sig = Signature.from_json(first["signature"])
     return _messages(multi_prompt(first["program"], _ir(first, "before", representation), sig,
-                                  len(entry.answers)),
+                                  len(entry.answers), preserves(entry.answers)),
                      multi_answer(entry.answers, representation, cot))
 
 

@@ -292,7 +292,8 @@ class _ProgramRun:
         after_tir, tir_error, *after_cuda = self.lowered(t.after)
         result = self.ctx.verifier.verify(program, t.after, target=cfg.target, trials=cfg.trials,
                                           timeout=cfg.verify_timeout, seed=cfg.seed,
-                                          timing=cfg.timing)
+                                          timing=cfg.timing, domain=strategy.domain,
+                                          ulps=strategy.ulps)
         if result.before_problem and not result.equal:
             # the original itself does not validate, build or run (verification establishes it
             # first): a problem of the program, not of this strategy
@@ -318,6 +319,8 @@ class _ProgramRun:
             "time_before_ms": result.time_before_ms if cfg.timing else None,
             "time_after_ms": result.time_after_ms if cfg.timing else None,
             "speedup": result.speedup if cfg.timing else None,
+            "domain": strategy.domain, "exact": strategy.exact, "bitwise": result.bitwise,
+            "max_ulps": _finite(result.ulps),
         })
         if not verified:
             reason = f"reached {result.level}: {result.reason or 'not verified'}"

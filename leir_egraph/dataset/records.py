@@ -53,6 +53,10 @@ COLUMNS: tuple[tuple[str, Any, str], ...] = (
     ("time_before_ms", pl.Float64, "median run time of the original (with --timing)"),
     ("time_after_ms", pl.Float64, "median run time of the transformed program (with --timing)"),
     ("speedup", pl.Float64, "paired: median per-round ratio before/after, timed back to back (with --timing)"),
+    ("domain", pl.String, "inputs the strategy's guards assume: float (any IEEE value), finite or bounded (docs/RULES.md section 10)"),
+    ("exact", pl.String, "exactness the strategy declares: bitwise or N ulp"),
+    ("bitwise", pl.Boolean, "every output bit equal on every input set verified (normal and special values)"),
+    ("max_ulps", pl.Float64, "largest output difference in ULPs of its dtype at the output's scale (0: equal values)"),
 )
 SCHEMA = pl.Schema({name: dtype for name, dtype, _ in COLUMNS})
 NAMES = tuple(name for name, _, _ in COLUMNS)

@@ -53,7 +53,15 @@ def register(sub) -> None:
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("paths", nargs="+", metavar="FILE|DIR", help="rule file or directory of them")
     c.add_argument("--verify", action="store_true",
-                   help="also verify every example numerically on TVM (Equal, Independent)")
+                   help="also verify every example numerically on TVM (Equal, Independent) "
+                        "and check soundness beyond the examples: mutated examples and the "
+                        "built-in strategies' examples, on normal and special-value inputs, "
+                        "within the file's declared exact and domain (docs/RULES.md "
+                        "\"Value ranges\")")
+    c.add_argument("--budget", type=positive_int, default=24, metavar="N",
+                   help="with --verify: at most N transitions judged per rule file (default 24)")
+    c.add_argument("--seed", type=int, default=0, help="with --verify: the seed of the "
+                   "soundness check's order and inputs (default 0)")
     c.set_defaults(handler=run_rules_check)
     s = sub.add_parser("strategies", help="list the strategies (rule files) or write their doc",
                        description="List every loaded strategy, or print docs/STRATEGIES.md "
@@ -99,16 +107,25 @@ def run_rules_check(args) -> int:
     if not files:
         raise InputError(f"{', '.join(args.paths)}: no rule files (*.toml) found")
     failed = 0
+    neighbours = ()
     if args.verify:
         from ..verify import Verifier
+        from .strategy import load_strategies
         context = Verifier()
+        neighbours = load_strategies()
     else:
         context = nullcontext()
     defined = {s.id: s.path for s in builtin_strategies()}   # id -> file, across the files
     with context as verifier:
         for path in files:
-            result = check_rule_file(path, verifier, defined)
+            result = check_rule_file(path, verifier, defined, neighbours=neighbours,
+                                     budget=args.budget, seed=args.seed)
             verified = f", {result.verified} verified on TVM" if args.verify else ""
+            if result.soundness is not None:
+                s = result.soundness
+                verified += (f"; soundness ({s.declared}): {s.judged} transition(s) of "
+                             f"{s.programs} program(s) judged, {s.bitwise} bitwise, worst "
+                             f"{s.worst_ulps:.3g} ULP, {s.cpu_s:.1f} CPU s")
             status = "ok  " if not result.problems else "FAIL"
             print(f"{status} {result.strategy}: {result.examples} example(s), "
                   f"{result.counterexamples} counterexample(s){verified}  ({path})")

@@ -166,6 +166,7 @@ class FileCheck:
     counterexamples: int = 0
     verified: int = 0
     problems: list[str] = field(default_factory=list)
+    soundness: object = None   # soundcheck.SoundnessReport, with a verifier
 
 
 def rule_files(paths: list[str | Path]) -> list[Path]:
@@ -182,10 +183,12 @@ def rule_files(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-def check_rule_file(path: Path, verifier=None, defined: dict[str, str] | None = None
-                    ) -> FileCheck:
+def check_rule_file(path: Path, verifier=None, defined: dict[str, str] | None = None, *,
+                    neighbours=(), budget: int = 24, seed: int = 0) -> FileCheck:
     """Load one rule file, type-check it in an engine, run its examples and counterexamples, and
-    (with a verifier) verify its examples on TVM.
+    (with a verifier) verify its examples on TVM and check its soundness beyond them
+    (``soundcheck.check_soundness``: up to ``budget`` transitions on mutated examples and the
+    ``neighbours``' examples, normal and special-value inputs).
 
     Refused with :class:`RuleFileError` (one line, the file and the TOML entry), as what would
     break later: a file that does not load or that egglog rejects (the rule, its variant and
@@ -222,4 +225,8 @@ def check_rule_file(path: Path, verifier=None, defined: dict[str, str] | None = 
         verified = verify_examples(strategy, verifier)
         result.problems += verified
         result.verified = len(strategy.examples) - len(verified)
+        from .soundcheck import check_soundness
+        result.soundness = check_soundness(strategy, verifier, neighbours=neighbours,
+                                           budget=budget, seed=seed)
+        result.problems += result.soundness.problems
     return result

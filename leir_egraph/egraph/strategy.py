@@ -28,8 +28,13 @@ VALUE_SORTS = ("String", "i64")
 TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IExpr", "Expr",
               "CmpTail")
 _TOP_KEYS = {"id", "category", "description", "guards", "P", "S", "cot", "rules", "examples",
-             "counterexamples", "note", "direction", "inverse", "providers", "run_alone"}
+             "counterexamples", "note", "direction", "inverse", "providers", "run_alone",
+             "exact", "domain"}
 DIRECTIONS = ("simplify", "expand")
+# What a strategy's rewrites preserve (docs/RULES.md "Value ranges"): the inputs its guards
+# assume (``domain``) and how close the rewritten program's outputs stay (``exact``).
+DOMAINS = ("float", "finite", "bounded")   # any IEEE value / finite / far from overflow
+_EXACT = re.compile(r"\s*(\d+)\s*ulps?\s*")
 _RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants", "cot"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
 _COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
@@ -117,6 +122,13 @@ class Strategy:
     inverse: tuple[str, ...] = ()  # ids of the inverse strategies (STRATEGIES.md pairs)
     providers: tuple[str, ...] = ()  # resolved paths of the fact providers the file names
     run_alone: bool = False  # build its replacements in an e-graph scope of their own (engine)
+    domain: str = "float"    # the inputs its guards assume: "float", "finite" or "bounded"
+    ulps: int = 0            # declared rounding bound in ULPs of the dtype; 0: bitwise identical
+
+    @property
+    def exact(self) -> str:
+        """The declared exactness as the rule file writes it: ``bitwise`` or ``N ulp``."""
+        return "bitwise" if self.ulps == 0 else f"{self.ulps} ulp"
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -288,6 +300,15 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("inverse", "inverse must be a strategy id or a list of ids")
     if not isinstance(data.get("run_alone", False), bool):
         fail("run_alone", "run_alone must be true or false")
+    domain = data.get("domain", "float")
+    if domain not in DOMAINS:
+        fail("domain", f"domain must be one of {', '.join(DOMAINS)} (the inputs the guards "
+                       "assume: any IEEE value, finite values, or finite values no product "
+                       "or sum of two of which overflows)")
+    ulps = exactness(data.get("exact", "bitwise"))
+    if ulps is None:
+        fail("exact", 'exact must be "bitwise" or a rounding bound "N ulp" (N a whole number '
+                      "of units in the last place of the output's dtype)")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
     rules = tuple(_load_rule(path, text, sid, i, r, vocab, variant)
@@ -320,7 +341,16 @@ def load_rule_file(path: str | Path) -> Strategy:
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
                     tuple(counters), str(path), data.get("direction", ""), tuple(inverse),
-                    providers, data.get("run_alone", False))
+                    providers, data.get("run_alone", False), domain, ulps)
+
+
+def exactness(text) -> int | None:
+    """A rule file's ``exact`` value as a ULP bound (0 for ``bitwise``); ``None`` when it is
+    neither ``"bitwise"`` nor ``"N ulp"``."""
+    if text == "bitwise":
+        return 0
+    m = _EXACT.fullmatch(text) if isinstance(text, str) else None
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else None
 
 
 _SLOT = re.compile(r"\{(\w+)\}")

@@ -174,6 +174,8 @@ class ExprLowering:
         if e.op == "**":
             return self._power(e, dtype)
         a, b = self.value(e.lhs, dtype), self.value(e.rhs, dtype)
+        if e.op in ("+", "-", "*") and is_float(dtype):
+            a, b = self._unfoldable(e, a, b, dtype)
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -184,6 +186,37 @@ class ExprLowering:
             return tirx.div(a, self._divisor(e.rhs, b, dtype)) if is_float(dtype) \
                 else tirx.truncdiv(a, b)
         raise LoweringError(f"unknown operator '{e.op}'")
+
+    def _unfoldable(self, e: Bin, a, b, dtype: str):
+        """The operands of a float ``+``, ``-`` or ``*``, one hidden from TVM's simplifier
+        (``_opaque``) where it would fold the operation in a way IEEE arithmetic does not:
+        ``x*0`` and ``x-x`` to 0 (NaN for x = ±inf or NaN), ``x+0`` to x (+0 for x = -0),
+        and terms cancelled across a sum, ``(a+d)-d`` to a (inf where a+d overflows). A sum or
+        difference whose two sides share a term of their ``+``/``-`` chains has its right
+        operand hidden.
+        Such a program computes what its LEIR says on every input, which the verification of
+        a rewrite that removes or introduces such a term depends on (docs/VERIFY.md)."""
+        def zero(x, node) -> bool:
+            if any(isinstance(n, (Var, Idx)) for n in walk_values(node)):
+                return False
+            from tvm.sym import Analyzer
+            folded = Analyzer().simplify(x)
+            return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
+        if e.op in ("+", "-") and (set(_terms(e.lhs)) & set(_terms(e.rhs))):
+            # the simplifier cancels shared terms: (a+d)-d to a, (a+1)-a to 1, a-a to 0
+            return a, self._opaque(b, dtype)
+        if zero(b, e.rhs):
+            return a, self._opaque(b, dtype)
+        if zero(a, e.lhs):
+            return self._opaque(a, dtype), b
+        return a, b
+
+    def _opaque(self, b, dtype: str):
+        """``b`` through a bit-for-bit round trip via the same-width integer, which TVM's
+        constant folder cannot see through (free in LLVM and CUDA)."""
+        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
+                "float64": "int64"}[dtype]
+        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
 
     def _divisor(self, rhs, b, dtype: str):
         """A float divisor, hidden from TVM's constant folder when it may fold to zero.
@@ -204,9 +237,7 @@ class ExprLowering:
             simplified.value == 0
         if not zero and not any(isinstance(n, Idx) for n in walk_values(rhs)):
             return b
-        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
-                "float64": "int64"}[dtype]
-        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
+        return self._opaque(b, dtype)
 
     def _power(self, e: Bin, dtype: str):
         tirx = self.tirx
@@ -278,3 +309,10 @@ class ExprLowering:
 
 
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
+
+
+def _terms(e) -> list:
+    """The operands of a chain of ``+`` and ``-`` (``e`` itself when it is not one)."""
+    if isinstance(e, Bin) and e.op in ("+", "-"):
+        return _terms(e.lhs) + _terms(e.rhs)
+    return [e]

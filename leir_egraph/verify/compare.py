@@ -93,3 +93,72 @@ def _first(mask: np.ndarray):
 
 def _where(mask: np.ndarray) -> str:
     return f"[{','.join(str(int(i)) for i in _first(mask))}]"
+
+
+# ---------------------------------------------------------------- exactness in ULPs
+
+@dataclass(frozen=True)
+class Exactness:
+    """How close ``after`` is to a reference, for one output (docs/VERIFY.md "Exactness").
+
+    ``problem`` is set when NaN or ±inf positions differ (no ULP count can excuse that);
+    otherwise ``ulps`` is the largest finite difference in units in the last place of the
+    output's dtype at the output's scale (its largest finite reference magnitude), and
+    ``bitwise`` says whether every element has the same bits (NaN payloads aside)."""
+    bitwise: bool
+    ulps: float
+    problem: str | None = None
+
+
+def ulp_at(dtype: np.dtype, scale: float) -> float:
+    """The spacing of ``dtype`` values at magnitude ``scale`` (its smallest subnormal at 0)."""
+    return float(np.spacing(np.abs(np.asarray(scale).astype(dtype))).astype(np.float64))
+
+
+def exactness(reference: np.ndarray, after: np.ndarray, dtype=None,
+              name: str = "output") -> Exactness:
+    """``after`` against ``reference`` (same shape), in ULPs of ``dtype`` (default: after's).
+    The reference may be a float64 evaluation of the original: it is compared as a value, its
+    special positions as they are."""
+    dtype = np.dtype(after.dtype if dtype is None else dtype)
+    if reference.shape != after.shape:
+        return Exactness(False, np.inf, f"{name} has shape {list(after.shape)}, the reference "
+                                        f"has {list(reference.shape)}")
+    if dtype.kind not in "fV" and dtype.name != "bfloat16":   # integers and bool: exact only
+        same = bool(np.array_equal(reference, after))
+        return Exactness(same, 0.0 if same else np.inf,
+                         None if same else f"{name} differs (integer output)")
+    r = reference.astype(np.float64)
+    a = after.astype(np.float64)
+    for label, test in (("NaN", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
+        mismatch = test(a) != test(r)
+        if mismatch.any():
+            at = _first(mismatch)
+            return Exactness(False, np.inf,
+                             f"{name} has {label} at different positions "
+                             f"({int(mismatch.sum())} element(s), first at {_where(mismatch)}: "
+                             f"expected {reference[at]}, after {after[at]})")
+    finite = np.isfinite(r)
+    scale = float(np.abs(r[finite]).max()) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        diff = np.where(finite, np.abs(a - r), 0.0)
+    ulps = float(diff.max() / ulp_at(dtype, scale)) if diff.size else 0.0
+    same_bits = bool(np.array_equal(np.signbit(r[finite]), np.signbit(a[finite]))
+                     and ulps == 0.0) if reference.dtype == after.dtype else ulps == 0.0
+    return Exactness(same_bits, ulps)
+
+
+def worst_place(reference: np.ndarray, after: np.ndarray) -> tuple:
+    """The index of the first element whose NaN/inf kind or sign differs, else of the largest
+    finite difference (for reports)."""
+    r, a = reference.astype(np.float64), after.astype(np.float64)
+    kind = (np.isnan(r) != np.isnan(a)) | (np.isposinf(r) != np.isposinf(a)) | \
+        (np.isneginf(r) != np.isneginf(a))
+    if kind.any():
+        return _first(kind)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(np.isfinite(r) & np.isfinite(a), np.abs(a - r), -1.0)
+    if diff.size and diff.max() == 0:
+        signs = np.signbit(r) != np.signbit(a)
+        return _first(signs) if signs.any() else _first(diff == 0)
+    return _first(diff == diff.max()) if diff.size else ()

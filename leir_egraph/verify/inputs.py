@@ -11,6 +11,12 @@
 * inputs with a stored value (``program.values``) use that value.
 
 Trial ``t`` of seed ``s`` draws from ``numpy.random.default_rng([s, t])``.
+
+Special-value input sets (``special_inputs``) replace the float inputs of such a set by one
+family of values a rewrite must survive (docs/VERIFY.md "Special values"); each family belongs
+to a *domain* (``DOMAIN_ORDER``): ``bounded`` families hold finite numbers far from overflow,
+``finite`` ones add near-overflow magnitudes, ``float`` ones ±inf and NaN. A rule file is
+tried on the families of its declared domain only.
 """
 
 from __future__ import annotations
@@ -111,4 +117,105 @@ def random_inputs(program: Program, seed: int, trial: int,
             magnitude = rng.integers(1, 5, spec.shape)
             sign = np.where(rng.random(spec.shape) < 0.5, -1, 1)
             out[spec.name] = (magnitude * sign).astype(dtype)
+    return out
+
+
+# Domains a rule file may declare, narrowest first: "bounded" (finite inputs of moderate
+# magnitude -- zeros, or magnitudes from 1e-3 up to the dtype's exp range, 40 in f32 -- on
+# which no sum, product or exponential of the program's values overflows or underflows: what
+# the value splits and the sympy forms assume), "finite", "float" (any IEEE value). A family
+# belongs to its narrowest domain and every wider one.
+DOMAIN_ORDER = ("bounded", "finite", "float")
+SPECIAL_FAMILIES = {
+    "zeros": "bounded",         # every other element exactly +0 or -0 (divisions read them)
+    "positive": "bounded",      # all positive, magnitudes 1e-3 .. the dtype's exp range
+    "negative": "bounded",      # all negative, the same magnitudes
+    "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
+    "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
+    "infinities": "float",      # every other element +inf or -inf, the others normal
+    "nan": "float",             # every other element NaN, the others normal
+    "mixed": "float",           # normal, ±0, subnormal, near-overflow, ±inf, NaN in turn
+}
+# The one special-value set a dataset verification adds (docs/VERIFY.md), per domain.
+DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite", "bounded": "mixed_bounded"}
+_MIXED_KINDS = {"mixed": ("normal", "zero", "subnormal", "huge", "inf", "nan"),
+                "mixed_finite": ("normal", "zero", "subnormal", "huge"),
+                "mixed_bounded": ("normal", "zero")}
+
+
+def families(domain: str) -> tuple[str, ...]:
+    """The special-value families within a declared domain (``bounded``, ``finite`` or
+    ``float``)."""
+    rank = DOMAIN_ORDER.index(domain)
+    return tuple(f for f, d in SPECIAL_FAMILIES.items() if DOMAIN_ORDER.index(d) <= rank)
+
+
+def _limits(dtype: np.dtype) -> tuple[float, float]:
+    """(largest finite, smallest positive subnormal) of a float dtype."""
+    try:
+        info = np.finfo(dtype)
+    except ValueError:  # bfloat16 (ml_dtypes)
+        import ml_dtypes
+        info = ml_dtypes.finfo(dtype)
+    return float(info.max), float(info.smallest_subnormal)
+
+
+def _moderate(dtype: np.dtype) -> float:
+    """The largest magnitude of a ``bounded`` input: the dtype's exp range (leir.ranges)."""
+    from ..leir.ranges import FORMATS
+    code = {"float16": "f16", "bfloat16": "bf16", "float64": "f64"}.get(np.dtype(dtype).name, "f32")
+    return FORMATS[code].exp_arg
+
+
+def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    largest, tiny = _limits(dtype)
+    normal = rng.standard_normal(shape)
+    sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+    kinds = {
+        "normal": normal,
+        "zero": sign * 0.0,
+        "subnormal": sign * tiny * rng.integers(1, 64, shape),
+        "huge": sign * largest * rng.uniform(0.25, 1.0, shape),
+        "inf": sign * np.inf,
+        "nan": np.full(shape, np.nan),
+    }
+    # every other element (a checkerboard over the flat index, its phase random) holds the
+    # family's special value, so that even a 4-element input holds both kinds
+    every_other = (np.arange(int(np.prod(shape))).reshape(shape) + rng.integers(0, 2)) % 2 == 0
+    with np.errstate(over="ignore"):
+        if family == "zeros":
+            out = np.where(every_other, kinds["zero"], normal)
+        elif family == "subnormal":
+            out = kinds["subnormal"]
+        elif family == "near_overflow":
+            out = kinds["huge"]
+        elif family in ("positive", "negative"):
+            out = 10.0 ** rng.uniform(-3, np.log10(_moderate(dtype)), shape) * \
+                (1 if family == "positive" else -1)
+        elif family in ("infinities", "nan"):
+            out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
+        elif family in _MIXED_KINDS:
+            names = _MIXED_KINDS[family]
+            order = rng.permutation(len(names))
+            pick = order[(np.arange(int(np.prod(shape))).reshape(shape)) % len(names)]
+            out = np.choose(pick, [np.broadcast_to(kinds[n], np.shape(normal)) for n in names])
+        else:
+            raise ValueError(f"unknown special-value family '{family}'; known: "
+                             f"{', '.join(list(SPECIAL_FAMILIES) + list(_MIXED_KINDS))}")
+        return np.asarray(out).astype(dtype)
+
+
+def special_inputs(program: Program, family: str, seed: int, trial: int = 0,
+                   ranges: Mapping[str, Range] | None = None) -> dict[str, np.ndarray]:
+    """An input set whose float inputs are drawn from a special-value ``family``
+    (``SPECIAL_FAMILIES``, or ``mixed_finite`` / ``mixed_bounded``: the kinds of ``mixed``
+    within that domain); integer, bool
+    and stored inputs as in :func:`random_inputs`. Seeded by ``(seed, trial, family)``."""
+    out = random_inputs(program, seed, trial, ranges)
+    rng = np.random.default_rng([seed, trial, 1 + sorted(SPECIAL_FAMILIES).index(family)
+                                 if family in SPECIAL_FAMILIES else 0])
+    for spec in program.signature.inputs:
+        if spec.name in program.values or not (spec.code[0] == "f" or spec.code == "bf16"):
+            continue
+        out[spec.name] = _special_values(family, spec.shape, numpy_dtype(spec.dtype), rng)
     return out

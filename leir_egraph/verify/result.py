@@ -51,6 +51,13 @@ class VerificationResult:
     target: str = "llvm"
     elapsed_s: float = 0.0
     cpu_s: float | None = None   # CPU time of the process that verified (its threads included)
+    # with a declared domain (a strategy's transition, docs/VERIFY.md "Special values"): the
+    # domain, whether every output bit matched on every set, the largest ULP difference, and
+    # the seconds the special-value set took
+    domain: str | None = None
+    bitwise: bool | None = None
+    ulps: float | None = None
+    special_s: float | None = None
 
     @property
     def ok(self) -> bool:

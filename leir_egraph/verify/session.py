@@ -29,7 +29,8 @@ from ..lower.targets import exact_target, target_kind
 from .compare import compare
 from .gathers import gather_problem
 from .independence import check_independent
-from .inputs import integer_ranges, random_inputs
+from .inputs import DATASET_FAMILY, integer_ranges, random_inputs, special_inputs
+from .soundness import special_trial
 
 Report = Callable[..., None]
 
@@ -157,6 +158,8 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
         fields = time_job(job, report)
     elif job.get("kind") == "prebuild":
         fields = prebuild_job(job)
+    elif job.get("kind") == "outputs":
+        fields = outputs_job(job)
     else:
         fields = _Evaluation(job, report).run()
     fields["cpu_s"] = time.process_time() - start
@@ -178,6 +181,21 @@ def prebuild_job(job: dict[str, Any]) -> dict[str, Any]:
             continue
     return {"kind": "prebuild",
             "compiled": build_many(programs, equal_target(), **EQUAL_OPTIONS)}
+
+
+def outputs_job(job: dict[str, Any]) -> dict[str, Any]:
+    """The outputs of each program of ``job['programs']`` (specs) on each input set of
+    ``job['inputs']``, on the build the Equal level uses; a program that does not parse, build
+    or run gives its error text instead of its list of outputs (``Verifier.outputs``)."""
+    out: list[Any] = []
+    for spec in job["programs"]:
+        try:
+            program = program_of(spec, {})
+            out.append([run(program, inputs, equal_target(), **EQUAL_OPTIONS)
+                        for inputs in job["inputs"]])
+        except Exception as err:  # noqa: BLE001 -- reported per program
+            out.append(describe_error(err))
+    return {"kind": "outputs", "outputs": out}
 
 
 def time_job(job: dict[str, Any], report: Report) -> dict[str, Any]:
@@ -210,6 +228,41 @@ class _Evaluation:
         ("before", "after" or None); ``stage`` is the sentence for messages."""
         self.report(stage=f"{activity} {program}" if program else activity, activity=activity,
                     program=program)
+
+    def special_values(self, before, after, before_out, after_out, seed, ranges) -> str | None:
+        """The exactness of the normal trials, and one special-value input set within the
+        job's ``domain`` (docs/VERIFY.md "Special values"): NaN and ±inf where the original has
+        them, within the declared ``ulps``. Notes ``domain``, ``bitwise``, ``ulps`` and
+        ``special_s``; returns why ``after`` fails, or ``None``."""
+        job = self.job
+        domain, declared = job["domain"], job.get("ulps")
+        bitwise, worst = True, 0.0
+        for b_out, a_out in zip(before_out, after_out):
+            same, ulps, problem = special_trial(b_out, a_out)
+            bitwise, worst = bitwise and same, max(worst, ulps)
+        start = time.perf_counter()
+        family = DATASET_FAMILY[domain]
+        self.stage(f"comparing on special values ({family})")
+        inputs = special_inputs(before, family, seed, 0, ranges)
+        problem = None
+        if _gather_problem(before, [inputs]) is None:
+            try:
+                b_out = run(before, inputs, equal_target(), **EQUAL_OPTIONS)
+            except Exception:  # noqa: BLE001 -- the original traps on them: nothing to judge
+                b_out = None
+            if b_out is not None:
+                try:
+                    a_out = run(after, inputs, equal_target(), **EQUAL_OPTIONS)
+                    same, ulps, problem = special_trial(b_out, a_out)
+                    bitwise, worst = bitwise and same, max(worst, ulps)
+                except Exception as err:  # noqa: BLE001
+                    problem = f"after fails: {describe_error(err)}"
+        self.note(domain=domain, bitwise=bitwise, ulps=worst,
+                  special_s=time.perf_counter() - start)
+        if problem is not None:
+            return f"equal: special values ({family}, domain {domain}): {problem}"
+        broken = _exactness_problem(bitwise, worst, declared)
+        return None if broken is None else f"equal: {broken}"
 
     def passed(self, level: str):
         self.level = level
@@ -331,6 +384,10 @@ class _Evaluation:
         if blank:
             return self.result(f"equal: not established: {', '.join(blank)} is all zero or "
                                f"non-finite in every trial", "uninformative")
+        if job.get("domain") is not None:
+            problem = self.special_values(before, after, before_out, after_out, seed, ranges)
+            if problem is not None:
+                return self.result(problem, "mismatch")
         self.passed("equal")
 
         # ---- independent
@@ -364,6 +421,19 @@ class _Evaluation:
                       speedup=speedup if speedup == speedup else None,
                       threads=paired.threads)
         return self.result(reason, None if reason is None else "independence")
+
+
+def _exactness_problem(bitwise: bool, ulps: float, declared: int | None) -> str | None:
+    """Why a measured exactness breaks the declared one (``None``: within it). A bound of N
+    ULPs from the exact result lets two programs differ by 2N ULPs from each other."""
+    if declared is None:
+        return None
+    if declared == 0 and not bitwise:
+        return (f"not bitwise identical ({ulps:.3g} ULP apart) where the strategy declares "
+                "exact = \"bitwise\"")
+    if declared > 0 and ulps > 2 * declared:
+        return f"{ulps:.3g} ULP apart where the strategy declares exact = \"{declared} ulp\""
+    return None
 
 
 def _gather_problem(program: Program, inputs: list[dict[str, np.ndarray]]) -> str | None:

@@ -49,14 +49,19 @@ class Verifier:
 
     def verify(self, before: Program, after: Program | str, target: TargetLike = "llvm",
                trials: int = 3, timeout: float = 60.0, seed: int = 0,
-               timing: bool = True, *, started: float | None = None) -> VerificationResult:
+               timing: bool = True, *, started: float | None = None,
+               domain: str | None = None, ulps: int | None = None) -> VerificationResult:
         """See :func:`verify`. Never raises: every failure is a result with a reason.
         ``started``: the ``time.monotonic()`` at which the caller's ``timeout`` began (default:
-        now), when the caller did part of the work already."""
+        now), when the caller did part of the work already. ``domain`` and ``ulps``: what the
+        rewrite's strategy declares (``Strategy.domain``, ``Strategy.ulps``); with a domain,
+        Equal also needs one special-value input set within it and the declared exactness
+        (docs/VERIFY.md "Special values")."""
         start = time.perf_counter()
         deadline = (time.monotonic() if started is None else started) + timeout
         try:
-            result = self._verify(before, after, target, trials, timeout, seed, timing, deadline)
+            result = self._verify(before, after, target, trials, timeout, seed, timing, deadline,
+                                  domain, ulps)
         except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
             from .session import describe_error
             result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
@@ -64,7 +69,7 @@ class Verifier:
         return _with(result, elapsed_s=time.perf_counter() - start)
 
     def _verify(self, before, after, target, trials, timeout, seed, timing,
-                deadline: float) -> VerificationResult:
+                deadline: float, domain=None, ulps=None) -> VerificationResult:
         kind = target_kind(target)
         if not isinstance(before, Program):
             return VerificationResult.at("none", "before must be a Program (LEIR + signature)",
@@ -75,6 +80,7 @@ class Verifier:
             "values": _input_values(before, [after] if isinstance(after, Program) else []),
             "target": dict(target) if isinstance(target, Mapping) else target,
             "trials": trials, "seed": seed, "timing": timing, "before_problem": None,
+            "domain": domain, "ulps": ulps,
         }
         if self._worker is None:
             from .session import evaluate
@@ -153,8 +159,31 @@ class Verifier:
                             fields.get("compiled"), fields.get("threads"))
 
 
+    def outputs(self, programs: list[Program], inputs: list[dict[str, Any]],
+                timeout: float = 60.0) -> dict[str, Any]:
+        """Run each program on each input set in the worker (the Equal level's build: serial,
+        intermediates poisoned). Answers ``outputs`` -- per program its outputs per input set,
+        or the text of its error -- and ``cpu_s``, the worker's CPU time. Raises ``RunError``
+        when the worker times out or crashes."""
+        job = {"kind": "outputs", "programs": [_spec(p) for p in programs],
+               "inputs": [dict(i) for i in inputs]}
+        if self._worker is None:
+            from .session import evaluate
+            return evaluate(job)
+        outcome = self._worker.request(job, time.monotonic() + timeout)
+        if outcome.status != "done":
+            what = {"timeout": f"timed out after {timeout:g} s"}.get(
+                outcome.status, f"{outcome.status}: {outcome.detail}")
+            raise RunError(f"running the programs {what}")
+        return outcome.result
+
+
 class TimingError(RuntimeError):
     """The worker could not time a pair (``Verifier.time_pair``)."""
+
+
+class RunError(RuntimeError):
+    """The worker could not run the programs of ``Verifier.outputs`` (timeout, crash)."""
 
 
 def _spec(program: Program) -> dict[str, Any]:

@@ -318,9 +318,25 @@ def defined_like(before, after, spans: "_Spans") -> bool:
     return _exponents(after, names) == _exponents(before, names)
 
 
+def bounded(e, spans: "_Spans") -> bool:
+    """Every sub-expression of ``e`` is never ±inf on every input the program may be given
+    (leir.ranges FLOAT domain, with the dtype's overflow; NaN allowed): a form whose two sides
+    are both bounded, and read the same tensor elements (so a NaN read reaches both: the forms
+    have no conditions, and ``max``/``min`` propagate NaN), differs from the original by
+    rounding only -- neither overflows or makes a NaN where the other does not. That is what a
+    strategy declared for any IEEE input (``domain = "float"``) needs of a form."""
+    return all(expression_range(node, spans.reads[FLOAT], spans.loops, FLOAT, spans.dtype).finite
+               for node in walk_values(e))
+
+
+def _reads_of(e) -> frozenset:
+    return frozenset(n for n in walk_values(e) if isinstance(n, Var))
+
+
 @lru_cache(maxsize=64)
 def _program_forms(program) -> tuple:
-    """``(nest position, equation, fn, new value, defined)`` for every form of the program."""
+    """``(nest position, equation, fn, new value, defined, bounded)`` for every form of the
+    program."""
     out = []
     for i, nest in enumerate(program.leir.nests):
         if any(isinstance(item, LoopNest) for item in nest.body):
@@ -332,13 +348,16 @@ def _program_forms(program) -> tuple:
             for fn in FUNCTIONS:
                 for new in _value_forms(fn, eq):
                     spans = spans or _Spans(program, nest, eq.target.dtype)
-                    out.append((i, eq, fn, new, defined_like(eq.value, new, spans)))
+                    defined = defined_like(eq.value, new, spans)
+                    out.append((i, eq, fn, new, defined,
+                                defined and _reads_of(eq.value) == _reads_of(new)
+                                and bounded(eq.value, spans) and bounded(new, spans)))
     return tuple(out)
 
 
 def _form_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
-    for i, eq, fn, new, _ in _program_forms(loaded.program):
+    for i, eq, fn, new, *_ in _program_forms(loaded.program):
         name = loaded.top_nest_name(i)
         out[f"(SympyForm {name} {to_egglog(encode(eq))} {quoted(fn)} "
             f"{to_egglog(encode_value(eq.value))} {to_egglog(encode_value(new))})"] = None
@@ -347,11 +366,14 @@ def _form_facts(loaded: LoadedProgram) -> Iterable[str]:
 
 def _defined_facts(loaded: LoadedProgram) -> Iterable[str]:
     out: dict[str, None] = {}
-    for i, eq, fn, new, defined in _program_forms(loaded.program):
+    for i, eq, fn, new, defined, bound in _program_forms(loaded.program):
+        name = loaded.top_nest_name(i)
+        args = f"{name} {to_egglog(encode(eq))} {to_egglog(encode_value(eq.value))} " \
+               f"{to_egglog(encode_value(new))}"
         if defined:
-            name = loaded.top_nest_name(i)
-            out[f"(SympyDefined {name} {to_egglog(encode(eq))} "
-                f"{to_egglog(encode_value(eq.value))} {to_egglog(encode_value(new))})"] = None
+            out[f"(SympyDefined {args})"] = None
+        if bound:
+            out[f"(SympyBounded {args})"] = None
     return list(out)
 
 
@@ -368,7 +390,10 @@ DEFINED_VALUES = Guard(
     "compute different exponentials of tensor values",
     relations=(Relation("SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
                         "{2} and {3} are defined for every finite input and compute the same "
-                        "exponentials"),),
+                        "exponentials"),
+               Relation("SympyBounded", ("Nest", "Eqn", "Expr", "Expr"),
+                        "{2} and {3} are defined like that, read the same tensor elements, and "
+                        "no value either side computes is ever infinite")),
     facts=_defined_facts)
 
 GUARD_EXTENSIONS = (GuardExtension("defined_values", new_guard=DEFINED_VALUES),)

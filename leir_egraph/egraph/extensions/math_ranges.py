@@ -196,6 +196,96 @@ def _range_facts(loaded: LoadedProgram) -> Iterable[str]:
                     yield f"(MathConstFactor {text})"
     for text in sorted(naturals):
         yield f"(MathNatural {quoted(text)})"
+    yield from _created_facts(analysis)
+
+
+# ---------------------------------------------------------------- what a rewrite creates
+
+def _largest_finite(s: Span, clip: float) -> float:
+    """The largest magnitude of a finite value of ``s`` (``clip``: the dtype's largest, for a
+    span reaching ±inf)."""
+    lo, hi = max(s.lo, -clip), min(s.hi, clip)
+    return max(abs(lo), abs(hi))
+
+
+def _smallest_nonzero(s: Span) -> float:
+    """The smallest magnitude of a value of ``s`` (0 when it may be zero or come arbitrarily
+    close to it)."""
+    if s.positive:
+        return max(s.lo, 0.0)
+    if s.negative:
+        return max(-s.hi, 0.0)
+    return 0.0
+
+
+def _bounds(analysis: RangeAnalysis):
+    """(clip, overflow, normal): the largest finite value any float dtype of the program
+    holds (to bound what an infinite span's finite values reach), the smallest largest value
+    (what a created intermediate must stay within) and the largest smallest normal number."""
+    formats = [FORMATS[d] for d in analysis.formats or ("f64",)]  # integers compute in f64
+    return (max(f.largest for f in formats), min(f.largest for f in formats),
+            max(f.smallest_normal for f in formats))
+
+
+def _created_facts(analysis: RangeAnalysis) -> Iterable[str]:
+    """Facts bounding the intermediates a rewrite creates or removes, for finite operands
+    (the existing guards already settle ±inf, NaN and zero): every shape the math rules
+    rewrite, over the spans of its operands, so that a rule can require that no intermediate
+    of either side overflows (or, under a logarithm, underflows) where the other does not."""
+    clip, top, normal = _bounds(analysis)
+    values = analysis.values
+
+    def big(t):
+        return _largest_finite(values[t], clip) if t in values else math.inf
+
+    def small(t):
+        return _smallest_nonzero(values[t]) if t in values else 0.0
+
+    def quotients(a, b, c) -> bool:   # a/c, b/c, a±b, (a±b)/c
+        total = big(a) + big(b)
+        return small(c) > 0 and total <= top and total / small(c) <= top
+
+    def whole(a, b, c) -> bool:       # a*c, a*c+b, b/c, a+b/c
+        return (small(c) > 0 and big(a) * big(c) + big(b) <= top
+                and big(a) + big(b) / small(c) <= top)
+
+    out: set[str] = set()
+    factors = [t for t in values if _closed(t) and values[t].real and values[t].nonzero]
+    for term in values:
+        head, args = term[0], term[1:]
+        if head in ("Add", "Sub") and all(isinstance(a, tuple) for a in args):
+            (x, y) = args
+            if x[0] == "Div" and y[0] == "Div" and x[2] == y[2] and quotients(x[1], y[1], x[2]):
+                out.add(f"(MathQuotientsInRange {to_egglog(x[1])} {to_egglog(y[1])} "
+                        f"{to_egglog(x[2])})")
+            if head == "Add" and y[0] == "Div" and whole(x, y[1], y[2]):
+                out.add(f"(MathWholeInRange {to_egglog(x)} {to_egglog(y[1])} "
+                        f"{to_egglog(y[2])})")
+            if x[0] == "Log" and y[0] == "Log":
+                a, b = x[1], y[1]
+                ok = small(a) > 0 and small(b) > 0 and (
+                    big(a) * big(b) <= top and small(a) * small(b) >= normal if head == "Add"
+                    else big(a) / small(b) <= top and small(a) / big(b) >= normal)
+                if ok:
+                    name = "MathProductNormal" if head == "Add" else "MathQuotientNormal"
+                    out.add(f"({name} {to_egglog(a)} {to_egglog(b)})")
+        if head == "Div" and isinstance(args[0], tuple):
+            inner, c = args
+            if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
+                out.add(f"(MathQuotientsInRange {to_egglog(inner[1])} {to_egglog(inner[2])} "
+                        f"{to_egglog(c)})")
+            if inner[0] == "Add" and inner[1][0] == "Mul" and inner[1][2] == c and \
+                    whole(inner[1][1], inner[2], c):
+                out.add(f"(MathWholeInRange {to_egglog(inner[1][1])} {to_egglog(inner[2])} "
+                        f"{to_egglog(c)})")
+            if inner[0] == "Mul" and inner[2] == c and big(inner[1]) * big(c) <= top:
+                out.add(f"(MathScaleInRange {to_egglog(inner[1])} {to_egglog(c)})")
+        if head in ("Num", "Idx") or _closed(term):
+            continue
+        for b in factors:   # a -> (a*b)/b
+            if big(term) * big(b) <= top:
+                out.add(f"(MathScaleInRange {to_egglog(term)} {to_egglog(b)})")
+    yield from sorted(out)
 
 
 FLOAT_ARITHMETIC = Guard(
@@ -234,6 +324,18 @@ OPERAND_RANGE = Guard(
         Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN"),
         Relation("MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN"),
         Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64"),
+        Relation("MathScaleInRange", ("Expr", "Expr"),
+                 "{0}*{1} never overflows for a finite {0}"),
+        Relation("MathQuotientsInRange", ("Expr", "Expr", "Expr"),
+                 "for finite {0} and {1}, neither {0}±{1} nor {0}/{2}, {1}/{2} or their sum "
+                 "overflows"),
+        Relation("MathWholeInRange", ("Expr", "Expr", "Expr"),
+                 "for finite {0} and {1}, neither {0}*{2}+{1} nor {0}+{1}/{2} overflows"),
+        Relation("MathProductNormal", ("Expr", "Expr"),
+                 "{0}*{1} is a normal number (no overflow, no underflow) for finite {0} and {1}"),
+        Relation("MathQuotientNormal", ("Expr", "Expr"),
+                 "{0}/{1} is a normal number (no overflow, no underflow) for finite {0} and "
+                 "{1}"),
     ),
     facts=_range_facts)
 

@@ -1,0 +1,157 @@
+"""One rewrite judged on the values a guard must survive (docs/VERIFY.md "Special values").
+
+``judge(verifier, before, after, ulps, domain)`` runs ``before``, ``after`` and a float64
+evaluation of ``before`` on random normal input sets and on one set of every special-value
+family within ``domain`` (``inputs.families``), and holds ``after`` to the declared exactness:
+
+* ``ulps == 0`` (``exact = "bitwise"``): every output bit of ``after`` equals ``before``'s on
+  every set (NaN payloads aside; ``-0`` and ``+0`` differ);
+* ``ulps == N``: NaN and ±inf at the same positions as ``before``, and every finite element
+  within N ULPs (of the output's dtype, at the output's largest magnitude) *more* than the
+  original's own distance from the float64 evaluation of the original; on a set where that
+  evaluation has NaN or ±inf elsewhere than the original (the dtype overflowed where float64
+  does not), within N ULPs of ``before`` itself.
+
+The answer is a :class:`Judgement`: whether ``after`` held, the exactness measured (bitwise, and
+the largest ULP difference from ``before``), and for a failure a report with the input set,
+both outputs and the place they differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..leir.ast import Var
+from ..leir.program import Program
+from ..leir.signature import Signature
+from ..leir.traverse import rebuild
+from .compare import exactness, worst_place
+from .inputs import families, integer_ranges, random_inputs, special_inputs
+
+FLOAT_CODES = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16"}
+
+
+def with_float_dtype(program: Program, code: str) -> Program:
+    """``program`` with every float tensor (signature and intermediates) in the dtype ``code``
+    (``f16``, ``f32``, ``f64``); integer and bool tensors are unchanged."""
+    def retype(node):
+        if isinstance(node, Var) and node.dtype in FLOAT_CODES and node.dtype != code:
+            from dataclasses import replace
+            return replace(node, dtype=code)
+        return None
+
+    sig = program.signature.to_dict()
+    for spec in sig["inputs"] + sig["outputs"]:
+        if spec["dtype"] in FLOAT_CODES.values():
+            spec["dtype"] = FLOAT_CODES[code]
+    values = {k: v for k, v in program.values.items()}
+    return Program(rebuild(program.leir, retype), Signature.from_dict(sig), program.name, values)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What ``judge`` found for one rewrite."""
+    ok: bool
+    bitwise: bool            # every output bit equal to before's on every set tried
+    ulps: float              # largest finite difference from before, in ULPs (inf: NaN/inf moved)
+    sets: int                # input sets tried
+    failure: str | None = None   # the first failing set: family, inputs, outputs, place
+    skipped: str | None = None   # why nothing was judged (the original does not run)
+    cpu_s: float = 0.0           # the worker's CPU time for the runs
+
+
+def _show(array: np.ndarray) -> str:
+    return np.array2string(np.asarray(array), precision=9, threshold=24, max_line_width=200)
+
+
+def _report(label: str, inputs: dict, name: str, before: np.ndarray, after: np.ndarray,
+            problem: str) -> str:
+    place = worst_place(before, after)
+    at = ",".join(str(int(i)) for i in place)
+    lines = [f"input set: {label}", *(f"  {k} = {_show(v)}" for k, v in inputs.items()),
+             f"output {name}: {problem}"]
+    if place != () or before.ndim == 0:
+        lines.append(f"  at [{at}]: before {before[place]!r}, after {after[place]!r}")
+    lines += [f"  before {name} = {_show(before)}", f"  after  {name} = {_show(after)}"]
+    return "\n".join(lines)
+
+
+def input_sets(program: Program, domain: str, seed: int, trials: int = 2
+               ) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """The labelled input sets ``judge`` tries: ``trials`` normal ones, then one per special
+    family within ``domain``."""
+    ranges = integer_ranges(program)
+    sets = [(f"normal #{t}", random_inputs(program, seed, t, ranges)) for t in range(trials)]
+    return sets + [(family, special_inputs(program, family, seed, 0, ranges))
+                   for family in families(domain)]
+
+
+def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "float",
+          seed: int = 0, trials: int = 2, timeout: float = 120.0) -> Judgement:
+    """See the module docstring. ``verifier`` is a :class:`leir_egraph.verify.Verifier`."""
+    sets = input_sets(before, domain, seed, trials)
+    floats = any(s.code[0] == "f" or s.code == "bf16" for s in before.signature.outputs)
+    programs = [before, after]
+    if ulps and floats:
+        programs.append(with_float_dtype(before, "f64"))
+    reference_inputs = [{k: (v.astype(np.float64) if v.dtype.kind == "f" else v)
+                         for k, v in inputs.items()} for _, inputs in sets]
+    answer = verifier.outputs(programs[:2], [inputs for _, inputs in sets], timeout)
+    runs, cpu = answer["outputs"], answer["cpu_s"]
+    if len(programs) == 3:
+        answer = verifier.outputs(programs[2:], reference_inputs, timeout)
+        runs, cpu = runs + answer["outputs"], cpu + answer["cpu_s"]
+    if isinstance(runs[0], str):
+        return Judgement(True, False, 0.0, 0, skipped=f"the original does not run: {runs[0]}",
+                         cpu_s=cpu)
+    if isinstance(runs[1], str):
+        return Judgement(False, False, np.inf, 1, f"after does not run: {runs[1]}", cpu_s=cpu)
+    reference = runs[2] if len(runs) > 2 and not isinstance(runs[2], str) else None
+    bitwise, worst = True, 0.0
+    for k, (label, inputs) in enumerate(sets):
+        for name, b in runs[0][k].items():
+            a = runs[1][k][name]
+            measured = exactness(b, a, name=name)
+            bitwise = bitwise and measured.bitwise
+            worst = max(worst, measured.ulps)
+            if ulps == 0:
+                if not measured.bitwise:
+                    problem = measured.problem or (
+                        f"not bitwise identical ({measured.ulps:.3g} ULP apart), and the rule "
+                        "declares exact = \"bitwise\"")
+                    return Judgement(False, False, worst, k + 1,
+                                     _report(label, inputs, name, b, a, problem), cpu_s=cpu)
+                continue
+            problem = measured.problem
+            if problem is None and reference is not None:
+                r = reference[k][name]
+                own, moved = exactness(r, b, b.dtype, name), exactness(r, a, a.dtype, name)
+                if own.problem is None:   # else the dtype overflowed: judge against before
+                    if moved.problem is not None or moved.ulps > own.ulps + ulps:
+                        problem = moved.problem or (
+                            f"{moved.ulps:.3g} ULP from the float64 evaluation of the "
+                            f"original, which itself is {own.ulps:.3g} ULP away; the rule "
+                            f"declares exact = \"{ulps} ulp\"")
+                    measured = None
+            if problem is None and measured is not None and measured.ulps > ulps:
+                problem = (f"{measured.ulps:.3g} ULP from before; the rule declares "
+                           f"exact = \"{ulps} ulp\"")
+            if problem is not None:
+                return Judgement(False, False, worst, k + 1,
+                                 _report(label, inputs, name, b, a, problem), cpu_s=cpu)
+    return Judgement(True, bitwise, worst, len(sets), cpu_s=cpu)
+
+
+def special_trial(before_out: dict[str, Any], after_out: dict[str, Any]):
+    """The exactness of one input set's outputs (``after`` against ``before``), every output
+    joined: ``(bitwise, ulps, problem)`` -- the dataset verification's special-value trial."""
+    bitwise, worst = True, 0.0
+    for name, b in before_out.items():
+        measured = exactness(b, after_out[name], name=name)
+        if measured.problem is not None:
+            return False, np.inf, measured.problem
+        bitwise, worst = bitwise and measured.bitwise, max(worst, measured.ulps)
+    return bitwise, worst, None

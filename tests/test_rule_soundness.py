@@ -1,0 +1,358 @@
+"""The soundness check of rule files (docs/RULES.md "Value ranges", docs/VERIFY.md "Special
+values"): a catalogue of unsound user rules, each refused by a failing case the check finds
+itself; sound rules accepted; the special-value inputs and the ULP measure; the lowering that
+keeps IEEE semantics the check depends on; the dataset's special-value trial."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leir_egraph.egraph.rulecheck import check_rule_file, example_program
+from leir_egraph.egraph.strategy import RuleFileError, load_rule_file, load_strategies
+from leir_egraph.verify import Verifier
+from leir_egraph.verify.compare import exactness
+from leir_egraph.verify.inputs import SPECIAL_FAMILIES, families, special_inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def T(expr: str) -> str:
+    """``A`` and ``D`` as f32 reads at ``tx``."""
+    return expr.replace("A", "A^{f32,g}_{tx}").replace("D", "D^{f32,g}_{tx}")
+
+
+def rule_file(rid: str, egglog: str, bindings: str, before: str, after: str, *,
+              exact: str = "", category: str = "math", lhs_sort: str = "") -> str:
+    sig = "A:f32[4] D:f32[4] -> C:f32[4]" if "D" in before else "A:f32[4] -> C:f32[4]"
+    nest = "B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];"
+    return f'''id = "{rid}"
+category = "{category}"
+description = "A test rule: {rid}."
+guards = ["pattern_match"]
+P = 1
+S = 0
+cot = "'{{lhs}}' becomes '{{rhs}}'."
+{f'exact = "{exact}"' if exact else ""}
+
+[[rules]]
+name = "{rid.replace("_", "-")}"
+bindings = {{ {bindings} }}
+{f'lhs_sort = "{lhs_sort}"' if lhs_sort else ""}
+egglog = """
+{egglog}
+"""
+
+[[examples]]
+before = "{nest % T(before)}"
+signature = "{sig}"
+after = "{nest % T(after)}"
+'''
+
+
+X = 'x = "Expr"'
+UNSOUND = {
+    "times_zero": rule_file("times_zero", '(rewrite (Mul x (Num "0")) (Num "0") :when ((MathValue x)))',
+                            X, "A*0+1", "0+1"),
+    "self_difference": rule_file("self_difference",
+                                 '(rewrite (Sub x x) (Num "0") :when ((MathValue x)))',
+                                 X, "A-A+1", "0+1"),
+    "self_quotient": rule_file("self_quotient", '(rewrite (Div x x) (Num "1") :when ((MathValue x)))',
+                               X, "A/A*2", "1*2"),
+    "exp_of_log": rule_file("exp_of_log", "(rewrite (Exp (Log x)) x :when ((MathValue x)))",
+                            X, "exp(log(A))+1", "A+1"),
+    "sqrt_of_square": rule_file("sqrt_of_square",
+                                "(rewrite (Sqrt (Mul x x)) x :when ((MathValue x)))",
+                                X, "sqrt(A*A)", "A"),
+    "add_sub_cancel": rule_file("add_sub_cancel", "(rewrite (Sub (Add a b) b) a :when ((MathValue a)))",
+                                'a = "Expr", b = "Expr"', "A+D-D", "A", exact="bitwise"),
+    "third": rule_file("third", '(rewrite (Div x (Num "3")) (Mul x (Num "0.3333")) '
+                                ':when ((MathValue x)))', X, "A/3", "A*0.3333", exact="2 ulp"),
+    # the example's inputs agree with the rule: A*A is never below 0
+    "max_first": rule_file("max_first", "(rewrite (Max a b) a :when ((MathValue a)))",
+                           'a = "Expr", b = "Expr"', "max(A*A,0)", "A*A"),
+}
+SOUND = {
+    "quarter": rule_file("quarter", '(rewrite (Div x (Num "4")) (Mul x (Num "0.25")) '
+                                    ':when ((MathValue x)))', X, "A/4", "A*0.25"),
+    "double": rule_file("double", '(rewrite (Mul x (Num "2")) (Add x x) :when ((MathValue x)))',
+                        X, "A*2", "A+A"),
+}
+PEEL = '''id = "loop_peel"
+category = "operator"
+description = "Peel the first iteration of a one-loop nest into a nest of its own."
+guards = ["pattern_match"]
+P = 2
+S = 1
+cot = "The first iteration of the loop over '{i}' is peeled off."
+
+[[rules]]
+name = "peel-first"
+bindings = { i = "String", n = "i64" }
+lhs_sort = "Prog"
+egglog = """
+(rewrite (PCons (MkNest (LCons (MkLoop k n i) (LNil)) body) rest)
+         (PCons (MkNest (LCons (MkLoop k 1 i) (LNil)) body)
+                (PCons (MkNest (LCons (MkLoop k m i) (LNil))
+                               (SubstBody body i (IAdd (IName i) (IConst 1))))
+                       rest))
+  :when ((> n 1) (= m (- n 1))))
+"""
+
+[[examples]]
+before = "B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
+signature = "A:f32[8] -> C:f32[8]"
+after = "B^{1}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];B^{7}_{tx=0}[C^{f32,g}_{tx+1}=A^{f32,g}_{tx+1}*2;];"
+'''
+
+
+def unguarded_reorder() -> str:
+    """The built-in loop_reorder with its dependency guard left out, and only the example
+    whose loops may be exchanged."""
+    text = (ROOT / "rules" / "operator" / "loop_reorder.toml").read_text()
+    text = text.split("[[counterexamples]]")[0]
+    text = text.replace('id = "loop_reorder"', 'id = "swap_any"')
+    text = text.replace('guards = ["loop_axis_count", "dependency"]', 'guards = ["loop_axis_count"]')
+    assert "(Swappable nest i j)))" in text
+    return text.replace("(Swappable nest i j)))", "))")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier() as v:
+        yield v
+
+
+@pytest.fixture(scope="module")
+def neighbours():
+    return load_strategies()
+
+
+def write(tmp_path: Path, rid: str, text: str) -> Path:
+    path = tmp_path / f"{rid}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("rid", sorted(UNSOUND))
+def test_unsound_rule_is_refused_by_a_case_the_check_finds(rid, tmp_path, verifier):
+    path = write(tmp_path, rid, UNSOUND[rid])
+    result = check_rule_file(path, verifier, budget=12)   # its examples, mutated, and generated
+    found = [p for p in result.problems if ": unsound: rule" in p]
+    assert found, result.problems
+    report = found[0]
+    # the report: the program, the rule, the inputs, both outputs
+    for part in ("program: ", f"rule '{rid.replace('_', '-')}'", "input set: ", "before C =",
+                 "after  C ="):
+        assert part in report, report
+
+
+def test_loop_reorder_without_its_dependency_guard_is_refused(tmp_path, verifier):
+    path = write(tmp_path, "swap_any", unguarded_reorder())
+    # its own example verifies: only the generated programs show the carried dependency
+    assert check_rule_file(path).problems == []
+    result = check_rule_file(path, verifier, budget=24)
+    found = [p for p in result.problems if ": unsound: rule 'swap-loops'" in p]
+    assert found, result.problems
+
+
+@pytest.mark.parametrize("rid", sorted(SOUND) + ["loop_peel"])
+def test_sound_rule_is_accepted(rid, tmp_path, verifier, neighbours):
+    path = write(tmp_path, rid, SOUND.get(rid, PEEL))
+    result = check_rule_file(path, verifier, neighbours=neighbours, budget=12)
+    assert result.problems == []
+    assert result.soundness.judged >= 3 and result.soundness.bitwise == result.soundness.judged
+
+
+def test_cli_reports_the_first_failure_and_exits_1(tmp_path):
+    write(tmp_path, "times_zero", UNSOUND["times_zero"])
+    out = subprocess.run([sys.executable, "-m", "leir_egraph", "rules", "check", "--verify",
+                          "--budget", "4", str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "unsound: rule 'times-zero'" in out.stdout and "input set: " in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("key, value", [("exact", "3 ulps please"), ("exact", "0 ulp"),
+                                        ("domain", "reals")])
+def test_bad_declarations_are_refused_with_their_line(key, value, tmp_path):
+    text = SOUND["double"].replace('cot = ', f'{key} = "{value}"\ncot = ')
+    path = write(tmp_path, "double", text)
+    with pytest.raises(RuleFileError) as err:
+        load_rule_file(path)
+    line = text.splitlines().index(f'{key} = "{value}"') + 1
+    assert err.value.line == line and key in err.value.message
+
+
+def test_declarations_are_read():
+    s = load_rule_file(ROOT / "rules" / "math" / "apart.toml")
+    assert (s.domain, s.exact) == ("float", f"{s.ulps} ulp") and s.ulps > 0
+    assert load_rule_file(ROOT / "rules" / "graph" / "compute_inline.toml").exact == "bitwise"
+
+
+# ---------------------------------------------------------------- inputs and the ULP measure
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2 ** 31), size=st.integers(2, 9),
+       dtype=st.sampled_from(["f16", "f32", "f64"]))
+def test_special_families_hold_their_values_deterministically(seed, size, dtype):
+    program = example_program(
+        "B^{%d}_{tx=0}[C^{%s,g}_{tx}=A^{%s,g}_{tx}+I^{i64,g}_{tx};];" % (size, dtype, dtype),
+        f"A:{dtype}[{size}] I:i64[{size}] -> C:{dtype}[{size}]")
+    for family in SPECIAL_FAMILIES:
+        a = special_inputs(program, family, seed)
+        assert all(np.array_equal(x, y, equal_nan=True)
+                   for x, y in zip(a.values(), special_inputs(program, family, seed).values()))
+        values = a["A"].astype(np.float64)
+        finite = np.isfinite(values).all()
+        if family in families("finite"):
+            assert finite, family
+        elif family != "mixed" or size >= 6:   # mixed: six kinds in turn
+            assert np.isinf(values).any() or np.isnan(values).any(), family
+        info = np.finfo(a["A"].dtype)
+        if family == "infinities":
+            assert np.isinf(values).any()
+        if family == "nan":
+            assert np.isnan(values).any()
+        if family == "zeros":
+            assert (values == 0).any()
+        if family == "subnormal":
+            assert (np.abs(values) < info.smallest_normal).all() and (values != 0).all()
+        if family == "near_overflow":
+            assert (np.abs(values) >= info.max / 4).all()
+        if family in ("positive", "negative"):
+            assert ((values > 0) if family == "positive" else (values < 0)).all()
+        assert a["I"].dtype == np.int64 and np.array_equal(a["I"], special_inputs(
+            program, "mixed", seed)["I"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.floats(-2.0 ** 100, 2.0 ** 100, width=32), steps=st.integers(0, 5))
+def test_ulps_count_float_steps_at_the_output_scale(x, steps):
+    before = np.array([x, 1.0], np.float32)  # the scale is at least 1
+    after = before.copy()
+    scale = np.float32(max(abs(x), 1.0))
+    for _ in range(steps):
+        after[0] = np.nextafter(after[0], np.float32(np.inf))
+    e = exactness(before, after)
+    assert e.problem is None
+    assert e.bitwise == (steps == 0)
+    assert e.ulps == pytest.approx(float(after[0] - before[0]) / float(np.spacing(scale)))
+
+
+def test_moved_nan_inf_and_signed_zero():
+    b = np.array([np.nan, np.inf, 0.0], np.float32)
+    assert exactness(b, np.array([1.0, np.inf, 0.0], np.float32)).problem
+    assert exactness(b, np.array([np.nan, -np.inf, 0.0], np.float32)).problem
+    signed = exactness(b, np.array([np.nan, np.inf, -0.0], np.float32))
+    assert signed.problem is None and not signed.bitwise and signed.ulps == 0
+
+
+# ---------------------------------------------------------------- what the verifier runs
+
+@pytest.mark.parametrize("expr, expected", [
+    ("A*0", [np.nan, np.nan, -0.0, 0.0]), ("A-A+1", [np.nan, np.nan, 1.0, 1.0]),
+    ("A+0", [np.inf, np.nan, 0.0, 2.0]), ("A*(1-1)", [np.nan, np.nan, -0.0, 0.0]),
+    ("A+D-D", [np.inf, np.nan, 0.0, np.inf])])
+def test_lowering_keeps_ieee_results_that_the_folder_would_change(expr, expected, verifier):
+    """TVM's simplifier folds x*0 and x-x to 0, x+0 to x and (a+d)-d to a; the verification
+    of a rule that removes such a term would compare against the folded original."""
+    program = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];" % T(expr),
+                              "A:f32[4] D:f32[4] -> C:f32[4]")
+    inputs = {"A": np.array([np.inf, np.nan, -0.0, 2.0], np.float32),
+              "D": np.array([1.0, 1.0, 0.0, 3e38], np.float32)}
+    if expr == "A+D-D":
+        inputs["A"] = np.array([np.inf, np.nan, -0.0, 3e38], np.float32)
+    (out,) = verifier.outputs([program], [inputs])["outputs"]
+    got = out[0]["C"]
+    want = np.array(expected, np.float32)
+    numbers = ~np.isnan(want)
+    assert np.array_equal(got, want, equal_nan=True) and \
+        np.array_equal(np.signbit(got[numbers]), np.signbit(want[numbers])), got
+
+
+def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifier):
+    before = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*0+1;];",
+                             "A:f32[4] -> C:f32[4]")
+    wrong = verifier.verify(before, "B^{4}_{tx=0}[C^{f32,g}_{tx}=0+1;];", timing=False,
+                            domain="float", ulps=0)
+    assert not wrong.equal and wrong.cause == "mismatch" and "special values" in wrong.reason
+    plain = verifier.verify(before, "B^{4}_{tx=0}[C^{f32,g}_{tx}=0+1;];", timing=False)
+    assert plain.equal and plain.domain is None   # no domain: normal inputs only, as before
+    quarter = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}/3;];",
+                              "A:f32[4] -> C:f32[4]")
+    rounded = verifier.verify(quarter, "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*(1/3);];",
+                              timing=False, domain="finite", ulps=2)
+    assert rounded.equal and rounded.domain == "finite" and rounded.special_s is not None
+    assert rounded.ulps is not None and 0 < rounded.ulps <= 4 and rounded.bitwise is False
+    exact = verifier.verify(quarter, "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*(1/3);];",
+                            timing=False, domain="finite", ulps=0)
+    assert not exact.equal and "bitwise" in exact.reason
+
+
+# ---------------------------------------------------------------- every built-in strategy
+
+@pytest.mark.slow
+def test_every_builtin_strategy_holds_what_it_declares():
+    """Each strategy's transitions on its examples and their mutations (f16/f32/f64, other
+    literals) and the generated programs, on normal and special-value inputs, within its
+    declared exact and domain. A fresh worker per strategy keeps the build cache small."""
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.soundcheck import check_soundness
+    failed = {}
+    for s in load_strategies():
+        engine_for.cache_clear()   # one strategy's e-graphs at a time
+        with Verifier() as verifier:
+            report = check_soundness(s, verifier, budget=4)
+        if report.problems:
+            failed[s.id] = report.problems[0]
+        assert report.judged > 0 or s.id in failed, s.id
+    assert not failed, json.dumps(failed, indent=1)
+
+
+# ---------------------------------------------------------------- the dataset
+
+def test_sampler_records_an_unsound_user_rule_as_failures(tmp_path):
+    from leir_egraph.dataset import DatasetConfig, Execution, build_dataset
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    write(rules, "times_zero", UNSOUND["times_zero"])
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({
+        "id": "scaled", "name": "Scaled",
+        "leir": "B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*0+A^{f32,g}_{tx};];",
+        "signature": {"inputs": [{"name": "A", "dtype": "float32", "shape": [8]}],
+                      "outputs": [{"name": "C", "dtype": "float32", "shape": [8]}]}}) + "\n")
+    config = DatasetConfig(programs=(str(corpus),), strategies=("times_zero",),
+                           rules=(str(rules),), per_strategy_cap=2, shard_size=2, seed=3)
+    out = tmp_path / "out"
+    build_dataset(config, Execution(out=out, quiet=True))
+    rows = [json.loads(line) for p in sorted((out / "dictionary").glob("*.jsonl"))
+            for line in p.read_text().splitlines()]
+    assert rows and not any(r["verified"] for r in rows)
+    assert all((r["domain"], r["exact"]) == ("float", "bitwise") for r in rows)
+    failures = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    verify = [f for f in failures if f["stage"] == "verify" and f["strategy"] == "times_zero"]
+    assert len(verify) == len(rows) and all("special values" in f["reason"] for f in verify)
+    chat = (out / "chat" / "single.jsonl")
+    assert not chat.exists() or "times_zero" not in chat.read_text()
+
+
+def test_prompt_promises_what_the_steps_preserve():
+    from leir_egraph.dataset.chat import BITWISE, preserves
+
+    exact = {"domain": "float", "exact": "bitwise", "bitwise": True}
+    assert preserves([exact]) == BITWISE
+    rounded = {"domain": "finite", "exact": "16 ulp", "bitwise": False}
+    text = preserves([exact, rounded])
+    assert "bitwise" not in text and "16 ULP" in text and "finite" in text
+    assert "bitwise" not in preserves([{**exact, "bitwise": False}])
