@@ -22,25 +22,27 @@ PROVIDER = '''
 """Fact provider of unroll_contiguous: ContiguousWriteLoop n i -- the loop i of nest n indexes
 the last dimension of a tensor n writes, so unrolling it makes consecutive stores."""
 
-from leir_egraph.egraph.encoding import quoted
 from leir_egraph.egraph.vocabulary import Guard, GuardExtension, Relation
 from leir_egraph.leir.ast import IName
 
+CONTIGUOUS_WRITE_LOOP = Relation("ContiguousWriteLoop", ("Nest", "String"),
+                                 "the loop {1} of {0} indexes the last dimension of a tensor it "
+                                 "writes")
+
 
 def contiguous_write_facts(loaded):
-    for name, nest in loaded.named_nests():
+    for term, nest in loaded.term_nests():
         for eq in nest.equations:
             subs = eq.target.subscripts
             if subs and isinstance(subs[-1], IName):
-                yield f"(ContiguousWriteLoop {name} {quoted(subs[-1].name)})"
+                yield CONTIGUOUS_WRITE_LOOP(term, subs[-1].name)
 
 
 CONTIGUOUS_WRITE = Guard(
     "contiguous_write",
     "The loop indexes the last dimension of a tensor the nest writes.",
     "the loop does not index the last dimension of any tensor the nest writes",
-    relations=(Relation("ContiguousWriteLoop", ("Nest", "String"),
-                        "the loop {1} of {0} indexes the last dimension of a tensor it writes"),),
+    relations=(CONTIGUOUS_WRITE_LOOP,),
     facts=contiguous_write_facts)
 
 GUARD_EXTENSIONS = (GuardExtension("contiguous_write", new_guard=CONTIGUOUS_WRITE),)
@@ -133,6 +135,45 @@ def test_a_broken_provider_is_a_located_one_line_error(user_rules):
     assert "Traceback" not in done.stderr
 
 
+# What a provider may get wrong about a fact, the line of the provider that is named (in
+# PROVIDER: the line of the ``yield``), and the message.
+BAD_FACTS = [
+    ("CONTIGUOUS_WRITE_LOOP(term, subs[-1].name, 3)", "ContiguousWriteLoop takes 2 columns"),
+    ("CONTIGUOUS_WRITE_LOOP(term, len(subs))", "ContiguousWriteLoop column 2 is of sort String, "
+                                               "got int"),
+    ("CONTIGUOUS_WRITE_LOOP(subs[-1].name, term)", "column 1 is of sort Nest, got str"),
+    ("CONTIGUOUS_WRITE_LOOP(eq.value, subs[-1].name)", "column 1 is of sort Nest"),
+    ("Relation('Contiguous', ('Nest', 'String'), '{0}')(term, subs[-1].name)",
+     "relation 'Contiguous' is not declared"),
+    ("f'(ContiguousWriteLoop {term} {subs[-1].name})'", "yields facts made by calling a declared "
+                                                         "Relation, got str"),
+]
+
+
+@pytest.mark.parametrize("made, message", BAD_FACTS, ids=[m for _, m in BAD_FACTS])
+def test_a_bad_fact_is_a_one_line_error_at_the_providers_line(user_rules, made, message):
+    """Arity, column sorts and the relation are checked where the fact is made; the error names
+    the provider's file and the line that made the fact, for the library call and for
+    ``leir rules check`` (bad input, exit 2), never a fact dropped or a traceback."""
+    provider = user_rules / "unroll_contiguous.py"
+    good = "yield CONTIGUOUS_WRITE_LOOP(term, subs[-1].name)"
+    text = provider.read_text()
+    line = text[:text.index(good)].count("\n") + 1
+    provider.write_text(text.replace(good, f"yield {made}"))
+    (strategy,) = load_strategies(user_rules, include_default=False)
+    program = example_program("B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];",
+                              "A:f32[4,6] -> D:f32[4,6]")
+    with pytest.raises(RuleFileError) as caught:
+        single_steps(program, strategy)
+    assert str(caught.value).startswith(f"{provider}:{line}: ")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    done = subprocess.run([sys.executable, "-m", "leir_egraph", "rules", "check",
+                           str(user_rules)], capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"unroll_contiguous.py:{line}: " in done.stderr and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
 def test_a_missing_provider_and_a_clashing_relation_are_refused(user_rules):
     rule = user_rules / "unroll_contiguous.toml"
     rule.write_text(rule.read_text().replace('"unroll_contiguous.py"', '"nowhere.py"'))
@@ -149,22 +190,21 @@ def test_a_missing_provider_and_a_clashing_relation_are_refused(user_rules):
 # A user's deferred relation (docs/RULES.md §5.2): SplitPlan i f m -- the serial loop i may be split
 # into f outer iterations of m; m, the last column, is stated only for the drawn applications.
 DEFERRED_PROVIDER = '''
-from leir_egraph.egraph.encoding import quoted
-from leir_egraph.egraph.vocabulary import DeferredFact, ParameterSet, Relation
+from leir_egraph.egraph.vocabulary import ParameterSet, Relation, later
+
+SPLIT_PLAN = Relation("SplitPlan", ("String", "i64", "i64"),
+                      "the loop {0} splits into {1} times {2}", deferred=True)
 
 
 def split_plans(loaded):
-    for _, nest in loaded.named_nests():
+    for _, nest in loaded.term_nests():
         for loop in (l for l in nest.loops if l.kind == "L"):
             for f in range(2, loop.extent):
                 if loop.extent % f == 0:
-                    yield DeferredFact("SplitPlan", (quoted(loop.index), str(f)),
-                                       lambda m=loop.extent // f: str(m))
+                    yield SPLIT_PLAN(loop.index, f, later(lambda m=loop.extent // f: m))
 
 
-PARAMETER_SETS = (ParameterSet((Relation("SplitPlan", ("String", "i64", "i64"),
-                                         "the loop {0} splits into {1} times {2}",
-                                         deferred=True),), split_plans),)
+PARAMETER_SETS = (ParameterSet((SPLIT_PLAN,), split_plans),)
 '''
 
 DEFERRED_RULE = '''
@@ -220,7 +260,7 @@ def test_a_users_deferred_relation_waits_for_the_draw_or_is_sent_whole(tmp_path)
     full = sorted(t.after.text for t in single_steps(program, strategy))
     assert len(full) == 4  # a: 2, 3, 4 or 6 outer iterations
     engine = Engine([strategy])
-    assert set(engine._deferred) == {"SplitPlan"}
+    assert set(engine.deferred) == {"SplitPlan"}
     ((_, one),), _ = drawn_steps(program, [strategy], 1, lambda sid: 3, engine=engine)
     assert one.after.text in full and int(one.bindings["m"]) * int(one.bindings["f"]) == 12
     every, _ = drawn_steps(program, [strategy], 100, lambda sid: 3, engine=engine)
@@ -231,7 +271,7 @@ def test_a_users_deferred_relation_waits_for_the_draw_or_is_sent_whole(tmp_path)
         .replace("(SplitPlan i f m)", "(SplitPlan i f m)\n         (= m 2)"))
     both = load_strategies(tmp_path, include_default=False)
     engine = Engine(both)
-    assert engine._deferred == {}
+    assert engine.deferred == {}
     every, _ = drawn_steps(program, both, 100, lambda sid: 3, engine=engine)
     assert sorted(t.after.text for _, t in every if t.strategy == "split_by_plan") == full
     assert sorted(t.after.text for _, t in every if t.strategy == "split_by_two") == sorted(

@@ -46,9 +46,10 @@ from ...leir.ast import (Bin, Call, Compare, Equation, IfThenElse, Logic, Neg, V
 from ...leir.program import Program
 from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join, written_before
 from ...leir.traverse import value_children, walk_values
-from ..encoding import Term, decode, encode_value, quoted, to_egglog
-from ..facts import LoadedProgram
-from ..guards import Guard, GuardExtension, Relation
+from ..encoding import Term, decode, encode_value, to_egglog
+from ..facts import Fact, Relation
+from ..guards import Guard, GuardExtension
+from ..loaded import LoadedProgram
 
 # The dtypes whose equations the math rules rewrite (see the module docstring for f16).
 REWRITABLE = ("f32", "f64", "bf16")
@@ -158,45 +159,48 @@ def natural_literal(text: str) -> bool:
 
 
 
-def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     sites, _ = rewrite_sites(loaded.program)
     for term in sorted(sites, key=to_egglog):
-        yield f"(MathSite {to_egglog(term)})"
+        yield MATH_SITE(term)
 
 
-def _range_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _range_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     analysis = analyse_ranges(loaded.program)
     formats = [FORMATS[d] for d in analysis.formats]
     naturals = set()
     for term, span in sorted(analysis.values.items(), key=lambda kv: to_egglog(kv[0])):
-        text = to_egglog(term)
         if span.empty:
             continue
         if span.finite:
-            yield f"(MathFinite {text})"
+            yield MATH_FINITE(term)
         if not span.empty and (span.lo > -math.inf or span.lo_open):
-            yield f"(MathAboveNegInf {text})"
+            yield MATH_ABOVE_NEG_INF(term)
         if span.nonzero:
-            yield f"(MathNonZero {text})"
+            yield MATH_NON_ZERO(term)
         if span.nonnegative:
-            yield f"(MathNonNegative {text})"
+            yield MATH_NON_NEGATIVE(term)
         if span.positive:
-            yield f"(MathPositive {text})"
+            yield MATH_POSITIVE(term)
         if span.negative:
-            yield f"(MathNegative {text})"
+            yield MATH_NEGATIVE(term)
         if formats and all(-f.exp_arg <= span.lo and span.hi <= f.exp_arg for f in formats):
-            yield f"(MathExpArg {text})"
+            yield MATH_EXP_ARG(term)
         if term[0] == "Num" and natural_literal(term[1]):
             naturals.add(term[1])
         if _closed(term) and formats:
             spans = [_constant_span(term, d) for d in analysis.formats]
             if all(s.finite and not s.nan for s in spans):
-                yield f"(MathConstTerm {text})"
+                yield MATH_CONST_TERM(term)
                 if all(s.nonzero for s in spans):
-                    yield f"(MathConstFactor {text})"
+                    yield MATH_CONST_FACTOR(term)
     for text in sorted(naturals):
-        yield f"(MathNatural {quoted(text)})"
+        yield MATH_NATURAL(text)
 
+
+MATH_SITE = Relation("MathSite", ("Expr",),
+                     "{0} is computed in float value arithmetic wherever it occurs, outside "
+                     "conditions and accumulation forms")
 
 FLOAT_ARITHMETIC = Guard(
     "float_arithmetic",
@@ -208,11 +212,26 @@ FLOAT_ARITHMETIC = Guard(
     "implicit initial value (docs/LEIR.md section 3).",
     "the sub-expression is computed in integer or f16 arithmetic, inside a condition, or "
     "decides an accumulation's implicit initialisation",
-    relations=(Relation("MathSite", ("Expr",),
-                        "{0} is computed in float value arithmetic wherever it occurs, outside "
-                        "conditions and accumulation forms"),),
+    relations=(MATH_SITE,),
     facts=_site_facts)
 
+MATH_FINITE = Relation("MathFinite", ("Expr",), "{0} is never infinite")
+
+MATH_ABOVE_NEG_INF = Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf")
+MATH_NON_ZERO = Relation("MathNonZero", ("Expr",), "{0} is never zero")
+
+MATH_NON_NEGATIVE = Relation("MathNonNegative", ("Expr",), "{0} is never negative")
+MATH_POSITIVE = Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)")
+
+MATH_NEGATIVE = Relation("MathNegative", ("Expr",), "{0} is always negative (or NaN)")
+MATH_EXP_ARG = Relation("MathExpArg", ("Expr",),
+                        "{0} is small enough in magnitude that exp of it never overflows or "
+                        "underflows")
+
+MATH_CONST_TERM = Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN")
+MATH_CONST_FACTOR = Relation("MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN")
+
+MATH_NATURAL = Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64")
 OPERAND_RANGE = Guard(
     "operand_range",
     "Extra soundness guard (not one of the paper's nine): a range analysis over the extended "
@@ -222,18 +241,16 @@ OPERAND_RANGE = Guard(
     "an operand may be infinite, zero, negative, NaN or too large, where the identity would "
     "put NaN or inf where the program had none, or remove them",
     relations=(
-        Relation("MathFinite", ("Expr",), "{0} is never infinite"),
-        Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf"),
-        Relation("MathNonZero", ("Expr",), "{0} is never zero"),
-        Relation("MathNonNegative", ("Expr",), "{0} is never negative"),
-        Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)"),
-        Relation("MathNegative", ("Expr",), "{0} is always negative (or NaN)"),
-        Relation("MathExpArg", ("Expr",),
-                 "{0} is small enough in magnitude that exp of it never overflows or "
-                 "underflows"),
-        Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN"),
-        Relation("MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN"),
-        Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64"),
+        MATH_FINITE,
+        MATH_ABOVE_NEG_INF,
+        MATH_NON_ZERO,
+        MATH_NON_NEGATIVE,
+        MATH_POSITIVE,
+        MATH_NEGATIVE,
+        MATH_EXP_ARG,
+        MATH_CONST_TERM,
+        MATH_CONST_FACTOR,
+        MATH_NATURAL,
     ),
     facts=_range_facts)
 
