@@ -500,7 +500,7 @@ class Applications:
             return []
         if self._names is None:
             self._names = self.loaded.named_terms()
-        commands: list[str] = self.deferred_facts(apps)
+        commands: list[str] = self._deferred_facts(apps)
         with shared_terms(self._names, prefix=f"$c{self._lets}x") as shared:
             for app in dict.fromkeys((a.strategy, a.rule, a.lhs, a.bindings[:1]) for a in apps):
                 strategy, rule = self._rules[app[0], app[1]]
