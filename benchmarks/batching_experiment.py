@@ -64,7 +64,7 @@ def main(argv=None) -> int:
             loaded = LoadedProgram(program)
             rename = lambda text, k=k: re.sub(r"\$([ns]\d+)", lambda m: f"$p{k}{m.group(1)}", text)
             out += rename(loaded.declarations()).splitlines()
-            out += [f.text() for f in engine.vocabulary.facts(loaded, engine._read_relations)]
+            out += [f.text() for f in engine.vocabulary.facts(loaded, engine.read_relations)]
         return out
 
     def one_run(batch) -> dict:

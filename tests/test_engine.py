@@ -69,7 +69,7 @@ def test_every_relation_has_a_reader():
     """The vocabulary holds no relation that no rule and no analysis rule reads."""
     engine = Engine(STRATEGIES)
     vocab = engine.vocabulary
-    unread = (set(vocab.relations) | set(vocab.parameters)) - engine._read_relations
+    unread = (set(vocab.relations) | set(vocab.parameters)) - engine.read_relations
     assert not unread
 
 

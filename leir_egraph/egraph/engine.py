@@ -211,7 +211,7 @@ class Engine:
             self._compile(strategy)
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
-        self._read_relations = ({c.head for s in self.strategies for r in s.rules
+        self.read_relations = ({c.head for s in self.strategies for r in s.rules
                                  for c in r.parsed_conditions} | self._analysed)
 
     def run(self, text: str) -> list:
@@ -294,7 +294,7 @@ class Engine:
         fact the compiled rules can read (or those of ``relations``), repeated subterms bound
         by ``let``s named from ``prefix`` (``shared_terms``)."""
         facts = loaded.declarations().splitlines() if declare else []
-        wanted = self._read_relations if relations is None else relations
+        wanted = self.read_relations if relations is None else relations
         with shared_terms(loaded.named_terms(), prefix) as shared, provider_errors():
             for fact in self.vocabulary.facts(loaded, wanted):
                 text = fact.text()  # a deferred last column computed here, sharing subterms
@@ -308,11 +308,11 @@ class Engine:
         repeat, bound once by a ``let $kN_``), and those relations' whole facts by ``(relation,
         key columns)`` (each written out in full, sharing no ``let``, so any of them can be sent
         alone later)."""
-        facts = self.fact_commands(loaded, self._read_relations - set(self.deferred))
+        facts = self.fact_commands(loaded, self.read_relations - set(self.deferred))
         waiting: dict[tuple[str, tuple[str, ...]], list] = {}
         named: dict[str, str] = {}  # a long key column's text -> the let that binds it
         with provider_errors():
-            made = list(self.vocabulary.facts(loaded, set(self.deferred) & self._read_relations))
+            made = list(self.vocabulary.facts(loaded, set(self.deferred) & self.read_relations))
         for fact in made:
             key = (fact.name, tuple(to_egglog(v) for v in fact.key))
             if key not in waiting:
@@ -373,7 +373,7 @@ class Engine:
             for strategy in group:
                 for rule in strategy.rules:
                     for condition in rule.parsed_conditions:
-                        if condition.head in self._read_relations:
+                        if condition.head in self.read_relations:
                             readers.setdefault(condition.head, set()).add(k)
         own: list[set[str]] = [set() for _ in groups]
         for name, ks in readers.items():
