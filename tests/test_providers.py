@@ -4,18 +4,24 @@ edit of ``leir_egraph/``, and its transitions are verified on TVM."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from leir_egraph.egraph import RuleFileError, load_strategies, single_steps
 from leir_egraph.egraph.catalog import TABLE_END, TABLE_START, vocabulary_table
 from leir_egraph.egraph.rulecheck import check_examples, example_program
+from leir_egraph.egraph.vocabulary import vocabulary_of
+from leir_egraph.leir import Program, Signature, parse
 
 ROOT = Path(__file__).resolve().parents[1]
+STRATEGIES = load_strategies()
 
 # A new fact: the loop indexes the last (contiguous) dimension of a tensor the nest writes.
 PROVIDER = '''
@@ -294,3 +300,57 @@ def test_package_holds_only_the_shared_vocabulary():
     modules = sorted(p.stem for p in Path(extensions.__path__[0]).glob("*.py")
                      if p.stem != "__init__")
     assert modules == ["math_ranges"]
+
+
+# ---------------------------------------------------------------- facts keyed by their terms
+
+def term_keyed_relations() -> list[str]:
+    """The relations docs/RULES.md 5.4 says are decided by their key columns alone."""
+    text = (ROOT / "docs" / "RULES.md").read_text()
+    return re.findall(r"^\| `(\w+)` \|[^|]*\|[^|]*\| its key columns alone \|$", text, re.M)
+
+
+def facts_by_key(vocab, program, relation: str, keys=None):
+    """The facts of ``relation`` about ``program`` (their columns), and the nest and suffix terms
+    the program holds; with ``keys``, only the facts whose Nest and Prog columns are among them."""
+    from leir_egraph.egraph.loaded import LoadedProgram
+
+    loaded = LoadedProgram(program)
+    held = set(loaded.nest_terms) | set(loaded.suffix_terms)
+    facts = {f.columns() for f in vocab.facts(loaded, {relation})}
+    if keys is not None:
+        sorts = (vocab.parameters.get(relation) or vocab.relations[relation][1]).sorts
+        facts = {f for f in facts
+                 if all(v in keys for v, s in zip(f, sorts) if s in ("Nest", "Prog"))}
+    return facts, held
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_term_keyed_facts_are_the_same_in_every_program_holding_their_keys(golden_rows, data):
+    """A relation drawn from those docs/RULES.md 5.4 calls decided by their key columns alone:
+    its facts about a golden program P equal its facts about a program Q that holds P's nests
+    -- in reverse order, or twice over -- for every key term P and Q share, so a fact stated for
+    one program is true of every program holding its key terms."""
+    from leir_egraph.leir.ast import Leir
+
+    vocab = vocabulary_of(STRATEGIES)
+    produced = {name for _, declared in vocab.producers for name in declared}
+    candidates = sorted(set(term_keyed_relations()) & produced)
+    assert len(candidates) >= 25, candidates  # the table is read, not silently empty
+    relation = data.draw(st.sampled_from(candidates), label="relation")
+    programs = [Program(parse(r["leir"]), Signature.from_dict(r["signature"]), r["name"])
+                for r in golden_rows[:16]]
+    with_facts = [p for p in programs if facts_by_key(vocab, p, relation)[0]]
+    assume(with_facts)  # a relation none of these programs has a fact of proves nothing here
+    p = data.draw(st.sampled_from(with_facts), label="program")
+    variant = data.draw(st.sampled_from(["reversed", "doubled"]), label="Q")
+    nests = p.leir.nests[::-1] if variant == "reversed" else p.leir.nests * 2
+    q = Program(Leir(tuple(nests)), p.signature, p.name)
+    _, keys_p = facts_by_key(vocab, p, relation)
+    _, keys_q = facts_by_key(vocab, q, relation)
+    shared = keys_p & keys_q
+    facts_p, _ = facts_by_key(vocab, p, relation, shared)
+    facts_q, _ = facts_by_key(vocab, q, relation, shared)
+    assert facts_p == facts_q
