@@ -65,7 +65,8 @@ _NODE_ENCODERS = {"Nest": encode, "Var": encode, "Eqn": encode, "Loop": encode,
                   "Expr": encode_value, "IExpr": encode_index}
 _LIST_ENCODERS = {"Loops": (encode, "Loop", "LCons", "LNil"),
                   "Subs": (encode_index, "IExpr", "SCons", "SNil"),
-                  "Body": (encode, "Nest", "BNest", "BNil"), "Prog": (encode, "Nest", "PCons", "PNil")}
+                  "Body": (encode, "Nest", "BNest", "BNil"),
+                  "Prog": (encode, "Nest", "PCons", "PNil")}
 
 
 def column(sort: str, value):

@@ -126,26 +126,30 @@ def _first_write_facts(loaded: LoadedProgram) -> Facts:
             yield FIRST_WRITE_IN(tensor, term)
 
 
-INDEPENDENT = Relation("Independent", ("Nest", "Nest"),
-                       "the nests {0} and {1} have no read-after-write, write-after-read or "
-                       "write-after-write dependence")
+INDEPENDENT = Relation(
+    "Independent", ("Nest", "Nest"),
+    "the nests {0} and {1} have no read-after-write, write-after-read or "
+    "write-after-write dependence")
+DISJOINT_WRITES = Relation(
+    "DisjointWrites", ("Nest", "Nest"),
+    "the consecutive nests {0} and {1} both write a tensor, but never the same "
+    "element of it, and neither reads a tensor the other writes")
+FUSIBLE = Relation(
+    "Fusible", ("Nest", "Nest"),
+    "every value {1} takes from {0} is read in the same iteration that writes it, "
+    "and {1} writes nothing {0} touches")
+SWAPPABLE = Relation(
+    "Swappable", ("Nest", "String", "String"),
+    "no element written in {0} is touched by iterations that differ in both "
+    "loops {1} and {2}")
+UNREAD_IN = Relation(
+    "UnreadIn", ("String", "Prog"),
+    "no later nest reads {0}")
+FIRST_WRITE_IN = Relation(
+    "FirstWriteIn", ("String", "Nest"),
+    "{0} is not an input and no nest before {1} writes it, so an accumulation "
+    "of {0} in {1} starts from the identity")
 
-DISJOINT_WRITES = Relation("DisjointWrites", ("Nest", "Nest"),
-                           "the consecutive nests {0} and {1} both write a tensor, but never the same "
-                           "element of it, and neither reads a tensor the other writes")
-FUSIBLE = Relation("Fusible", ("Nest", "Nest"),
-                   "every value {1} takes from {0} is read in the same iteration that writes it, "
-                   "and {1} writes nothing {0} touches")
-
-SWAPPABLE = Relation("Swappable", ("Nest", "String", "String"),
-                     "no element written in {0} is touched by iterations that differ in both "
-                     "loops {1} and {2}")
-UNREAD_IN = Relation("UnreadIn", ("String", "Prog"),
-                     "no later nest reads {0}")
-
-FIRST_WRITE_IN = Relation("FirstWriteIn", ("String", "Nest"),
-                          "{0} is not an input and no nest before {1} writes it, so an accumulation "
-                          "of {0} in {1} starts from the identity")
 DEPENDENCY = Guard(
     "dependency",
     "Data dependencies allow the move: computed from read/write sets and the dependence "
@@ -190,8 +194,9 @@ def _consistency_facts(loaded: LoadedProgram) -> Facts:
             yield SAME_LOOPS(nj, ni)
 
 
-SAME_LOOPS = Relation("SameLoops", ("Nest", "Nest"),
-                      "the nests {0} and {1} have identical loops")
+SAME_LOOPS = Relation(
+    "SameLoops", ("Nest", "Nest"),
+    "the nests {0} and {1} have identical loops")
 
 LOOP_NEST_CONSISTENCY = Guard(
     "loop_nest_consistency",
@@ -220,13 +225,15 @@ EQUATION_COUNT_GUARD = Guard(
 
 # ---------------------------------------------------------------- 6. loop axis count
 
-LOOP_OUTER = Relation("LoopOuter", ("Loops", "Loop", "Loop"),
-                      "the loop {1} encloses the loop {2} in the same nest, so the nest has "
-                      "at least two loop axes")
+LOOP_OUTER = Relation(
+    "LoopOuter", ("Loops", "Loop", "Loop"),
+    "the loop {1} encloses the loop {2} in the same nest, so the nest has "
+    "at least two loop axes")
+LOOP_NEXT = Relation(
+    "LoopNext", ("Loops", "Loop", "Loop"),
+    "the loop {1} immediately encloses the loop {2}, so the nest has at "
+    "least two loop axes")
 
-LOOP_NEXT = Relation("LoopNext", ("Loops", "Loop", "Loop"),
-                     "the loop {1} immediately encloses the loop {2}, so the nest has at "
-                     "least two loop axes")
 LOOP_AXIS_COUNT = Guard(
     "loop_axis_count",
     "A nest has enough loop axes (e.g. at least two to reorder or tile them). LoopOuter pairs "
@@ -272,8 +279,9 @@ def _axis_facts(loaded: LoadedProgram) -> Facts:
                 yield INDEPENDENT_AXIS(term, loop.index)
 
 
-INDEPENDENT_AXIS = Relation("IndependentAxis", ("Nest", "String"),
-                            "the iterations of loop {1} in {0} are independent (not a reduction axis)")
+INDEPENDENT_AXIS = Relation(
+    "IndependentAxis", ("Nest", "String"),
+    "the iterations of loop {1} in {0} are independent (not a reduction axis)")
 
 REDUCTION_AXIS = Guard(
     "reduction_axis",
@@ -336,12 +344,12 @@ def kernel_scopes(name: str, dtype: str, shape, users) -> list[str]:
 
 
 INTERMEDIATE = Relation("Intermediate", ("String",), "{0} is an intermediate variable")
-
 SCOPE_OF = Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}")
-SCOPE_FITS = Relation("ScopeFits", ("String", "String"),
-                      "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
-                      "the one kernel (top-level nest) that uses it, each thread touching only the "
-                      "elements it writes")
+SCOPE_FITS = Relation(
+    "ScopeFits", ("String", "String"),
+    "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
+    "the one kernel (top-level nest) that uses it, each thread touching only the "
+    "elements it writes")
 
 INTERMEDIATE_VARIABLE = Guard(
     "intermediate_variable",

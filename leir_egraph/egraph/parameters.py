@@ -65,11 +65,12 @@ class ParameterSet:
 
 
 ROOT = Relation("Root", ("Prog",), "{0} is the whole program")
-
-FRESH_INDEX = Relation("FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}")
-FRESH_TENSOR = Relation("FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program")
-
+FRESH_INDEX = Relation(
+    "FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}")
+FRESH_TENSOR = Relation(
+    "FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program")
 SCOPE_CHANGE = Relation("ScopeChange", ("String", "String"), "scope {0} may become scope {1}")
+
 CORE_PARAMETERS = ParameterSet((
     ROOT,
     FRESH_INDEX,

@@ -60,21 +60,24 @@ def _unchanged_facts(loaded: LoadedProgram) -> Iterable[Fact]:
             yield UNCHANGED_IN(loaded.suffix_terms[c.position], c.expr)
 
 
-REPEATED_IN = Relation("RepeatedIn", ("Prog", "Expr"),
-                       "{1} is computed more than once from this nest on")
+REPEATED_IN = Relation(
+    "RepeatedIn", ("Prog", "Expr"),
+    "{1} is computed more than once from this nest on")
+SECOND_GROUP = Relation(
+    "SecondGroup", ("Prog", "Expr", "Prog", "Expr"),
+    "{3} is another sub-expression than {1}, neither inside it nor "
+    "containing it, and computed more than once from the nest where {1} "
+    "is first shared or a later one")
+SHARED_FRAME = Relation(
+    "SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
+    "every nest using {1} from this nest on runs its indices over the "
+    "same loops {2}, and evaluates it in {4}")
+UNCHANGED_IN = Relation(
+    "UnchangedIn", ("Prog", "Expr"),
+    "no nest from this one to the last use of {1} writes a tensor it "
+    "reads, it can be evaluated at every point of its loops, and it is "
+    "not an index expression bounding reads in a condition")
 
-SECOND_GROUP = Relation("SecondGroup", ("Prog", "Expr", "Prog", "Expr"),
-                        "{3} is another sub-expression than {1}, neither inside it nor "
-                        "containing it, and computed more than once from the nest where {1} "
-                        "is first shared or a later one")
-SHARED_FRAME = Relation("SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
-                        "every nest using {1} from this nest on runs its indices over the "
-                        "same loops {2}, and evaluates it in {4}")
-
-UNCHANGED_IN = Relation("UnchangedIn", ("Prog", "Expr"),
-                        "no nest from this one to the last use of {1} writes a tensor it "
-                        "reads, it can be evaluated at every point of its loops, and it is "
-                        "not an index expression bounding reads in a condition")
 GUARD_EXTENSIONS = (
     GuardExtension(
         "operation_identity",

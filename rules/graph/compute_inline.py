@@ -32,14 +32,16 @@ def _within_facts(loaded: LoadedProgram) -> Iterable[Fact]:
         yield LOOPS_WITHIN(a, b)
 
 
-INLINABLE = Relation("Inlinable", ("Nest", "Nest"),
-                     "{0} writes each element of its result once, from values {1} does "
-                     "not change, and {1} reads that result only at the element written "
-                     "for the same loop indices, in the result's own dtype")
+INLINABLE = Relation(
+    "Inlinable", ("Nest", "Nest"),
+    "{0} writes each element of its result once, from values {1} does "
+    "not change, and {1} reads that result only at the element written "
+    "for the same loop indices, in the result's own dtype")
+LOOPS_WITHIN = Relation(
+    "LoopsWithin", ("Nest", "Nest"),
+    "every loop of {0} is also a loop of {1}, with the same index and "
+    "extent")
 
-LOOPS_WITHIN = Relation("LoopsWithin", ("Nest", "Nest"),
-                        "every loop of {0} is also a loop of {1}, with the same index and "
-                        "extent")
 GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",

@@ -90,20 +90,22 @@ def _hoistable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 yield HOISTABLE(term, sub.expr)
 
 
-SUBEXPRESSION_FRAME = Relation("SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                               "{1} is a compound sub-expression of {0}, evaluated in one dtype; on "
-                               "its own it varies over the loops {2}, as the element {3} of a {4} "
-                               "tensor")
-
-REORDERED_SUBEXPRESSION_FRAME = Relation("ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                                         "the same, with the frame loops in another order, {2}, and the "
-                                         "intermediate's subscript {3} in that order")
-BOUND_SUBEXPRESSION_FRAME = Relation("BoundSubexpressionFrame",
-                                     ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
-                                     "{1} is a compound sub-expression of {0} over loops none of which is "
-                                     "bound to GPU threads; computed on its own over the loops {2}, the "
-                                     "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
-                                     "{0} reads as {5}")
+SUBEXPRESSION_FRAME = Relation(
+    "SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+    "{1} is a compound sub-expression of {0}, evaluated in one dtype; on "
+    "its own it varies over the loops {2}, as the element {3} of a {4} "
+    "tensor")
+REORDERED_SUBEXPRESSION_FRAME = Relation(
+    "ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+    "the same, with the frame loops in another order, {2}, and the "
+    "intermediate's subscript {3} in that order")
+BOUND_SUBEXPRESSION_FRAME = Relation(
+    "BoundSubexpressionFrame",
+    ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
+    "{1} is a compound sub-expression of {0} over loops none of which is "
+    "bound to GPU threads; computed on its own over the loops {2}, the "
+    "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
+    "{0} reads as {5}")
 
 PARAMETER_SETS = (
     ParameterSet((SUBEXPRESSION_FRAME,
@@ -112,10 +114,11 @@ PARAMETER_SETS = (
                  _split_parameters),
 )
 
-HOISTABLE = Relation("Hoistable", ("Nest", "Expr"),
-                     "{1} reads nothing {0} writes, can be evaluated at every point of "
-                     "its loops and is not an index expression bounding reads in a "
-                     "condition, so it may be computed before {0}")
+HOISTABLE = Relation(
+    "Hoistable", ("Nest", "Expr"),
+    "{1} reads nothing {0} writes, can be evaluated at every point of "
+    "its loops and is not an index expression bounding reads in a "
+    "condition, so it may be computed before {0}")
 
 GUARD_EXTENSIONS = (
     GuardExtension(

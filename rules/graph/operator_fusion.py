@@ -29,9 +29,10 @@ def _fused_intermediate_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 yield FUSED_INTERMEDIATE(n1, n2, x)
 
 
-FUSED_INTERMEDIATE = Relation("FusedIntermediate", ("Nest", "Nest", "String"),
-                              "{2} is a global intermediate written by {0} and used by no nest "
-                              "but {0} and {1}, so once they are one kernel it lives in it alone")
+FUSED_INTERMEDIATE = Relation(
+    "FusedIntermediate", ("Nest", "Nest", "String"),
+    "{2} is a global intermediate written by {0} and used by no nest "
+    "but {0} and {1}, so once they are one kernel it lives in it alone")
 
 GUARD_EXTENSIONS = (
     GuardExtension(

@@ -181,34 +181,38 @@ def _concat_inputs(loaded: LoadedProgram) -> Iterable[Fact]:
                                        copies, out_loops, joined)
 
 
-TENSOR_SPLIT_POINT = Relation("TensorSplitPoint", ("i64", "i64"),
-                              "the extent {0} is cut into {1} and the rest, both whole multiples "
-                              "of {1}")
+TENSOR_SPLIT_POINT = Relation(
+    "TensorSplitPoint", ("i64", "i64"),
+    "the extent {0} is cut into {1} and the rest, both whole multiples "
+    "of {1}")
+TENSOR_SPLIT_INPUTS = Relation(
+    "TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String",
+    "String"),
+    "along {1}, {2} copies each input read along {1} into a first and a "
+    "second part over the loops it uses, and the output is computed in "
+    "the parts {4} and {5}, copied back over {3}")
+TENSOR_SPLIT_REDUCTION = Relation(
+    "TensorSplitReduction", ("Nest", "String", "String", "Body", "Nest",
+    "Nest", "String", "String"),
+    "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
+    "read along {1} into a first and a second part over all of {0}'s "
+    "loops, and the parts accumulate into {6} and {7}")
+TENSOR_SPLIT_ALL_LOOPS = Relation(
+    "TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest",
+    "String", "String"),
+    "along the output loop {1}, {3} and {4} copy each input whose reads "
+    "mention {1} into a first and a second part over all of {0}'s loops, "
+    "and the parts compute into {5} and {6}")
+TENSOR_SPLIT_ANY_POINT = Relation(
+    "TensorSplitAnyPoint", ("i64", "i64"),
+    "the loop's {0} iterations are cut into {1} and the rest")
+TENSOR_CONCAT_INPUTS = Relation(
+    "TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
+    "String"),
+    "along {2}, {3} copies each input of {0} and its counterpart in {1} "
+    "into one concatenated tensor, and both outputs are computed in "
+    "{5}, copied back over {4}")
 
-TENSOR_SPLIT_INPUTS = Relation("TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String",
-                                                     "String"),
-                               "along {1}, {2} copies each input read along {1} into a first and a "
-                               "second part over the loops it uses, and the output is computed in "
-                               "the parts {4} and {5}, copied back over {3}")
-TENSOR_SPLIT_REDUCTION = Relation("TensorSplitReduction", ("Nest", "String", "String", "Body", "Nest",
-                                                           "Nest", "String", "String"),
-                                  "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
-                                  "read along {1} into a first and a second part over all of {0}'s "
-                                  "loops, and the parts accumulate into {6} and {7}")
-
-TENSOR_SPLIT_ALL_LOOPS = Relation("TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest",
-                                                          "String", "String"),
-                                  "along the output loop {1}, {3} and {4} copy each input whose reads "
-                                  "mention {1} into a first and a second part over all of {0}'s loops, "
-                                  "and the parts compute into {5} and {6}")
-TENSOR_SPLIT_ANY_POINT = Relation("TensorSplitAnyPoint", ("i64", "i64"),
-                                  "the loop's {0} iterations are cut into {1} and the rest")
-
-TENSOR_CONCAT_INPUTS = Relation("TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
-                                                       "String"),
-                                "along {2}, {3} copies each input of {0} and its counterpart in {1} "
-                                "into one concatenated tensor, and both outputs are computed in "
-                                "{5}, copied back over {4}")
 PARAMETER_SETS = (
     ParameterSet((TENSOR_SPLIT_POINT,),
                  _split_point_facts),
@@ -224,22 +228,25 @@ PARAMETER_SETS = (
                  _concat_inputs),
 )
 
-DECOUPLABLE = Relation("Decouplable", ("Nest",),
-                       "{0} never reads its output except as its own accumulation, which "
-                       "starts from the identity there, so each output element depends on "
-                       "the inputs alone")
+DECOUPLABLE = Relation(
+    "Decouplable", ("Nest",),
+    "{0} never reads its output except as its own accumulation, which "
+    "starts from the identity there, so each output element depends on "
+    "the inputs alone")
+EXACT_REDUCTION_SPLIT = Relation(
+    "ExactReductionSplit", ("Nest", "String"),
+    "{1} is the only loop of {0} that does not index its output, so a "
+    "nest over the other loops adds each partial result to each output "
+    "element once, and every input copy is fixed by {0}'s parallel "
+    "loops")
+EXACT_ALL_LOOPS_SPLIT = Relation(
+    "ExactAllLoopsSplit", ("Nest", "String"),
+    "every copy and copy-back of the split of {0} along {1} is fixed by "
+    "{0}'s parallel loops")
+IDENTICAL_OPERATION = Relation(
+    "IdenticalOperation", ("Nest", "Nest"),
+    "{1} computes the same operation as {0}, on other tensors")
 
-EXACT_REDUCTION_SPLIT = Relation("ExactReductionSplit", ("Nest", "String"),
-                                 "{1} is the only loop of {0} that does not index its output, so a "
-                                 "nest over the other loops adds each partial result to each output "
-                                 "element once, and every input copy is fixed by {0}'s parallel "
-                                 "loops")
-EXACT_ALL_LOOPS_SPLIT = Relation("ExactAllLoopsSplit", ("Nest", "String"),
-                                 "every copy and copy-back of the split of {0} along {1} is fixed by "
-                                 "{0}'s parallel loops")
-
-IDENTICAL_OPERATION = Relation("IdenticalOperation", ("Nest", "Nest"),
-                               "{1} computes the same operation as {0}, on other tensors")
 GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",

@@ -253,26 +253,29 @@ def _all_loops(nest: LoopNest):
             yield from _all_loops(item)
 
 
-SCAN_AXIS = Relation("ScanAxis", ("Nest", "Var", "String", "i64"),
-                     "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
-                     "and every other loop picks its own element of {1}")
-
-SCAN_GAP = Relation("ScanGap", ("Nest", "String", "Subs", "Subs"),
-                    "in the loop order of {0}, the scan position {1} falls between the "
-                    "reduced subscripts {2} and {3}")
-SCAN_NEST = Relation("ScanNest", ("Nest", "String", "i64"),
-                     "{0} scans along its serial loop {1} of extent {2}: each iteration "
-                     "writes its own element of each tensor, at position {1}, and reads "
-                     "them only at its own or the previous position")
-
-READ_ONLY_AFTER = Relation("ReadOnlyAfter", ("String", "Var", "Nest"),
-                           "no nest after {2} writes {0}, and every later read of {0} is {1}")
+SCAN_AXIS = Relation(
+    "ScanAxis", ("Nest", "Var", "String", "i64"),
+    "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
+    "and every other loop picks its own element of {1}")
+SCAN_GAP = Relation(
+    "ScanGap", ("Nest", "String", "Subs", "Subs"),
+    "in the loop order of {0}, the scan position {1} falls between the "
+    "reduced subscripts {2} and {3}")
+SCAN_NEST = Relation(
+    "ScanNest", ("Nest", "String", "i64"),
+    "{0} scans along its serial loop {1} of extent {2}: each iteration "
+    "writes its own element of each tensor, at position {1}, and reads "
+    "them only at its own or the previous position")
+READ_ONLY_AFTER = Relation(
+    "ReadOnlyAfter", ("String", "Var", "Nest"),
+    "no nest after {2} writes {0}, and every later read of {0} is {1}")
 UNREAD_AFTER = Relation("UnreadAfter", ("String", "Nest"), "no nest after {1} reads {0}")
+MATMUL_LOOPS = Relation(
+    "MatmulLoops", ("Nest", "Nest", "Expr", "String", "String", "String"),
+    "the matmul {1} runs the loops of {0} with its reduction loop {4} in "
+    "the place of {3}, plus the value loop {5}, so it reads each element "
+    "{0} writes in the iteration that wrote it and multiplies it by {2}")
 
-MATMUL_LOOPS = Relation("MatmulLoops", ("Nest", "Nest", "Expr", "String", "String", "String"),
-                        "the matmul {1} runs the loops of {0} with its reduction loop {4} in "
-                        "the place of {3}, plus the value loop {5}, so it reads each element "
-                        "{0} writes in the iteration that wrote it and multiplies it by {2}")
 GUARD_EXTENSIONS = (
     GuardExtension(
         "reduction_axis",
@@ -293,8 +296,9 @@ GUARD_EXTENSIONS = (
         facts=_consistency_facts),
 )
 
-ONLINE_FRESH_INDEX = Relation("OnlineFreshIndex", ("Nest", "Nest", "String"),
-                              "{2} is an index name unused in {0} and {1}")
+ONLINE_FRESH_INDEX = Relation(
+    "OnlineFreshIndex", ("Nest", "Nest", "String"),
+    "{2} is an index name unused in {0} and {1}")
 
 PARAMETER_SETS = (
     ParameterSet((ONLINE_FRESH_INDEX,),

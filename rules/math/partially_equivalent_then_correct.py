@@ -269,22 +269,24 @@ def _stencil_facts(loaded: LoadedProgram) -> Iterable[Fact]:
             yield STENCIL_LOOPS(loaded.top_nest_term(p), nest.loops[:k], nest.loops[k:])
 
 
+RENAMED_TWIN = Relation(
+    "RenamedTwin", ("Nest", "Nest", "String", "String"),
+    "{1} computes what {0} computes, on {3} instead of {2}")
+SEAM_ROWS = Relation(
+    "SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64",
+    "i64", "i64"),
+    "the padding {0} puts its input's {3} values between zeros along "
+    "{2}, and {1} slides along it with its output loop {4}: once two such "
+    "inputs are concatenated and padded together, only output rows "
+    "{5}..{6} of the first and {7}..{8} of the second read the seam")
+NO_WRITE_INTO = Relation(
+    "NoWriteInto", ("Nest", "Nest"),
+    "{0} writes none of the inputs of {1}")
+STENCIL_LOOPS = Relation(
+    "StencilLoops", ("Nest", "Loops", "Loops"),
+    "the loops of {0} are its output loops {1} followed by its reduction "
+    "loops {2}")
 
-RENAMED_TWIN = Relation("RenamedTwin", ("Nest", "Nest", "String", "String"),
-                        "{1} computes what {0} computes, on {3} instead of {2}")
-
-SEAM_ROWS = Relation("SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64",
-                                  "i64", "i64"),
-                     "the padding {0} puts its input's {3} values between zeros along "
-                     "{2}, and {1} slides along it with its output loop {4}: once two such "
-                     "inputs are concatenated and padded together, only output rows "
-                     "{5}..{6} of the first and {7}..{8} of the second read the seam")
-NO_WRITE_INTO = Relation("NoWriteInto", ("Nest", "Nest"),
-                         "{0} writes none of the inputs of {1}")
-
-STENCIL_LOOPS = Relation("StencilLoops", ("Nest", "Loops", "Loops"),
-                         "the loops of {0} are its output loops {1} followed by its reduction "
-                         "loops {2}")
 GUARD_EXTENSIONS = (
     GuardExtension(
         "operation_identity",

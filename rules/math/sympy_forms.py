@@ -350,9 +350,10 @@ def _defined_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
-SYMPY_DEFINED = Relation("SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
-                         "{2} and {3} are defined for every finite input and compute the same "
-                         "exponentials")
+SYMPY_DEFINED = Relation(
+    "SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
+    "{2} and {3} are defined for every finite input and compute the same "
+    "exponentials")
 
 DEFINED_VALUES = Guard(
     "defined_values",
@@ -370,8 +371,9 @@ DEFINED_VALUES = Guard(
 
 GUARD_EXTENSIONS = (GuardExtension("defined_values", new_guard=DEFINED_VALUES),)
 
-SYMPY_FORM = Relation("SympyForm", ("Nest", "Eqn", "String", "Expr", "Expr"),
-                      "sympy's {2} turns the value {3} of {1} into {4}")
+SYMPY_FORM = Relation(
+    "SympyForm", ("Nest", "Eqn", "String", "Expr", "Expr"),
+    "sympy's {2} turns the value {3} of {1} into {4}")
 
 PARAMETER_SETS = (ParameterSet((
     SYMPY_FORM,

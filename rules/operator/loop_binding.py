@@ -24,10 +24,11 @@ def _binding_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 yield BINDING_NAME(term, loop.index, bound)
 
 
-BINDING_NAME = Relation("BindingName", ("Nest", "String", "String"),
-                        "{2} binds the loop {1} of {0} to a GPU axis no other "
-                        "loop of its kernel uses, within CUDA's limits on "
-                        "threads and blocks")
+BINDING_NAME = Relation(
+    "BindingName", ("Nest", "String", "String"),
+    "{2} binds the loop {1} of {0} to a GPU axis no other "
+    "loop of its kernel uses, within CUDA's limits on "
+    "threads and blocks")
 
 PARAMETER_SETS = (ParameterSet((BINDING_NAME,),
                                _binding_facts),)

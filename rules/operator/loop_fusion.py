@@ -34,17 +34,19 @@ def _subscript_only_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 yield SUBSCRIPT_ONLY_INDEX(term, loop.index)
 
 
-SPLIT_PAIR = Relation("SplitPair", ("Nest", "String", "String"),
-                      "{1} and {2} occur in {0} only as {1}*extent+{2}, so one loop over {2} "
-                      "visits the same iterations in the same order, reduction axes included, "
-                      "and its kind still holds")
-
-TILE_PAIR = Relation("TilePair", ("Nest", "String", "String", "String", "String"),
-                     "{1} and {2} are the tile loops of the point loops {3} and {4} in {0}, used "
-                     "only as {1}*extent+{3} and {2}*extent+{4}, and the fused loops' kinds "
-                     "still hold")
-SUBSCRIPT_ONLY_INDEX = Relation("SubscriptOnlyIndex", ("Nest", "String"),
-                                "the index {1} occurs in {0} only in subscripts, never as a value")
+SPLIT_PAIR = Relation(
+    "SplitPair", ("Nest", "String", "String"),
+    "{1} and {2} occur in {0} only as {1}*extent+{2}, so one loop over {2} "
+    "visits the same iterations in the same order, reduction axes included, "
+    "and its kind still holds")
+TILE_PAIR = Relation(
+    "TilePair", ("Nest", "String", "String", "String", "String"),
+    "{1} and {2} are the tile loops of the point loops {3} and {4} in {0}, used "
+    "only as {1}*extent+{3} and {2}*extent+{4}, and the fused loops' kinds "
+    "still hold")
+SUBSCRIPT_ONLY_INDEX = Relation(
+    "SubscriptOnlyIndex", ("Nest", "String"),
+    "the index {1} occurs in {0} only in subscripts, never as a value")
 
 GUARD_EXTENSIONS = (
     GuardExtension(

@@ -75,15 +75,17 @@ def _split_point_facts(loaded: LoadedProgram) -> Iterable[Fact]:
             yield SPLIT_POINT(n, first)
 
 
-FACTORIZABLE_REDUCTION = Relation("FactorizableReduction", ("Nest", "String", "String", "Expr"),
-                                  "{0} is a single accumulation of {3} with the order-free operator {2} "
-                                  "over the reduction axis {1}, and {3} never reads the accumulated "
-                                  "tensor")
+FACTORIZABLE_REDUCTION = Relation(
+    "FactorizableReduction", ("Nest", "String", "String", "Expr"),
+    "{0} is a single accumulation of {3} with the order-free operator {2} "
+    "over the reduction axis {1}, and {3} never reads the accumulated "
+    "tensor")
+WHOLE_PARTIALS = Relation(
+    "WholePartials", ("Nest", "String"),
+    "every loop of {0} but {1} picks an element of the accumulated "
+    "tensor or runs once, so partial results with the tensor's own "
+    "subscripts, combined over those loops, add each term once")
 
-WHOLE_PARTIALS = Relation("WholePartials", ("Nest", "String"),
-                          "every loop of {0} but {1} picks an element of the accumulated "
-                          "tensor or runs once, so partial results with the tensor's own "
-                          "subscripts, combined over those loops, add each term once")
 GUARD_EXTENSIONS = (GuardExtension(
     guard="reduction_axis",
     relations=(FACTORIZABLE_REDUCTION,),
@@ -94,9 +96,10 @@ GUARD_EXTENSIONS = (GuardExtension(
         facts=_whole_partial_facts),
 )
 
-SPLIT_POINT = Relation("SplitPoint", ("i64", "i64"),
-                       "the {0} iterations split into the first {1} and the "
-                       "rest")
+SPLIT_POINT = Relation(
+    "SplitPoint", ("i64", "i64"),
+    "the {0} iterations split into the first {1} and the "
+    "rest")
 
 PARAMETER_SETS = (ParameterSet((SPLIT_POINT,),
                                _split_point_facts),)

@@ -198,9 +198,10 @@ def _range_facts(loaded: LoadedProgram) -> Iterable[Fact]:
         yield MATH_NATURAL(text)
 
 
-MATH_SITE = Relation("MathSite", ("Expr",),
-                     "{0} is computed in float value arithmetic wherever it occurs, outside "
-                     "conditions and accumulation forms")
+MATH_SITE = Relation(
+    "MathSite", ("Expr",),
+    "{0} is computed in float value arithmetic wherever it occurs, outside "
+    "conditions and accumulation forms")
 
 FLOAT_ARITHMETIC = Guard(
     "float_arithmetic",
@@ -216,22 +217,20 @@ FLOAT_ARITHMETIC = Guard(
     facts=_site_facts)
 
 MATH_FINITE = Relation("MathFinite", ("Expr",), "{0} is never infinite")
-
 MATH_ABOVE_NEG_INF = Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf")
 MATH_NON_ZERO = Relation("MathNonZero", ("Expr",), "{0} is never zero")
-
 MATH_NON_NEGATIVE = Relation("MathNonNegative", ("Expr",), "{0} is never negative")
 MATH_POSITIVE = Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)")
-
 MATH_NEGATIVE = Relation("MathNegative", ("Expr",), "{0} is always negative (or NaN)")
-MATH_EXP_ARG = Relation("MathExpArg", ("Expr",),
-                        "{0} is small enough in magnitude that exp of it never overflows or "
-                        "underflows")
-
+MATH_EXP_ARG = Relation(
+    "MathExpArg", ("Expr",),
+    "{0} is small enough in magnitude that exp of it never overflows or "
+    "underflows")
 MATH_CONST_TERM = Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN")
-MATH_CONST_FACTOR = Relation("MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN")
-
+MATH_CONST_FACTOR = Relation(
+    "MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN")
 MATH_NATURAL = Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64")
+
 OPERAND_RANGE = Guard(
     "operand_range",
     "Extra soundness guard (not one of the paper's nine): a range analysis over the extended "

@@ -325,10 +325,11 @@ def _evaluated_reads(eq) -> dict:
                          and not op.condition and op.node.name != eq.target.name)
 
 
-EXP_SAFE_OPERAND = Relation("ExpSafeOperand", ("Nest", "Eqn", "Expr"),
-                            "{2} and the arguments of {1}'s exponentials and their operands are at most "
-                            "half the exp range in magnitude wherever they are evaluated (any inputs), so "
-                            "every exponential of the split stays a normal number")
+EXP_SAFE_OPERAND = Relation(
+    "ExpSafeOperand", ("Nest", "Eqn", "Expr"),
+    "{2} and the arguments of {1}'s exponentials and their operands are at most "
+    "half the exp range in magnitude wherever they are evaluated (any inputs), so "
+    "every exponential of the split stays a normal number")
 
 GUARD_EXTENSIONS = (
     GuardExtension("finite_operand", facts=_finite_facts),
@@ -337,12 +338,13 @@ GUARD_EXTENSIONS = (
         facts=_exp_facts),
 )
 
-EXTRA_SPLIT_BY = Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
-                          "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
-                          "{2} (or, for a whole value, of one of its reads) along its last dimension (the "
-                          "split's identity before the first), a result "
-                          "of an earlier nest with the same loops read where it was written, or an element "
-                          "of an input or of a finished earlier result, in bounds")
+EXTRA_SPLIT_BY = Relation(
+    "ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
+    "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
+    "{2} (or, for a whole value, of one of its reads) along its last dimension (the "
+    "split's identity before the first), a result "
+    "of an earlier nest with the same loops read where it was written, or an element "
+    "of an input or of a finished earlier result, in bounds")
 
 PARAMETER_SETS = (ParameterSet((
     EXTRA_SPLIT_BY,

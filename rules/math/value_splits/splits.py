@@ -136,17 +136,20 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
-FINITE_OPERAND = Relation("FiniteOperand", ("Nest", "Expr"),
-                          "{1} is finite wherever {0} reads it (for finite inputs)")
+FINITE_OPERAND = Relation(
+    "FiniteOperand", ("Nest", "Expr"),
+    "{1} is finite wherever {0} reads it (for finite inputs)")
+NON_ZERO_OPERAND = Relation(
+    "NonZeroOperand", ("Nest", "Expr"),
+    "{1} is finite and never zero wherever {0} reads it (for finite inputs)")
+SHIFTABLE_OPERAND = Relation(
+    "ShiftableOperand", ("Nest", "Eqn", "Expr"),
+    "{2} sits in no divisor, logarithm argument or power base of {1}")
+SCALABLE_OPERAND = Relation(
+    "ScalableOperand", ("Nest", "Eqn", "Expr"),
+    "every divisor, logarithm argument or power base of {1} around {2} is "
+    "provably positive")
 
-NON_ZERO_OPERAND = Relation("NonZeroOperand", ("Nest", "Expr"),
-                            "{1} is finite and never zero wherever {0} reads it (for finite inputs)")
-SHIFTABLE_OPERAND = Relation("ShiftableOperand", ("Nest", "Eqn", "Expr"),
-                             "{2} sits in no divisor, logarithm argument or power base of {1}")
-
-SCALABLE_OPERAND = Relation("ScalableOperand", ("Nest", "Eqn", "Expr"),
-                            "every divisor, logarithm argument or power base of {1} around {2} is "
-                            "provably positive")
 FINITE_OPERAND_GUARD = Guard(
     "finite_operand",
     "Extra soundness guard (not one of the paper's nine): a split keeps every value finite where "
@@ -212,15 +215,17 @@ def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
-SPLIT_SITE = Relation("SplitSite", ("Nest", "Eqn", "Expr"),
-                      "{2} occurs once in {1}, outside any condition, and is not the equation's target")
-
-SPLIT_BY = Relation("SplitBy", ("Nest", "Eqn", "Expr"),
-                    "{2} is read by {1} whenever it is evaluated")
-WHOLE_VALUE_SITE = Relation("WholeValueSite", ("Nest", "Eqn", "Expr"),
-                            "{2} is the whole right-hand side of {1}, which reads nothing it writes, or reads "
-                            "only values written before it (no accumulation from an initial value, whose "
-                            "form X=X op e must stay)")
+SPLIT_SITE = Relation(
+    "SplitSite", ("Nest", "Eqn", "Expr"),
+    "{2} occurs once in {1}, outside any condition, and is not the equation's target")
+SPLIT_BY = Relation(
+    "SplitBy", ("Nest", "Eqn", "Expr"),
+    "{2} is read by {1} whenever it is evaluated")
+WHOLE_VALUE_SITE = Relation(
+    "WholeValueSite", ("Nest", "Eqn", "Expr"),
+    "{2} is the whole right-hand side of {1}, which reads nothing it writes, or reads "
+    "only values written before it (no accumulation from an initial value, whose "
+    "form X=X op e must stay)")
 
 PARAMETER_SETS = (ParameterSet((
     SPLIT_SITE,

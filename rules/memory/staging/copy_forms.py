@@ -175,15 +175,17 @@ def _index_table_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
-BOUND_INDEX_TABLE = Relation("BoundIndexTable", ("Nest", "IExpr", "Loops", "IExpr"),
-                             "the index table of {1} read in {0} can be computed by threads: "
-                             "over {2}, its first loop bound as tx, storing {3}")
+BOUND_INDEX_TABLE = Relation(
+    "BoundIndexTable", ("Nest", "IExpr", "Loops", "IExpr"),
+    "the index table of {1} read in {0} can be computed by threads: "
+    "over {2}, its first loop bound as tx, storing {3}")
+COPY_FORM = Relation(
+    "CopyForm", ("Nest", "Var", "String", "Loops", "Subs", "Subs", "Subs"),
+    "a copy of the read {1} of {0} ({2}) runs over {3}, writing the "
+    "fresh tensor at {4} from the element at {5}, and {0} then reads the "
+    "copy at {6}: every slot is written once, from the element read "
+    "there")
 
-COPY_FORM = Relation("CopyForm", ("Nest", "Var", "String", "Loops", "Subs", "Subs", "Subs"),
-                     "a copy of the read {1} of {0} ({2}) runs over {3}, writing the "
-                     "fresh tensor at {4} from the element at {5}, and {0} then reads the "
-                     "copy at {6}: every slot is written once, from the element read "
-                     "there")
 PARAMETER_SETS = (
     ParameterSet((BOUND_INDEX_TABLE,),
                  _index_table_facts),

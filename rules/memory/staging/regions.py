@@ -185,21 +185,24 @@ def _names_read(n: _Nest) -> set[str]:
         v.name for eq in n.nest.equations for s in eq.target.subscripts for v in accesses(s)}
 
 
-STAGEABLE_READ = Relation("StageableRead", ("Nest", "Var"),
-                          "the read {1} in {0} stays in bounds for every value of the loops it uses and "
-                          "determines each parallel loop among them")
+STAGEABLE_READ = Relation(
+    "StageableRead", ("Nest", "Var"),
+    "the read {1} in {0} stays in bounds for every value of the loops it uses and "
+    "determines each parallel loop among them")
+STAGEABLE_IN_KERNEL = Relation(
+    "StageableInKernel", ("Nest", "Var"),
+    "the read {1} in {0} stays in bounds for every value of the loops, and a copy "
+    "of it inside the kernel writes each element from one iteration of every "
+    "parallel loop")
+STAGEABLE_WRITE = Relation(
+    "StageableWrite", ("Nest", "Var"),
+    "the write {1} in {0} has no gather, a copy of it inside the kernel writes "
+    "each element from one iteration of every parallel loop, and it covers the "
+    "whole tensor wherever the nest accumulates into it")
+RELAYOUTABLE_TENSOR = Relation(
+    "RelayoutableTensor", ("String",),
+    "every access of {0} has its full rank and no gather")
 
-STAGEABLE_IN_KERNEL = Relation("StageableInKernel", ("Nest", "Var"),
-                               "the read {1} in {0} stays in bounds for every value of the loops, and a copy "
-                               "of it inside the kernel writes each element from one iteration of every "
-                               "parallel loop")
-STAGEABLE_WRITE = Relation("StageableWrite", ("Nest", "Var"),
-                           "the write {1} in {0} has no gather, a copy of it inside the kernel writes "
-                           "each element from one iteration of every parallel loop, and it covers the "
-                           "whole tensor wherever the nest accumulates into it")
-
-RELAYOUTABLE_TENSOR = Relation("RelayoutableTensor", ("String",),
-                               "every access of {0} has its full rank and no gather")
 ACCESS_REGION = Guard(
     "access_region",
     "Extra soundness guard (not one of the paper's nine): the accesses a memory strategy copies "
@@ -244,13 +247,15 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
-READ_ONLY_IN = Relation("ReadOnlyIn", ("Nest", "String"),
-                        "{0} reads {1} and never writes it, so a copy made just before the nest holds "
-                        "every value the nest reads")
+READ_ONLY_IN = Relation(
+    "ReadOnlyIn", ("Nest", "String"),
+    "{0} reads {1} and never writes it, so a copy made just before the nest holds "
+    "every value the nest reads")
+CACHEABLE_TARGET = Relation(
+    "CacheableTarget", ("Prog", "Var"),
+    "every access of that tensor in the first nest of {0} is {1}, and if the nest "
+    "reads it back, no earlier nest wrote it")
 
-CACHEABLE_TARGET = Relation("CacheableTarget", ("Prog", "Var"),
-                            "every access of that tensor in the first nest of {0} is {1}, and if the nest "
-                            "reads it back, no earlier nest wrote it")
 DEPENDENCY_EXTENSION = GuardExtension(
     "dependency",
     relations=(
@@ -276,9 +281,10 @@ def _pattern_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                               for name, _, e in compound_indices(loaded)))
 
 
-COMPOUND_INDEX_READ = Relation("CompoundIndexRead", ("Nest", "IExpr"),
-                               "{0} reads tensors at the compound index {1}, which no write of the "
-                               "nest uses")
+COMPOUND_INDEX_READ = Relation(
+    "CompoundIndexRead", ("Nest", "IExpr"),
+    "{0} reads tensors at the compound index {1}, which no write of the "
+    "nest uses")
 
 PATTERN_EXTENSION = GuardExtension(
     "pattern_match",
@@ -404,33 +410,36 @@ def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return out
 
 
-STAGING_LOOPS = Relation("StagingLoops", ("Nest", "Subs", "Loops"),
-                         "the subscripts {1} use the loops {2} of {0}")
-
-KERNEL_LOOPS = Relation("KernelLoops", ("Nest", "Loops", "Loops"),
-                        "the kernel of {0} runs the loops {1} (up to its last B loop) around the loops "
-                        "{2}")
-INNER_LOOPS_USED = Relation("InnerLoopsUsed", ("Nest", "Subs", "Loops"),
-                            "the subscripts {1} use the inner loops {2} of {0}")
-
-STAGING_SCOPE = Relation("StagingScope", ("Nest", "Var", "String"),
-                         "a copy of {1} made in the kernel of {0} fits scope {2}")
-NEW_LAYOUT = Relation("NewLayout", ("String", "Subs", "String", "Subs"),
-                      "with its {2}, the element of {0} at {1} is stored at {3}",
-                      deferred=True)
-
-STORAGE_LAYOUT = Relation("StorageLayout", ("String", "String", "Body"),
-                          "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
-                          "its writes still filling exactly the new shape", deferred=True)
+STAGING_LOOPS = Relation(
+    "StagingLoops", ("Nest", "Subs", "Loops"),
+    "the subscripts {1} use the loops {2} of {0}")
+KERNEL_LOOPS = Relation(
+    "KernelLoops", ("Nest", "Loops", "Loops"),
+    "the kernel of {0} runs the loops {1} (up to its last B loop) around the loops "
+    "{2}")
+INNER_LOOPS_USED = Relation(
+    "InnerLoopsUsed", ("Nest", "Subs", "Loops"),
+    "the subscripts {1} use the inner loops {2} of {0}")
+STAGING_SCOPE = Relation(
+    "StagingScope", ("Nest", "Var", "String"),
+    "a copy of {1} made in the kernel of {0} fits scope {2}")
+NEW_LAYOUT = Relation(
+    "NewLayout", ("String", "Subs", "String", "Subs"),
+    "with its {2}, the element of {0} at {1} is stored at {3}",
+    deferred=True)
+STORAGE_LAYOUT = Relation(
+    "StorageLayout", ("String", "String", "Body"),
+    "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
+    "its writes still filling exactly the new shape", deferred=True)
 TENSOR_IN_NEST = Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}")
-
 TENSOR_NOT_IN_NEST = Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}")
 TENSOR_IN_SUFFIX = Relation("TensorInSuffix", ("Prog", "String"), "a nest of {0} accesses {1}")
-
-TENSOR_NOT_IN_SUFFIX = Relation("TensorNotInSuffix", ("Prog", "String"),
-                                "no nest of {0} accesses {1}")
-FIRST_ACCESS_SUFFIX = Relation("FirstAccessSuffix", ("Prog", "String"),
-                               "{1} is first accessed where the match begins")
+TENSOR_NOT_IN_SUFFIX = Relation(
+    "TensorNotInSuffix", ("Prog", "String"),
+    "no nest of {0} accesses {1}")
+FIRST_ACCESS_SUFFIX = Relation(
+    "FirstAccessSuffix", ("Prog", "String"),
+    "{1} is first accessed where the match begins")
 
 PARAMETER_SETS = (
     ParameterSet((STAGING_LOOPS,), _staging_facts),
