@@ -186,20 +186,18 @@ TENSOR_SPLIT_POINT = Relation(
     "the extent {0} is cut into {1} and the rest, both whole multiples "
     "of {1}")
 TENSOR_SPLIT_INPUTS = Relation(
-    "TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String",
-    "String"),
+    "TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String", "String"),
     "along {1}, {2} copies each input read along {1} into a first and a "
     "second part over the loops it uses, and the output is computed in "
     "the parts {4} and {5}, copied back over {3}")
 TENSOR_SPLIT_REDUCTION = Relation(
-    "TensorSplitReduction", ("Nest", "String", "String", "Body", "Nest",
-    "Nest", "String", "String"),
+    "TensorSplitReduction",
+    ("Nest", "String", "String", "Body", "Nest", "Nest", "String", "String"),
     "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
     "read along {1} into a first and a second part over all of {0}'s "
     "loops, and the parts accumulate into {6} and {7}")
 TENSOR_SPLIT_ALL_LOOPS = Relation(
-    "TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest",
-    "String", "String"),
+    "TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest", "String", "String"),
     "along the output loop {1}, {3} and {4} copy each input whose reads "
     "mention {1} into a first and a second part over all of {0}'s loops, "
     "and the parts compute into {5} and {6}")
@@ -207,8 +205,7 @@ TENSOR_SPLIT_ANY_POINT = Relation(
     "TensorSplitAnyPoint", ("i64", "i64"),
     "the loop's {0} iterations are cut into {1} and the rest")
 TENSOR_CONCAT_INPUTS = Relation(
-    "TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
-    "String"),
+    "TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops", "String"),
     "along {2}, {3} copies each input of {0} and its counterpart in {1} "
     "into one concatenated tensor, and both outputs are computed in "
     "{5}, copied back over {4}")

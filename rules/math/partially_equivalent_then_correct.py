@@ -273,8 +273,7 @@ RENAMED_TWIN = Relation(
     "RenamedTwin", ("Nest", "Nest", "String", "String"),
     "{1} computes what {0} computes, on {3} instead of {2}")
 SEAM_ROWS = Relation(
-    "SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64",
-    "i64", "i64"),
+    "SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64", "i64", "i64"),
     "the padding {0} puts its input's {3} values between zeros along "
     "{2}, and {1} slides along it with its output loop {4}: once two such "
     "inputs are concatenated and padded together, only output rows "
