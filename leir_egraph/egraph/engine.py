@@ -212,7 +212,7 @@ class Engine:
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
         self.read_relations = ({c.head for s in self.strategies for r in s.rules
-                                 for c in r.parsed_conditions} | self._analysed)
+                                for c in r.parsed_conditions} | self._analysed)
 
     def run(self, text: str) -> list:
         """Run egglog commands (text) on this engine's database; their outputs, in order.
@@ -252,11 +252,11 @@ class Engine:
     def _compile(self, strategy: Strategy) -> None:
         try:
             self.run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
-                      f"(ruleset {making_ruleset(strategy)})")
+                     f"(ruleset {making_ruleset(strategy)})")
             for rule in strategy.rules:
                 self.run("\n".join((recording_rule(strategy, rule),
-                                     finding_rule(strategy, rule, self.deferred),
-                                     making_rule(strategy, rule))))
+                                    finding_rule(strategy, rule, self.deferred),
+                                    making_rule(strategy, rule))))
         except Exception as err:
             message = str(err).splitlines()
             raise RuleFileError(strategy.path, None,

@@ -183,8 +183,8 @@ class Vocabulary:
 
     def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[Fact]:
         """The facts of every producer with a relation in ``wanted``, restricted to those.
-        Every fact a producer makes is checked, wanted or not: one of a relation its guard or
-        parameter set does not declare, or anything that is no :class:`Fact`, is a
+        Every fact such a producer makes is checked, wanted or not: one of a relation its guard
+        or parameter set does not declare, or anything that is no :class:`Fact`, is a
         :class:`FactError` located where it was made."""
         for produce, declared in self.producers:
             if not any(name in wanted for name in declared):
