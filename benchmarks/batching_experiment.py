@@ -11,9 +11,7 @@ across programs; the extra rows it prints are exactly those cross-program combin
 
     python benchmarks/batching_experiment.py [--programs 12]
 
-Measured 2026-11-26 on 12 golden programs (load 0.8): separate runs 1.3 s rules + 2.0 s printing for 4,846
-rows; one combined run 7.2 s rules + 16.5 s printing for 52,611 rows (10.9x the rows). (Then each
-rule had its own match table and print-function; since 2026-11-27 all rows are in one table.)
+The latest figures: benchmarks/results/batching_experiment.md.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from results_file import recorded  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
@@ -103,4 +102,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

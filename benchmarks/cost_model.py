@@ -19,6 +19,7 @@ import sys
 import time
 
 import numpy as np
+from results_file import recorded  # noqa: E402
 
 
 def spearman(x, y) -> float:
@@ -104,4 +105,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

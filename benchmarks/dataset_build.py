@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leir_egraph.dataset import (DatasetConfig, Execution, OutputFolderError,  # noqa: E402
                                  ResumeError, SourceError, build_dataset)
+from results_file import recorded  # noqa: E402
 
 PAPER_PROGRAMS = 6335
 SAMPLE = ("ReLU", "softmax", "LayerNorm", "Sum_reduction_over_a_dimension",
@@ -191,4 +192,4 @@ def _cpu_seconds() -> float:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from leir_egraph.egraph.steps import all_steps, default_strategies  # noqa: E402
 from leir_egraph.egraph.engine import engine_for  # noqa: E402
 from leir_egraph.leir import Program, Signature, parse  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 GOLDEN = ROOT.parent / "shared" / "data" / "golden" / "golden_corpus.jsonl"
 
@@ -100,4 +101,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
 from cost_model import spearman  # noqa: E402  (one Spearman for every benchmark)
+from results_file import recorded  # noqa: E402
 
 # Every family, smallest shapes; softmax, a GEMM chain, a conv, normalisations, an attention.
 SUITE = ["ReLU", "Sigmoid", "softmax", "GELU", "Matmul_with_small_K_dimension",
@@ -208,4 +209,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leir_egraph.frontend.oracle import check_kinds  # noqa: E402
 from leir_egraph.workloads import KINDS, zoo  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 def _children_cpu() -> float:
@@ -147,4 +148,4 @@ def translate_only(kinds, dtype: str, seed: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

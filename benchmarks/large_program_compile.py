@@ -41,6 +41,7 @@ from leir_egraph.lower import build, clear_cache, lower, run  # noqa: E402
 from leir_egraph.lower import link as linking  # noqa: E402
 from leir_egraph.lower.build import _tensors  # noqa: E402
 from leir_egraph.lower.segments import partition  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 class Layer(nn.Module):
@@ -159,4 +160,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from leir_egraph.lower.golden import (DEFAULT_DIR, GOLDEN_RTOL, KNOWN_FAILING,  # noqa: E402
                                       check_entry, load_corpus)
+from results_file import recorded  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -83,4 +84,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -30,6 +30,7 @@ from leir_egraph.egraph.steps import all_steps  # noqa: E402
 from leir_egraph.frontend import from_torch  # noqa: E402
 from leir_egraph.verify import Verifier  # noqa: E402
 from leir_egraph.workloads import instantiate, zoo  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -91,4 +92,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

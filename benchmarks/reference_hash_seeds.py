@@ -13,8 +13,7 @@ our canonical form (``exact_canonical_text``: up to names of new tensors and ind
 moves from the program itself count (the swapped strategies' pairs from another original are
 left out). Strategies whose moves are all stable are summed but not listed.
 
-Measured on the 202 golden float32 programs, seeds 0 and 1: docs/REFERENCE_RECALL.md
-("The reference's hash-seed dependence").
+The latest figures: benchmarks/results/reference_hash_seeds.md.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from reference_recall import SOURCES, canonical_or_none, known_names, load_rows  # noqa: E402
 from reference_steptp import SHARED_STRATEGIES, ReferenceStrategies  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 def dump(args) -> None:
@@ -105,4 +105,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

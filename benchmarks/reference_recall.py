@@ -115,6 +115,7 @@ from leir_egraph.leir import Program, Signature  # noqa: E402
 from leir_egraph.leir.ast import Leir  # noqa: E402
 from leir_egraph.leir.parser import parse  # noqa: E402
 from leir_egraph.leir.canonical import exact_canonical_text  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SOURCES = {"golden": DATA / "golden" / "golden_corpus.jsonl",
@@ -637,4 +638,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from results_file import recorded  # noqa: E402
 
 ALGORITHMS = ["greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain_no_parent"]
 # rows of this version: paired timing on the host CPU target (lower.targets.cpu_target); older
@@ -210,4 +211,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

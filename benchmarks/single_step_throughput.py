@@ -53,6 +53,7 @@ from leir_egraph.egraph import all_steps, single_steps, steps_many  # noqa: E402
 from leir_egraph.egraph.engine import engine_for  # noqa: E402
 from leir_egraph.egraph.steps import default_strategies, resolve  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CORPORA = {"reference": DATA / "reference_corpus.jsonl",
@@ -237,4 +238,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -34,6 +34,7 @@ from leir_egraph.egraph import single_steps  # noqa: E402
 from leir_egraph.egraph.engine import engine_for  # noqa: E402
 from leir_egraph.egraph.steps import default_strategies  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 
@@ -147,4 +148,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

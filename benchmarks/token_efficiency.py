@@ -57,6 +57,7 @@ from leir_egraph.dataset.tokens import (ENCODINGS, ProgramTokens,  # noqa: E402
                                         tokenizer_version)
 from leir_egraph.lower import clear_cache  # noqa: E402
 from leir_egraph.workloads import KINDS  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 DATA = Path(os.environ.get("LEIR_DATA", ROOT.parent / "shared" / "data"))
 MAIN = "o200k_base"
@@ -291,4 +292,4 @@ def missing_rows(populations: dict[str, list[ProgramTokens]]) -> list[dict]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(recorded(main))

@@ -24,6 +24,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from results_file import recorded  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
@@ -115,4 +116,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

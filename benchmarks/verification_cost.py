@@ -36,6 +36,7 @@ from leir_egraph.dataset.pipeline import compile_strategies, select_strategies  
 from leir_egraph.dataset.sources import load_program, select_programs  # noqa: E402
 from leir_egraph.egraph.steps import drawn_steps  # noqa: E402
 from leir_egraph.verify import Verifier  # noqa: E402
+from results_file import recorded  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -117,4 +118,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -18,7 +18,8 @@ Exit status, for every subcommand (README.md, "The leir command")::
     1    leir verify: AFTER is not equivalent to BEFORE (the result is still printed);
          leir rules check: an example or counterexample fails (each failure is printed)
     2    bad input: a file that is missing, unreadable, not UTF-8, does not parse or does not
-         validate; a bad option value; a rule file egglog rejects; a program past a limit
+         validate; a bad option value; a rule file egglog rejects, or whose fact provider
+         raises (its file and line); an unknown strategy id; a program past a limit
     3    internal error: a bug in leir-egraph (LEIR_DEBUG=1 shows the traceback)
     130  interrupted (Ctrl-C);  143  terminated (SIGTERM)
 
@@ -32,7 +33,8 @@ lets one of the library's own input errors propagate (``INPUT_ERRORS``: syntax, 
 file, rule-file, selection errors ...); ``run_command`` prints those as one line with status 2,
 turns anything else into an internal error, and handles Ctrl-C and SIGTERM, so that worker
 processes are shut down on the way out. Option values are checked while parsing with the
-types below (``positive_float``, ``natural`` ...), so a bad value is refused before any work.
+types below (``bounded(kind, minimum)`` and its named cases ``positive_float``,
+``natural`` ...), so a bad value is refused before any work.
 A new exception class of the library that means bad input goes into ``INPUT_ERRORS``. Python
 work that must stop after a while runs under ``time_limit(seconds)``. A command outside
 ``leir`` gets the same policy from ``run_command(parser, argv)`` with a parser built from
@@ -73,6 +75,8 @@ INPUT_ERRORS = (
     ("leir_egraph.leir.parser", "LeirSyntaxError"),
     ("leir_egraph.leir.validate", "LeirValidationError"),
     ("leir_egraph.egraph.strategy", "RuleFileError"),
+    ("leir_egraph.egraph.strategy", "UnknownStrategy"),
+    ("leir_egraph.egraph.vocabulary", "ProviderError"),
     ("leir_egraph.leir.limits", "ProgramTooLarge"),
     ("leir_egraph.dataset.sources", "SourceError"),
     ("leir_egraph.dataset.shards", "ResumeError"),
@@ -126,57 +130,63 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------- option value types
 
-def _number(text: str, kind, what: str):
-    try:
-        value = kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
+def bounded(kind: type, minimum, *, strict: bool = False, unit: str = ""):
+    """The option type for a ``kind`` (``int`` or ``float``) value ``>= minimum`` (``> minimum``
+    when ``strict``); a float must also be finite. ``unit`` names what the number counts in the
+    error (``"seconds"``). Every numeric option of every command is one of these."""
+    noun = "an integer" if kind is int else "a number" + (f" of {unit}" if unit else "")
+    bound = f"{noun} {'>' if strict else '>='} {minimum}"
+    unparsable = bound if kind is int else "a finite " + bound[len("a "):]
 
-
-def natural(text: str) -> int:
-    """An integer >= 0 (seeds, caps)."""
-    value = _number(text, int, "an integer >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1 (counts, workers, trials)."""
-    value = _number(text, int, "an integer >= 1")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
-def at_least(minimum: int):
-    """An integer >= ``minimum``."""
-    def parse(text: str) -> int:
-        value = _number(text, int, f"an integer >= {minimum}")
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {unparsable}, got {text!r}") from None
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected {unparsable}, got {text!r}")
+        if value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"expected {bound}, got {text.strip()}")
         return value
-    parse.__name__ = f"integer >= {minimum}"
+    parse.__name__ = bound
     return parse
 
 
-def natural_float(text: str) -> float:
-    """A finite number >= 0 (temperatures)."""
-    value = _number(text, float, "a finite number >= 0")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
+natural = bounded(int, 0)                                   # seeds, caps
+positive_int = bounded(int, 1)                              # counts, workers, trials
+natural_float = bounded(float, 0)                           # temperatures
+positive_float = bounded(float, 0, strict=True, unit="seconds")   # timeouts
 
 
-def positive_float(text: str) -> float:
-    """A finite number > 0 (timeouts in seconds)."""
-    value = _number(text, float, "a finite number of seconds > 0")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
-    return value
+# ---------------------------------------------------------------- choosing strategies
+
+def add_rules_option(parser) -> None:
+    """``--rules DIR`` (repeatable), the one way every command takes user strategies."""
+    parser.add_argument("--rules", metavar="DIR", action="append", default=[],
+                        help="a directory of rule files (repeatable): its strategies join the "
+                             "built-in ones and can be named by id")
+
+
+def chosen_strategies(rules: list[str], ids: list[str] | None, option: str = "--strategies"):
+    """The strategies a command runs: ``rules`` directories loaded (and registered, so that
+    their ids resolve everywhere, ``load_strategies``), narrowed to ``ids`` when given. None
+    when neither is given: the built-in strategies. An unknown id is an :class:`InputError`
+    naming ``option``."""
+    from .egraph.strategy import UnknownStrategy, load_strategies, strategy_by_id
+    loaded = load_strategies(*rules) if rules else None
+    if ids is None:
+        return loaded
+    if not ids:
+        raise InputError(f"{option}: no strategy id given")
+    try:
+        return [strategy_by_id(sid) for sid in ids]
+    except UnknownStrategy as err:
+        raise InputError(f"{option}: {err}") from None
+
+
+def id_list(text: str | None) -> list[str] | None:
+    """A comma-separated ``--strategies`` value as ids (None when the option is absent)."""
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
 
 # ---------------------------------------------------------------- running a command
@@ -206,6 +216,13 @@ def _input_error_types() -> tuple[type, ...]:
         if isinstance(cls, type):
             found.append(cls)
     return tuple(found)
+
+
+def _provider_failure(err: Exception):
+    """``err`` located in the fact provider whose code raised it (None when none did, or when no
+    provider was ever loaded)."""
+    vocabulary = sys.modules.get("leir_egraph.egraph.vocabulary")
+    return vocabulary.provider_failure(err) if vocabulary is not None else None
 
 
 def _on_sigterm(signum, frame):
@@ -250,6 +267,10 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
     except Exception as err:  # noqa: BLE001 -- the policy: one line, never a traceback
         if isinstance(err, _input_error_types()):
             print(one_line(err), file=sys.stderr)
+            return EXIT_BAD_INPUT
+        located = _provider_failure(err)
+        if located is not None:   # a user's fact provider raised: its file and line
+            print(one_line(located), file=sys.stderr)
             return EXIT_BAD_INPUT
         if isinstance(err, RecursionError):
             print(f"{name}: the program is nested too deeply to process (docs/LEIR.md, "

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli import (ArgumentParser, InputError, at_least, natural, positive_float, positive_int,
+from .cli import (ArgumentParser, InputError, bounded, natural, positive_float, positive_int,
                   run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import enumerated_label, markdown_table
+from .dataset.splits import DEFAULT_FRACTIONS, SplitLeakError
+from .search.budgets import DEFAULTS
 
 DEMO_CAP = 1
 
@@ -30,6 +32,12 @@ examples:
   python -m leir_egraph.sample --programs 'level2:*' --size paper --executor ray \\
       --ray-address auto --out out/l2 --resume
       on a Ray cluster; --resume continues a killed run
+  python -m leir_egraph.sample --programs '*' --count 4 --dtypes f16,f32,f64 --split \\
+      --merge-equal-kinds --variants paper --per-strategy-cap 1 --out out/paper
+      held-out splits by kind, test cases per dtype and shape, the four ablation datasets
+  python -m leir_egraph.sample --trajectories --programs 'level1:*' --split \\
+      --merge-equal-kinds --out out/traj
+      verified multi-step trajectories and preference pairs from the search
 
 The output folder must be new, empty, or one this tool wrote (it keeps a manifest there and
 removes only the files listed in it); --overwrite writes into another non-empty folder without
@@ -58,6 +66,44 @@ def parser() -> argparse.ArgumentParser:
                    help="zoo shape ranges (default small)")
     g.add_argument("--dtype", choices=("f16", "f32", "f64"), default="f32",
                    help="zoo dtype (default f32)")
+    g.add_argument("--dtypes", type=dtype_list, metavar="LIST",
+                   help="comma-separated zoo dtypes, every zoo program once per dtype (e.g. "
+                        "f16,f32,f64; integer inputs stay integer); replaces --dtype")
+    g = p.add_argument_group("splits (docs/DATASET.md, \"Splits\")")
+    default_split = ",".join(str(f) for f in DEFAULT_FRACTIONS)
+    g.add_argument("--split", nargs="?", const=default_split, type=fractions, metavar="T,V,T",
+                   help="assign whole kinds to train/validation/test by a hash of the kind name "
+                        f"and --seed (fractions, default {default_split}), refuse a run where a "
+                        "program of one split is a renamed/reshaped copy of another's, and "
+                        "write chat sets and test cases per split")
+    g.add_argument("--steptp-in-training", action="store_true",
+                   help="with --split: draw the kinds of the paper's 100 multi-step test "
+                        "workloads like any other (default: held out in split 'steptp')")
+    g.add_argument("--merge-equal-kinds", action="store_true",
+                   help="with --split: kinds that are one program up to names and shapes (the "
+                        "zoo's square/standard matmuls, MQA/GQA, ...) share one split instead "
+                        "of making the leakage check refuse the run")
+    g = p.add_argument_group("variants (the paper's Tables 5-6)")
+    g.add_argument("--representation", choices=("leir", "tir"), default="leir",
+                   help="prompts and answers in LEIR or in TVM TIR text (default leir)")
+    g.add_argument("--no-cot", action="store_true",
+                   help="answers without the chain of thought (<answer> only)")
+    g.add_argument("--no-filter", action="store_true",
+                   help="no difficulty balancing: every verified transition")
+    g.add_argument("--variants", choices=("paper",),
+                   help="write the paper's four ablation datasets side by side from this one "
+                        "run (TIR without CoT, LEIR without CoT, LEIR without filtering, full) "
+                        "under chat/<variant>/; replaces the three options above")
+    g = p.add_argument_group("trajectories (multi-step data; docs/DATASET.md, \"Trajectories\")")
+    g.add_argument("--trajectories", action="store_true",
+                   help="instead of the single-step dataset, search every program (rules "
+                        "proposer, paired timing against the root) and write verified "
+                        "multi-step trajectories and preference pairs under trajectories/")
+    g.add_argument("--algorithm", default="greedy",
+                   choices=sorted(DEFAULTS),
+                   help="search algorithm for --trajectories (default greedy)")
+    g.add_argument("--max-samples", type=positive_int, default=8, metavar="N",
+                   help="candidates judged per program with --trajectories (default 8)")
     g = p.add_argument_group("strategies")
     g.add_argument("--strategies", metavar="LIST",
                    help="comma-separated strategy ids or categories (graph, operator, memory, "
@@ -85,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("balancing")
     g.add_argument("--medium-cap", type=natural, default=2000,
                    help="occurrences per medium strategy in the multi-answer set (default 2000)")
-    g.add_argument("--multi-max-answers", type=at_least(2), default=8,
+    g.add_argument("--multi-max-answers", type=bounded(int, 2), default=8,
                    help="answers per multi-answer example, at most (default 8)")
     g.add_argument("--multi-max-entries", type=positive_int, default=3,
                    help="multi-answer examples drawn per original program, at most (default 3)")
@@ -113,7 +159,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def dtype_list(text: str) -> tuple[str, ...]:
+    dtypes = tuple(dict.fromkeys(d.strip() for d in text.split(",") if d.strip()))
+    bad = [d for d in dtypes if d not in ("f16", "f32", "f64")]
+    if bad or not dtypes:
+        raise argparse.ArgumentTypeError(f"expected dtypes among f16,f32,f64, got {text!r}")
+    return dtypes
+
+
+def fractions(text: str) -> tuple[float, float, float]:
+    from .dataset.splits import parse_fractions
+    try:
+        return parse_fractions(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def config_from(args: argparse.Namespace) -> DatasetConfig:
+    if args.variants and (args.no_cot or args.no_filter or args.representation != "leir"):
+        raise InputError("argument --variants: writes its own set of variants; leave out "
+                         "--representation, --no-cot and --no-filter")
     demo = args.programs is None
     cap = args.per_strategy_cap if args.per_strategy_cap is not None else (DEMO_CAP if demo else None)
     strategies = tuple(s.strip() for s in (args.strategies or "").split(",") if s.strip())
@@ -125,7 +190,11 @@ def config_from(args: argparse.Namespace) -> DatasetConfig:
         verify_timeout=args.verify_timeout, timing=args.timing,
         cuda_source=not args.no_cuda_source, shard_size=args.shard_size,
         medium_cap=args.medium_cap, multi_max_answers=args.multi_max_answers,
-        multi_max_entries=args.multi_max_entries)
+        multi_max_entries=args.multi_max_entries, dtypes=args.dtypes or (),
+        split=args.split, hold_steptp=not args.steptp_in_training,
+        merge_equal_kinds=args.merge_equal_kinds,
+        representation=args.representation, cot=not args.no_cot, filter=not args.no_filter,
+        variants=args.variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    if args.trajectories:
+        return run_trajectories(args, config)
     execution = Execution(out=args.out, workers=args.workers, executor=args.executor,
                           ray_address=args.ray_address, resume=args.resume,
                           overwrite=args.overwrite, quiet=args.quiet,
@@ -147,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:  # a full disk, a read-only --out, an unreadable input
         where = err.filename if err.filename is not None else args.out
         raise InputError(f"{where}: {err.strerror or err}") from None
+    except SplitLeakError as err:  # the shards stay in --out for inspection
+        raise InputError(f"{args.out}: {err}") from None
     s, rates = result.summary, result.rates()
     rows = [
         {"": "programs", "count": f"{s['programs']} ({s['programs_failed']} failed)"},
@@ -165,6 +238,32 @@ def run(args: argparse.Namespace) -> int:
     ]
     print(markdown_table(rows), end="")
     print(f"\nwrote {result.out}/: {', '.join(result.files)}")
+    return 0
+
+
+def run_trajectories(args: argparse.Namespace, config: DatasetConfig) -> int:
+    from .dataset.trajectories import build_trajectories
+    execution = Execution(out=args.out, overwrite=args.overwrite, quiet=args.quiet)
+    if args.resume:
+        raise InputError("argument --resume: not available with --trajectories (a search is "
+                         "measured, not resumable)")
+
+    def shown(line):
+        if not args.quiet:
+            print(f"{line['program_id']}: {len(line['steps'])} steps, speedup "
+                  f"{line['final_speedup']:.2f}x", file=sys.stderr)
+    try:
+        s = build_trajectories(config, execution, algorithm=args.algorithm,
+                               max_samples=args.max_samples, on_program=shown)
+    except OSError as err:
+        where = err.filename if err.filename is not None else args.out
+        raise InputError(f"{where}: {err.strerror or err}") from None
+    except SplitLeakError as err:
+        raise InputError(f"{args.out}: {err}") from None
+    print(markdown_table([{"": k, "count": str(v)} for k, v in s.items() if k != "machine"]),
+          end="")
+    print(f"\nwrote {args.out}/trajectories/ (machine: {s['machine']['cpu']}, "
+          f"{s['machine']['cores']} cores)")
     return 0
 
 

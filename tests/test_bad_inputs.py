@@ -45,6 +45,97 @@ def _nested_nests(n: int) -> str:
     return f"B^{{4}}_{{tx=0}}[{loops}C^{{f32,g}}_{{tx}}=A^{{f32,g}}_{{tx}};{'];' * n}];"
 
 
+# A user's rule file, sound and checked (x*2 is x+x); the cases below break one thing in it.
+USER_RULE = '''
+id = "{id}"
+category = "math"
+description = "The strategy writes a product by two as a sum."
+guards = ["pattern_match"]
+P = 1
+S = 0
+cot = "'{{lhs}}' becomes '{{rhs}}'."
+
+[[rules]]
+name = "double-to-sum"
+bindings = {{ x = "Expr" }}
+egglog = """
+(rewrite (Mul x (Num "2")) (Add x x))
+"""
+
+[[examples]]
+before = "{before}"
+signature = "A:f32[4] -> C:f32[4]"
+after = "B^{{4}}_{{tx=0}}[C^{{f32,g}}_{{tx}}=A^{{f32,g}}_{{tx}}+A^{{f32,g}}_{{tx}};];"
+
+[[counterexamples]]
+before = "B^{{4}}_{{tx=0}}[C^{{f32,g}}_{{tx}}=A^{{f32,g}}_{{tx}}*3;];"
+signature = "A:f32[4] -> C:f32[4]"
+refused_by = "pattern_match"
+'''
+
+# A provider whose facts raise (line 8), for a rule that reads them.
+RAISING_PROVIDER = '''from leir_egraph.egraph.vocabulary import Guard, GuardExtension, Relation
+
+CHECKED_NEST = Relation("Checked", ("Nest",), "{0} is checked")
+
+
+def checked_facts(loaded):
+    nests = list(loaded.term_nests())
+    yield CHECKED_NEST(nests[len(nests)][0])
+    for term, _ in nests:
+        yield CHECKED_NEST(term)
+
+
+CHECKED = Guard("checked", "Every nest is checked.", "the nest is not checked",
+                relations=(CHECKED_NEST,), facts=checked_facts)
+GUARD_EXTENSIONS = (GuardExtension("checked", new_guard=CHECKED),)
+'''
+
+RAISING_RULE = '''id = "raising_fact"
+category = "operator"
+description = "A rule that reads a fact its provider fails to compute."
+guards = ["checked"]
+providers = ["raising_fact.py"]
+P = 1
+S = 0
+cot = "'{lhs}' becomes '{rhs}'."
+
+[[rules]]
+name = "reverse-nothing"
+bindings = { nest = "Nest" }
+egglog = """
+(rewrite (MkNest loops body) (MkNest loops (BNil)) :when ((= nest (MkNest loops body)) (Checked nest)))
+"""
+
+[[examples]]
+before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];"
+signature = "A:f32[4] -> C:f32[4]"
+after = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx};];"
+'''
+
+# An egglog rejection in the second variant of a [[rules]] entry ("Unbound function Mull").
+VARIANT_RULE = '''id = "variant_rejected"
+category = "math"
+description = "Commute a sum or a product."
+guards = ["pattern_match"]
+P = 1
+S = 0
+cot = "'{lhs}' becomes '{rhs}'."
+
+[[rules]]
+bindings = { a = "Expr", b = "Expr" }
+egglog = """
+(rewrite ({lhs} a b) ({rhs} b a))
+"""
+variants = [{ name = "swap-add", lhs = "Add", rhs = "Add" },
+            { name = "swap-mul", lhs = "Mul", rhs = "Mull" }]
+
+[[examples]]
+before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];"
+signature = "A:f32[4] -> C:f32[4]"
+after = "B^{4}_{tx=0}[C^{f32,g}_{tx}=1+A^{f32,g}_{tx};];"
+'''
+
 # (name, contents): the files of the catalogue, written once into a temporary folder.
 TEXTS = {
     "good.leir": SOFTMAX,
@@ -112,6 +203,25 @@ egglog = """
 """
 ''',
     "rules_toml/math/broken.toml": 'id = "broken"\ncategory = [\n',
+    # rule files `leir rules check` refuses (issue 35 item 4): each a one-line error at the entry
+    "rules_oob/math/oob_example.toml": USER_RULE.format(
+        id="oob_example", before="B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx+1}*2;];"),
+    "rules_badce/math/bad_counterexample.toml": USER_RULE.format(
+        id="bad_counterexample", before=COPY4).replace(
+        'before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*3;];"',
+        'before = "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*3;"'),
+    "rules_dup/operator/loop_split.toml": USER_RULE.format(id="loop_split", before=COPY4).replace(
+        'category = "math"', 'category = "operator"'),
+    "rules_twice_a/math/twice.toml": USER_RULE.format(id="twice", before=COPY4),
+    "rules_twice_b/math/twice.toml": USER_RULE.format(id="twice", before=COPY4),
+    "rules_noex/math/no_examples.toml": USER_RULE.format(id="no_examples", before=COPY4).split(
+        "[[examples]]")[0],
+    "rules_raises/operator/raising_fact.toml": RAISING_RULE,
+    "rules_raises/operator/raising_fact.py": RAISING_PROVIDER,
+    "rules_syntax/operator/raising_fact.toml": RAISING_RULE,
+    "rules_syntax/operator/raising_fact.py": "from leir_egraph.egraph.vocabulary import Guard\n\n"
+                                             "def facts(loaded) -> \n    return []\n",
+    "rules_variant/math/variant_rejected.toml": VARIANT_RULE,
     # PyTorch files
     "script.py": "import sys\nsys.exit(3)\n",
     "notmodule.py": "class Model:\n    pass\n\ndef get_inputs():\n    return []\n",
@@ -261,8 +371,8 @@ CASES = [
     ("steps-rules-unknown-constructor", LEIR,
      "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules {d}/rules_bad --strategy "
      "unknown_constructor", 2,
-     "{d}/rules_bad/math/unknown_constructor.toml:1: egglog rejects the rules of "
-     "'unknown_constructor'"),
+     "{d}/rules_bad/math/unknown_constructor.toml:12: egglog rejects the rules of "
+     "'unknown_constructor': rule 'exp-to-nothing': Unbound function NoSuchConstructor"),
     ("steps-rules-bad-toml", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
                                    "{d}/rules_toml", 2, "{d}/rules_toml/math/broken.toml:"),
     ("steps-rules-missing-folder", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
@@ -277,7 +387,7 @@ CASES = [
     ("steps-timeout-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --timeout 0", 2,
      "argument --timeout: expected a number of seconds > 0"),
     ("steps-unknown-strategy", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --strategy "
-                                     "loop_warp", 2, "--strategy: unknown strategy loop_warp"),
+                                     "loop_warp", 2, "--strategy: unknown strategy 'loop_warp'"),
     ("steps-limit-zero", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit 0", 2,
      "argument --limit: expected an integer >= 1, got 0"),
     ("steps-limit-not-a-number", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --limit x",
@@ -287,6 +397,42 @@ CASES = [
      "limited to 5,000"),
     ("steps-invalid-program", LEIR, "steps {d}/undefined.leir --sig {d}/sig4.sig.json", 2,
      "{d}/undefined.leir:1:29: tensor 'Q'"),
+    # ---- leir rules check: what would break later (issue 35 item 4)
+    ("rules-check-example-out-of-range", LEIR, "rules check {d}/rules_oob", 2,
+     "{d}/rules_oob/math/oob_example.toml:17: [[examples]] entry 0: before or signature: 1:29: "
+     "'A^{{f32,g}}_{{tx+1}}' reads index 1..4"),
+    ("rules-check-counterexample-unparsable", LEIR, "rules check {d}/rules_badce", 2,
+     "{d}/rules_badce/math/bad_counterexample.toml:22: [[counterexamples]] entry 0: before or "
+     "signature: 1:"),
+    ("rules-check-duplicate-builtin-id", LEIR, "rules check {d}/rules_dup", 2,
+     "{d}/rules_dup/operator/loop_split.toml:2: duplicate strategy id 'loop_split' (also "
+     "defined in "),
+    ("rules-check-duplicate-id-across-folders", LEIR,
+     "rules check {d}/rules_twice_a {d}/rules_twice_b", 2,
+     "{d}/rules_twice_b/math/twice.toml:2: duplicate strategy id 'twice' (also defined in "
+     "{d}/rules_twice_a/math/twice.toml)"),
+    ("rules-check-no-examples", LEIR, "rules check {d}/rules_noex", 2,
+     "{d}/rules_noex/math/no_examples.toml:2: 'no_examples' has no [[examples]] entry"),
+    ("rules-check-provider-raises", LEIR, "rules check {d}/rules_raises", 2,
+     "{d}/rules_raises/operator/raising_fact.py:8: the provider raised IndexError while "
+     "computing facts: list index out of range (strategy 'raising_fact'"),
+    ("rules-check-provider-syntax-error", LEIR, "rules check {d}/rules_syntax", 2,
+     "{d}/rules_syntax/operator/raising_fact.py:3: the provider failed to load: SyntaxError"),
+    ("rules-check-egglog-rejects-a-variant", LEIR, "rules check {d}/rules_variant", 2,
+     "{d}/rules_variant/math/variant_rejected.toml:15: egglog rejects the rules of "
+     "'variant_rejected': rule 'swap-mul', a variant of its [[rules]] entry: Unbound function "
+     "Mull"),
+    ("steps-provider-raises", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
+                                    "{d}/rules_raises --strategy raising_fact", 2,
+     "{d}/rules_raises/operator/raising_fact.py:8: the provider raised IndexError while "
+     "computing facts"),
+    ("explore-unknown-strategy", LEIR, "explore {d}/copy4.leir --sig {d}/sig4.sig.json --depth 1 "
+                                       "--strategies loop_warp", 2,
+     "--strategies: unknown strategy 'loop_warp' (a strategy of your own: load its directory "
+     "first"),
+    ("search-unknown-strategy", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+                                      "--strategies loop_warp", 2,
+     "--strategies: unknown strategy 'loop_warp'"),
     # ---- leir strategies
     ("strategies-bad-toml", LEIR, "strategies --rules {d}/rules_toml", 2,
      "{d}/rules_toml/math/broken.toml:"),
@@ -409,5 +555,5 @@ def test_bad_input(case, d, capsys):
 
 def test_catalogue_size():
     """The number of bad-input cases the closing note of issue 9 reports."""
-    assert len(CASES) == 94
+    assert len(CASES) == 105
     assert len({c[0] for c in CASES}) == len(CASES)

@@ -368,9 +368,9 @@ def test_transition_records_everything():
     t = single_steps(ELEMENTWISE, "operator_fusion")[0]
     d = t.to_dict()
     for key in ("before", "after", "strategy", "category", "rule", "site", "bindings",
-                "guard_facts", "cot", "difficulty", "difficulty_class"):
+                "guard_facts", "cot", "score", "difficulty"):
         assert key in d
-    assert d["category"] == "graph" and d["difficulty_class"] == "medium"
+    assert d["category"] == "graph" and d["difficulty"] == "medium"
 
 
 # ---------------------------------------------------------------- rule files
@@ -414,7 +414,7 @@ def test_user_story_a_new_strategy_is_one_file(tmp_path):
     steps = all_steps(ELEMENTWISE, [mine])
     assert [t.after.text.split(";];")[2] for t in steps] == [
         "B^{4}_{tx=0}L^{6}_{a=0}[C^{f32,g}_{tx,a}=E^{f32,g}_{tx,a}+D^{f32,g}_{tx,a}"]
-    assert steps[0].difficulty_class == "easy"
+    assert steps[0].difficulty == "easy"
     # a rule's own CoT template replaces the strategy's for that rule's transitions
     (tmp_path / "math" / "commute_add.toml").write_text(
         COMMUTE.replace('name = "commute"', 'name = "commute"\ncot = "Swap {a} and {b}."'))

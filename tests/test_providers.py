@@ -305,7 +305,7 @@ def test_package_holds_only_the_shared_vocabulary():
 # ---------------------------------------------------------------- facts keyed by their terms
 
 def term_keyed_relations() -> list[str]:
-    """The relations docs/RULES.md 5.4 says are decided by their key columns alone."""
+    """The relations docs/RULES.md 5.5 says are decided by their key columns alone."""
     text = (ROOT / "docs" / "RULES.md").read_text()
     return re.findall(r"^\| `(\w+)` \|[^|]*\|[^|]*\| its key columns alone \|$", text, re.M)
 
@@ -329,7 +329,7 @@ def facts_by_key(vocab, program, relation: str, keys=None):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_term_keyed_facts_are_the_same_in_every_program_holding_their_keys(golden_rows, data):
-    """A relation drawn from those docs/RULES.md 5.4 calls decided by their key columns alone:
+    """A relation drawn from those docs/RULES.md 5.5 calls decided by their key columns alone:
     its facts about a golden program P equal its facts about a program Q that holds P's nests
     -- in reverse order, or twice over -- for every key term P and Q share, so a fact stated for
     one program is true of every program holding its key terms."""

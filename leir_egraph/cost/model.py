@@ -86,8 +86,7 @@ class Machine:
     """Copies of a loop body up to which unrolling (``U``) saves the loop's bookkeeping. LLVM
     at opt-level 3 unrolls short loops itself; beyond this many copies (the lowering unrolls
     up to 256, nested U levels multiply) the code only grows: those U levels are charged as
-    serial loops and the equation's time grows by ``code_growth``. (A 126-copy unroll of a
-    26-iteration loop took LLVM 40-56 s to build and ran 6-17 % slower than the loop.)"""
+    serial loops and the equation's time grows by ``code_growth`` (docs/COST.md)."""
     code_growth: float = 0.1
 
     def ops(self) -> dict[str, float]:

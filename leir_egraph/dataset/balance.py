@@ -7,6 +7,10 @@
   medium strategy appears at most ``medium_cap`` (2,000) times.
 * Difficult strategies: all kept.
 
+Without filtering (``BalancePolicy.filter=False``, the paper's "without strategy filtering"
+variant) every verified transition is a single-answer example, and the multi-answer set draws
+from all of a program's verified transitions, easy ones included, with no medium cap.
+
 Only verified transitions come in. Every choice is drawn from ``random.Random`` seeded with a
 string naming the run seed and what is being chosen, so the outcome depends on the records and
 the seed only -- never on the order workers finished in.
@@ -32,6 +36,7 @@ class BalancePolicy:
     medium_cap: int = 2000
     multi_max_answers: int = 8
     multi_max_entries: int = 3
+    filter: bool = True          # False: no difficulty balancing (module docstring)
 
     def easy_keep(self, direction: str) -> float:
         return self.easy_expand_keep if direction == "expand" else self.easy_simplify_keep
@@ -51,6 +56,8 @@ def _rng(policy: BalancePolicy, *what: object) -> random.Random:
 
 def balance_single(records: list[Record], policy: BalancePolicy) -> list[Record]:
     """The single-answer set: records kept, in their input order."""
+    if not policy.filter:
+        return list(records)
     by_strategy: dict[str, list[int]] = {}
     for i, r in enumerate(records):
         if r["difficulty"] == "easy":
@@ -77,7 +84,7 @@ def balance_multi(records: list[Record], policy: BalancePolicy) -> list[MultiEnt
     its original, is dropped."""
     pools: dict[str, list[Record]] = {}
     for r in records:
-        if r["difficulty"] != "easy":
+        if r["difficulty"] != "easy" or not policy.filter:
             pools.setdefault(r["program_id"], []).append(r)
     drawn: list[MultiEntry] = []
     for pid, pool in pools.items():
@@ -103,7 +110,7 @@ def balance_multi(records: list[Record], policy: BalancePolicy) -> list[MultiEnt
         extra: Counter = Counter()
         answers = []
         for r in entry.answers:
-            if r["difficulty"] == "medium":
+            if r["difficulty"] == "medium" and policy.filter:
                 if used[r["strategy"]] + extra[r["strategy"]] >= policy.medium_cap:
                     continue
                 extra[r["strategy"]] += 1

@@ -28,6 +28,8 @@ from .records import jsonl_bytes
 from .report import plots, summarize, write_report
 from .shards import OutputFolder
 from .sources import SourceError, select_programs
+from .splits import (ALL_SPLITS, chat_count, check_leaks, kind_splits, split_file,
+                     split_table, test_case)
 from .tokens import dataset_tokens
 
 RUN_FORMAT = 1
@@ -83,7 +85,7 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
     execution = execution or Execution()
     start = time.perf_counter()
     sources = select_programs(list(config.programs), count=config.count, size=config.size,
-                              dtype=config.dtype, seed=config.seed)
+                              dtype=config.dtype, seed=config.seed, dtypes=config.dtypes)
     if not sources:
         raise SourceError("no programs selected")
     folder = OutputFolder(execution.out)
@@ -122,38 +124,76 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
 
 
 def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any], list[str]]:
-    """Balancing, chat sets, failures, summary, report and plots from the complete shards."""
+    """Balancing, chat sets (per variant and split), failures, summary, report and plots from
+    the complete shards. Raises ``splits.SplitLeakError`` before writing any of them when a
+    split leaks."""
     import polars as pl
 
     programs, failures = folder.programs(), folder.failures()
     paths = folder.dictionary_paths()
     frame = pl.scan_parquet(paths) if paths else None
+    variants = config.variant_list()
+    columns = _TRAINING_COLUMNS + (("before_tir", "after_tir")
+                                   if any(v.representation == "tir" for v in variants) else ())
     levels: Counter = Counter()
     verified: list[dict[str, Any]] = []
     if frame is not None:
         levels.update(dict(frame.group_by("level").len().collect().iter_rows()))
-        verified = (frame.filter(pl.col("verified")).select(_TRAINING_COLUMNS)
-                    .collect().to_dicts())
-    policy = BalancePolicy(config.seed, config.easy_simplify_keep, config.easy_expand_keep,
-                           config.medium_cap, config.multi_max_answers, config.multi_max_entries)
-    single = balance_single(verified, policy)
-    multi = balance_multi(verified, policy)
-    written = {
-        "chat/single.jsonl": jsonl_bytes(single_example(r) for r in single),
-        "chat/single.meta.jsonl": jsonl_bytes(single_meta(r) for r in single),
-        "chat/multi.jsonl": jsonl_bytes(multi_example(e) for e in multi),
-        "chat/multi.meta.jsonl": jsonl_bytes(multi_meta(e) for e in multi),
-        "failures.jsonl": jsonl_bytes(failures),
-    }
-    table = balance_table(verified, single, multi)
+        verified = (frame.filter(pl.col("verified")).select(columns).collect().to_dicts())
+    split_of = program_splits(programs, config)
+    written: dict[str, bytes] = {}
+    if config.split is not None:
+        forms = check_leaks(programs, {p["program"]: split_of[p["program_id"]]
+                                       for p in programs})
+        written["splits.json"] = _json(split_file(programs, split_of, forms, config))
+        for split in sorted(set(split_of.values()), key=ALL_SPLITS.index):
+            written[f"cases/{split}.jsonl"] = jsonl_bytes(
+                test_case(p, split) for p in programs
+                if split_of[p["program_id"]] == split and p["status"] == "ok")
+    by_split: dict[str | None, list[dict[str, Any]]] = {}
+    for r in verified:
+        by_split.setdefault(split_of[r["program_id"]], []).append(r)
+    chat_counts: dict[str, dict[str, Any]] = {}
+    present = sorted(set(split_of.values()), key=lambda s: ALL_SPLITS.index(s) if s else -1)
+    base_split = "train" if config.split is not None else None
+    base: tuple[list, list, list] = ([], [], [])   # the report's balancing table's data
+    for variant in variants:
+        policy = BalancePolicy(config.seed, config.easy_simplify_keep, config.easy_expand_keep,
+                               config.medium_cap, config.multi_max_answers,
+                               config.multi_max_entries, variant.filter)
+        for split in present or [None]:
+            records = by_split.get(split, [])
+            single = balance_single(records, policy)
+            multi = balance_multi(records, policy)
+            where = {k: v for k, v in (("split", split), ("variant", variant.name)) if v}
+            prefix = "/".join(["chat", *(x for x in (variant.name, split) if x)])
+            rep, cot = variant.representation, variant.cot
+            written[f"{prefix}/single.jsonl"] = jsonl_bytes(single_example(r, rep, cot)
+                                                            for r in single)
+            written[f"{prefix}/single.meta.jsonl"] = jsonl_bytes(single_meta(r, **where)
+                                                                 for r in single)
+            written[f"{prefix}/multi.jsonl"] = jsonl_bytes(multi_example(e, rep, cot)
+                                                           for e in multi)
+            written[f"{prefix}/multi.meta.jsonl"] = jsonl_bytes(multi_meta(e, **where)
+                                                                for e in multi)
+            chat_counts[prefix] = chat_count(variant, split, records, single, multi)
+            if variant is variants[0] and split == base_split:
+                base = (records, single, multi)
+    written["failures.jsonl"] = jsonl_bytes(failures)
+    # The report's balancing table: the first variant, on the training data when split.
+    table = balance_table(*base)
+    single, multi = base[1], base[2]
     summary = summarize(programs, failures, levels, table, len(single), len(multi))
+    summary["chat"] = chat_counts
+    if config.split is not None:
+        summary["splits"] = split_table(programs, split_of, verified)
     summary["tokens"], token_rows = dataset_tokens(paths)
     speedups: dict[str, list[float]] = {}
     if config.timing:
         for r in verified:
             if r["speedup"] is not None:
                 speedups.setdefault(r["strategy"], []).append(r["speedup"])
-    written["summary.json"] = (json.dumps(summary, indent=1) + "\n").encode()
+    written["summary.json"] = _json(summary)
     written["report.md"] = write_report(config.to_dict(), summary, failures,
                                         speedups).encode()
     for name, data in plots(table, token_rows).items():
@@ -161,6 +201,20 @@ def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any
     folder.write_many(written)
     files = ["dictionary/part-*.parquet", "dictionary/part-*.jsonl", *written]
     return summary, files
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=1) + "\n").encode()
+
+
+def program_splits(programs: list[dict[str, Any]], config: DatasetConfig
+                   ) -> dict[str, str | None]:
+    """program_id -> split (None for every program of a run without ``--split``)."""
+    if config.split is None:
+        return {p["program_id"]: None for p in programs}
+    kinds = kind_splits(programs, config.seed, config.split, config.hold_steptp,
+                        config.merge_equal_kinds)
+    return {p["program_id"]: kinds[p["program"]] for p in programs}
 
 
 class _Progress:

@@ -12,6 +12,10 @@ leading "and", and the key list has a space after "keys:".
     single answer:  <think>CoT</think><answer>{"transformed_IR": "...", "applied_strategy": "..."}</answer>
     multi answer:   <think>These 2 transformed IRs can be individually analyzed as follows:
                     0. CoT\n1. CoT\n</think><answer>[{"idx": 0, ...}, {"idx": 1, ...}]</answer>
+
+A variant (``variants.py``) may write the IRs as TVMScript TIR (``representation="tir"``: the
+records' ``before_tir``/``after_tir``) and leave out the ``<think>`` part (``cot=False``);
+nothing else of the text changes.
 """
 
 from __future__ import annotations
@@ -59,25 +63,33 @@ def multi_prompt(name: str, ir: str, signature: Signature, k: int) -> str:
             "keys: 'idx', 'transformed_IR', 'applied_strategy'.")
 
 
-def single_label(record: Record) -> str:
-    return json.dumps({"transformed_IR": record["after_leir"],
+def _ir(record: Record, side: str, representation: str) -> str:
+    """The program of one side (``before``/``after``) of a record in a representation."""
+    return record[f"{side}_{representation}"]
+
+
+def single_label(record: Record, representation: str = "leir") -> str:
+    return json.dumps({"transformed_IR": _ir(record, "after", representation),
                        "applied_strategy": record["strategy"]})
 
 
-def multi_label(answers: tuple[Record, ...] | list[Record]) -> str:
-    return json.dumps([{"idx": i, "transformed_IR": r["after_leir"],
+def multi_label(answers: tuple[Record, ...] | list[Record], representation: str = "leir") -> str:
+    return json.dumps([{"idx": i, "transformed_IR": _ir(r, "after", representation),
                         "applied_strategy": r["strategy"]} for i, r in enumerate(answers)])
 
 
-def single_answer(record: Record) -> str:
-    return f"<think>{record['cot']}</think><answer>{single_label(record)}</answer>"
+def single_answer(record: Record, representation: str = "leir", cot: bool = True) -> str:
+    think = f"<think>{record['cot']}</think>" if cot else ""
+    return f"{think}<answer>{single_label(record, representation)}</answer>"
 
 
-def multi_answer(answers: tuple[Record, ...] | list[Record]) -> str:
+def multi_answer(answers: tuple[Record, ...] | list[Record], representation: str = "leir",
+                 cot: bool = True) -> str:
     # Numbered from 0 so that each CoT's number is the idx of its answer.
     steps = "".join(f"{i}. {r['cot']}\n" for i, r in enumerate(answers))
-    return (f"<think>These {len(answers)} transformed IRs can be individually analyzed as "
-            f"follows: {steps}</think><answer>{multi_label(answers)}</answer>")
+    think = (f"<think>These {len(answers)} transformed IRs can be individually analyzed as "
+             f"follows: {steps}</think>" if cot else "")
+    return f"{think}<answer>{multi_label(answers, representation)}</answer>"
 
 
 def _messages(user: str, assistant: str) -> dict[str, Any]:
@@ -85,28 +97,31 @@ def _messages(user: str, assistant: str) -> dict[str, Any]:
                          {"role": "assistant", "content": assistant}]}
 
 
-def single_example(record: Record) -> dict[str, Any]:
+def single_example(record: Record, representation: str = "leir", cot: bool = True
+                   ) -> dict[str, Any]:
     sig = Signature.from_json(record["signature"])
-    return _messages(single_prompt(record["program"], record["before_leir"], sig),
-                     single_answer(record))
+    return _messages(single_prompt(record["program"], _ir(record, "before", representation),
+                                   sig),
+                     single_answer(record, representation, cot))
 
 
-def multi_example(entry: MultiEntry) -> dict[str, Any]:
+def multi_example(entry: MultiEntry, representation: str = "leir", cot: bool = True
+                  ) -> dict[str, Any]:
     first = entry.answers[0]
     sig = Signature.from_json(first["signature"])
-    return _messages(multi_prompt(first["program"], first["before_leir"], sig,
+    return _messages(multi_prompt(first["program"], _ir(first, "before", representation), sig,
                                   len(entry.answers)),
-                     multi_answer(entry.answers))
+                     multi_answer(entry.answers, representation, cot))
 
 
-def single_meta(record: Record) -> dict[str, Any]:
+def single_meta(record: Record, **where: str) -> dict[str, Any]:
     """Provenance of a single-answer line (kept out of the chat file: ms-swift reads extra
-    keys such as ``label`` as training targets)."""
+    keys such as ``label`` as training targets); ``where``: the split and variant it is in."""
     return {"program_id": record["program_id"], "ids": [record["id"]],
-            "strategies": [record["strategy"]], "classes": [record["difficulty"]]}
+            "strategies": [record["strategy"]], "classes": [record["difficulty"]], **where}
 
 
-def multi_meta(entry: MultiEntry) -> dict[str, Any]:
+def multi_meta(entry: MultiEntry, **where: str) -> dict[str, Any]:
     return {"program_id": entry.program_id, "ids": [r["id"] for r in entry.answers],
             "strategies": [r["strategy"] for r in entry.answers],
-            "classes": [r["difficulty"] for r in entry.answers]}
+            "classes": [r["difficulty"] for r in entry.answers], **where}

@@ -41,11 +41,32 @@ class DatasetConfig:
     medium_cap: int = 2000               # per medium strategy, label occurrences in multi-answer
     multi_max_answers: int = 8           # answers in one multi-answer entry (at least 2)
     multi_max_entries: int = 3           # multi-answer entries drawn per original program
+    # test cases across dtypes: every zoo program once per dtype (empty: ``dtype`` alone)
+    dtypes: tuple[str, ...] = ()
+    # held-out splits (dataset/splits.py): train/validation/test fractions, None = no split
+    split: tuple[float, float, float] | None = None
+    hold_steptp: bool = True             # with a split: the paper's multi-step kinds held out
+    merge_equal_kinds: bool = False      # with a split: kinds of one shape-free form are one unit
+    # variants (dataset/variants.py): one described by these three, or a named set
+    representation: str = "leir"
+    cot: bool = True
+    filter: bool = True
+    variants: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "programs", tuple(self.programs))
         object.__setattr__(self, "strategies", tuple(self.strategies))
         object.__setattr__(self, "rules", tuple(str(r) for r in self.rules))
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        if self.split is not None:
+            object.__setattr__(self, "split", tuple(float(f) for f in self.split))
+            if len(self.split) != 3 or min(self.split) < 0 or abs(sum(self.split) - 1) > 1e-9:
+                raise ValueError("split must be three non-negative fractions summing to 1")
+        for d in self.dtypes:
+            if d not in ("f16", "f32", "f64"):
+                raise ValueError(f"dtypes: {d!r} is not one of f16, f32, f64")
+        from .variants import variants_of
+        variants_of(self.variants, self.representation, self.cot, self.filter)  # checks them
         if self.size not in ("small", "paper"):
             raise ValueError(f"size must be small or paper, not {self.size!r}")
         if self.target not in ("llvm", "cuda"):
@@ -59,14 +80,26 @@ class DatasetConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("programs", "strategies", "rules"):
+        for k in ("programs", "strategies", "rules", "dtypes"):
             d[k] = list(d[k])
+        if d["split"] is not None:
+            d["split"] = list(d["split"])
         return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "DatasetConfig":
         names = {f.name for f in fields(DatasetConfig)}
         return DatasetConfig(**{k: v for k, v in d.items() if k in names})
+
+    @property
+    def all_dtypes(self) -> tuple[str, ...]:
+        """The dtypes zoo programs are instanced in."""
+        return self.dtypes or (self.dtype,)
+
+    def variant_list(self):
+        """The chat-set variants this run writes (``variants.Variant``)."""
+        from .variants import variants_of
+        return variants_of(self.variants, self.representation, self.cot, self.filter)
 
     def key(self) -> str:
         """A stable digest of the settings (worker processes cache their context by it)."""

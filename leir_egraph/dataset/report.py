@@ -72,7 +72,8 @@ def write_report(settings: dict[str, Any], summary: dict[str, Any],
     by_class, by_category = grouped(table, "class"), grouped(table, "category")
     parts = ["# Step-TP dataset report\n\n",
              f"Programs: `{' '.join(settings['programs'])}` (count {settings['count']}, size "
-             f"{settings['size']}, dtype {settings['dtype']}), seed {settings['seed']}, target "
+             f"{settings['size']}, dtype {','.join(settings.get('dtypes') or [settings['dtype']])}"
+             f"), seed {settings['seed']}, target "
              f"{settings['target']}, strategies: "
              f"{', '.join(settings['strategies']) if settings['strategies'] else 'all'}, "
              f"per-strategy cap: {settings['per_strategy_cap'] or 'none'}.\n",
@@ -106,6 +107,21 @@ def write_report(settings: dict[str, Any], summary: dict[str, Any],
         parts += ["\n## Measured speedups of verified transitions\n\n",
                   markdown_table([{"strategy": s, "n": len(v), "median": _median(v),
                                    "max": max(v)} for s, v in sorted(speedups.items())])]
+    if "splits" in summary:
+        parts += ["\n## Splits\n\n",
+                  "Whole kinds per split (splits.json); `programs` are the test cases (one per "
+                  "instance, dtype and shape draw), `integer_tensors` those with integer or "
+                  "boolean tensors, `shapes` distinct (kind, shapes) pairs.\n\n",
+                  markdown_table(summary["splits"])]
+    if len(summary.get("chat", {})) > 1:
+        parts += ["\n## Chat sets per variant and split\n\n",
+                  "`classes` counts strategy occurrences (single-answer examples plus the "
+                  "answers of multi-answer examples) as difficult:medium:easy.\n\n",
+                  markdown_table([{"set": k, "variant": c["describe"], "split": c["split"],
+                                   "verified": c["verified"], "single": c["single"],
+                                   "multi": c["multi"],
+                                   "classes": ":".join(str(v) for v in c["classes"].values())}
+                                  for k, c in summary["chat"].items()])]
     if "tokens" in summary:
         parts.append(token_section(summary["tokens"], settings["target"]))
     text = "".join(parts)

@@ -35,7 +35,7 @@ MANIFEST = ".leir-manifest.json"
 SHARD_DIRS = ("dictionary", "failures", "programs")
 # Every top-level name this tool writes under --out (inputs there are refused).
 LAYOUT = (RUN_FILE, MANIFEST, *SHARD_DIRS, "chat", "plots", "report.md", "summary.json",
-          "failures.jsonl")
+          "failures.jsonl", "splits.json", "cases", "trajectories")
 _WRITER = "python -m leir_egraph.sample"
 
 

@@ -65,9 +65,11 @@ class ProgramSource:
 
 
 def select_programs(selectors: list[str], *, count: int = 1, size: str = "small",
-                    dtype: str = "f32", seed: int = 0) -> list[ProgramSource]:
-    """Expand selectors into sources, in selector order; duplicates are dropped, later
-    same-named file programs get ``-2``, ``-3`` suffixes so every ``program_id`` is unique."""
+                    dtype: str = "f32", seed: int = 0, dtypes: tuple[str, ...] = ()
+                    ) -> list[ProgramSource]:
+    """Expand selectors into sources, in selector order (each zoo selector once per dtype of
+    ``dtypes``, or ``dtype`` alone); duplicates are dropped, later same-named file programs
+    get ``-2``, ``-3`` suffixes so every ``program_id`` is unique."""
     out: list[ProgramSource] = []
     seen: set[tuple] = set()
     used_ids: dict[str, int] = {}
@@ -86,8 +88,9 @@ def select_programs(selectors: list[str], *, count: int = 1, size: str = "small"
                                  src.dtype, src.line))
 
     for selector in selectors:
-        for src in _expand(selector, count, size, dtype, seed):
-            add(src)
+        for dt in dtypes or (dtype,):
+            for src in _expand(selector, count, size, dt, seed):
+                add(src)
     return out
 
 

@@ -8,5 +8,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "Transition": "steps", "all_steps": "steps", "applicable": "steps", "sample_steps": "steps",
     "single_steps": "steps", "steps_many": "steps", "undo_steps": "steps",
     "RuleFileError": "strategy", "Strategy": "strategy", "load_rule_file": "strategy",
-    "load_strategies": "strategy",
+    "load_strategies": "strategy", "strategy_by_id": "strategy", "UnknownStrategy": "strategy",
 })

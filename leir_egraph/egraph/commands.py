@@ -7,7 +7,8 @@ import argparse
 import json
 import sys
 
-from ..cli import InputError, TimeLimit, positive_float, positive_int, time_limit
+from ..cli import (InputError, TimeLimit, add_rules_option, chosen_strategies, positive_float,
+                   positive_int, time_limit)
 from ..leir.commands import load_program
 from ..leir.limits import STEPS_NODE_BUDGET, check_steps_budget, node_count
 
@@ -59,7 +60,7 @@ def register(sub) -> None:
                                    "generated from the rule files.",
                        epilog=STRATEGIES_EXAMPLE,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--rules", action="append", default=[], help="extra rule directory")
+    add_rules_option(s)
     s.add_argument("--markdown", action="store_true", help="print the generated Markdown document")
     s.add_argument("--vocabulary", action="store_true",
                    help="print the table of each strategy's rule file, providers and the "
@@ -72,7 +73,7 @@ def register(sub) -> None:
     p.add_argument("file", help="LEIR text file ('-' for standard input)")
     p.add_argument("--sig", required=True, help="signature JSON file")
     p.add_argument("--strategy", action="append", help="strategy id (repeatable; default all)")
-    p.add_argument("--rules", action="append", default=[], help="extra rule directory (repeatable)")
+    add_rules_option(p)
     p.add_argument("--limit", type=positive_int,
                    help="at most this many transitions per strategy")
     p.add_argument("--max-nodes", type=positive_int, default=STEPS_NODE_BUDGET,
@@ -87,6 +88,7 @@ def run_rules_check(args) -> int:
     from contextlib import nullcontext
 
     from .rulecheck import check_rule_file, rule_files
+    from .strategy import builtin_strategies
 
     from pathlib import Path
 
@@ -102,9 +104,10 @@ def run_rules_check(args) -> int:
         context = Verifier()
     else:
         context = nullcontext()
+    defined = {s.id: s.path for s in builtin_strategies()}   # id -> file, across the files
     with context as verifier:
         for path in files:
-            result = check_rule_file(path, verifier)
+            result = check_rule_file(path, verifier, defined)
             verified = f", {result.verified} verified on TVM" if args.verify else ""
             status = "ok  " if not result.problems else "FAIL"
             print(f"{status} {result.strategy}: {result.examples} example(s), "
@@ -156,14 +159,8 @@ def _steps(args, progress: "_Progress") -> int:
 
     program = load_program(args.file, args.sig)
     check_steps_budget(program.leir, args.file, args.max_nodes)
-    strategies = load_strategies(*args.rules)
-    if args.strategy:
-        by_id = {s.id: s for s in strategies}
-        unknown = [s for s in args.strategy if s not in by_id]
-        if unknown:
-            raise InputError(f"--strategy: unknown strategy {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(by_id))}")
-        strategies = [by_id[s] for s in args.strategy]
+    strategies = (chosen_strategies(args.rules, args.strategy, "--strategy")
+                  or load_strategies())
     progress.say(f"matching {len(strategies)} strategies on a program of "
                  f"{node_count(program.leir):,} AST nodes")
     matches = engine_for(tuple(strategies)).matches(program, list(strategies))
@@ -182,7 +179,7 @@ def _steps(args, progress: "_Progress") -> int:
             if args.json:
                 print(json.dumps(t.to_dict()))
             else:
-                print(f"== {t.strategy} ({t.difficulty_class}, {t.difficulty}) rule {t.rule} "
+                print(f"== {t.strategy} ({t.difficulty}, {t.score}) rule {t.rule} "
                       f"at {t.site.path}")
                 print(f"   after: {t.after.text}")
                 print(f"   CoT:   {t.cot}\n")

@@ -93,7 +93,7 @@ def _nest_list(indices: range) -> str:
     return f"nests {indices[0]}-{indices[-1]}"
 
 
-def atom_args(rule: Rule, bindings: dict[str, str], atom) -> list[str]:
+def atom_args(bindings: dict[str, str], atom) -> list[str]:
     out = []
     for arg in atom.args:
         if arg in bindings:
@@ -112,9 +112,9 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
     that ``same`` compares and ``text`` prints (enumeration passes the nest terms, compared by
     identity before their decoded ASTs, and a printer that prints each nest term once)."""
     vocab = strategy.vocabulary
-    facts = [vocab.holds(a.relation, atom_args(rule, rendered, a))
+    facts = [vocab.holds(a.relation, atom_args(rendered, a))
              for a in rule.guard_atoms if a.relation in vocab.relations]
-    params = [vocab.holds(a.relation, atom_args(rule, rendered, a))
+    params = [vocab.holds(a.relation, atom_args(rendered, a))
               for a in rule.guard_atoms if a.relation in vocab.parameters
               and a.relation != "Root"]
     before, after = getattr(before, "nests", before), getattr(after, "nests", after)

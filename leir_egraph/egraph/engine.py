@@ -18,9 +18,9 @@ seeded draw builds only the replacements it keeps (:class:`Applications`, ``step
 
 Every rule's row is a term of its own constructor ``Match__<strategy>__<rule>`` of the sort
 ``MatchRow``, and all rows are kept in one relation, ``Matched``, so one ``print-function``
-reads them all: each ``print-function`` builds an extractor over the whole e-graph first (about
-0.25 s on a 30-nest program after the helpers have run, however few rows it prints), and one
-table per rule paid that once per rule that fired.
+reads them all: each ``print-function`` builds an extractor over the whole e-graph first
+(a cost that grows with the e-graph, however few rows it prints), and one table per rule paid
+that once per rule that fired.
 """
 
 from __future__ import annotations
@@ -250,18 +250,20 @@ class Engine:
         return out
 
     def _compile(self, strategy: Strategy) -> None:
-        try:
-            self.run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
-                     f"(ruleset {making_ruleset(strategy)})")
-            for rule in strategy.rules:
+        self.run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
+                 f"(ruleset {making_ruleset(strategy)})")
+        for rule in strategy.rules:
+            try:
                 self.run("\n".join((recording_rule(strategy, rule),
                                     finding_rule(strategy, rule, self.deferred),
                                     making_rule(strategy, rule))))
-        except Exception as err:
-            message = str(err).splitlines()
-            raise RuleFileError(strategy.path, None,
-                                f"egglog rejects the rules of '{strategy.id}': "
-                                f"{message[-1] if message else err}") from None
+            except Exception as err:  # egglog's own error type: a type or name error
+                message = str(err).splitlines()
+                variant = ", a variant of its [[rules]] entry" if rule.variant else ""
+                raise RuleFileError(strategy.path, rule.line,
+                                    f"egglog rejects the rules of '{strategy.id}': rule "
+                                    f"'{rule.name}'{variant}: "
+                                    f"{message[-1] if message else err}") from None
 
     def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
         """Every recorded application of the given strategies (default: all) on a program.
@@ -356,8 +358,8 @@ class Engine:
         marked ``run_alone`` one by one, the others in one group (first).
 
         egglog's time to saturate ``helpers`` grows with the whole database, not only with
-        the terms it evaluates: the many whole-suffix replacements of set_storage_layout took
-        1.5 s on a 32-nest program alone and 5.2 s beside the other structural strategies'
+        the terms it evaluates: the many whole-suffix replacements of set_storage_layout take
+        several times longer beside the other structural strategies' than alone
         (docs/ARCHITECTURE.md, "Scopes for the whole-program rewriters")."""
         together = tuple(s for s in chosen if not s.run_alone)
         return ([together] if together else []) + [(s,) for s in chosen if s.run_alone]
@@ -493,8 +495,8 @@ class Applications:
         finished).
 
         The ``Chosen`` fact names the matched term and the first reported binding only: with
-        every binding in it, egglog planned the restricted query badly (9 s instead of
-        milliseconds for online_softmax on a 145-nest program). The rows of other applications
+        every binding in it, egglog 13.2 planned the restricted query badly on large programs
+        (docs/ARCHITECTURE.md, "Drawing a few transitions of many"). The rows of other applications
         that agree on those two are built too and left out here."""
         if not apps:
             return []
@@ -568,8 +570,8 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:
     """The commands joined into texts of at most ``limit`` characters (a longer command alone),
     in order. The time and memory egglog takes to parse and run one text grow with the square of
-    its length (measured: 63 KB of facts took 1.4 GB and 12 s, 126 KB took 5 GB and 42 s), so a
-    large program's facts are sent in bounded batches, which keeps the cost linear."""
+    its length, so a large program's facts are sent in bounded batches, which keeps the cost
+    linear."""
     out: list[str] = []
     batch: list[str] = []
     size = 0

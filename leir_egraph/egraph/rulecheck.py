@@ -18,9 +18,11 @@ from ..leir.parser import parse
 from ..leir.printer import to_text
 from ..leir.program import Program
 from ..leir.signature import Signature
+from ..leir.validate import check
 from .engine import Engine
 from .steps import single_steps
-from .strategy import Rule, RuleFileError, Strategy, load_rule_file
+from .strategy import (Rule, RuleFileError, Strategy, line_of, builtin_strategies,
+                       load_rule_file)
 
 
 def example_program(before: str, signature) -> Program:
@@ -29,21 +31,26 @@ def example_program(before: str, signature) -> Program:
 
 
 def check_example_texts(strategy: Strategy, path: Path | str) -> None:
-    """Parse every example's and counterexample's ``before``, ``signature`` and ``after``; the
-    first one that does not parse raises :class:`RuleFileError` naming the file, the entry and
-    the field (a typo in a rule file is bad input, not an internal error)."""
+    """Parse and validate every example's and counterexample's ``before`` (with its
+    ``signature``) and ``after`` (with the same signature), as ``leir fmt --sig`` would; the
+    first one that does not raises :class:`RuleFileError` at its entry's line, naming the entry
+    and the field (a typo in a rule file is bad input, not an internal error)."""
+    text = Path(path).read_text()
     entries = ([("examples", n, ex.before, ex.signature, ex.after)
                 for n, ex in enumerate(strategy.examples)]
                + [("counterexamples", n, ce.before, ce.signature, None)
                   for n, ce in enumerate(strategy.counterexamples)])
     for table, n, before, signature, after in entries:
-        for field_name, parse_one in (("signature", lambda: example_program(before, signature)),
-                                      ("after", lambda: after is None or parse(after))):
-            try:
-                parse_one()
-            except ValueError as error:  # LeirSyntaxError, LeirValidationError, bad signature
-                where = "before or signature" if field_name == "signature" else "after"
-                raise RuleFileError(path, None, f"[[{table}]] entry {n}: {where}: {error}") from None
+        where = "before or signature"
+        try:
+            program = example_program(before, signature)
+            check(program)
+            if after is not None:
+                where = "after"
+                check(program.with_leir(parse(after)))
+        except ValueError as error:  # LeirSyntaxError, LeirValidationError, bad signature
+            raise RuleFileError(path, line_of(text, table, nth=n),
+                                f"[[{table}]] entry {n}: {where}: {error}") from None
 
 
 def _guard_relations(strategy: Strategy, guard: str) -> set[str]:
@@ -175,17 +182,42 @@ def rule_files(paths: list[str | Path]) -> list[Path]:
     return found
 
 
-def check_rule_file(path: Path, verifier=None) -> FileCheck:
+def check_rule_file(path: Path, verifier=None, defined: dict[str, str] | None = None
+                    ) -> FileCheck:
     """Load one rule file, type-check it in an engine, run its examples and counterexamples, and
-    (with a verifier) verify its examples on TVM. A file egglog rejects raises
-    :class:`RuleFileError`."""
+    (with a verifier) verify its examples on TVM.
+
+    Refused with :class:`RuleFileError` (one line, the file and the TOML entry), as what would
+    break later: a file that does not load or that egglog rejects (the rule, its variant and
+    line); an example or counterexample that does not parse or validate; a file without
+    examples; an id already ``defined`` by another file (id -> rule file path; the built-in
+    strategies when None; the file's id is added). A fact provider that raises while the
+    examples run is refused at its own file and line (:func:`vocabulary.provider_failure`)."""
     from .engine import check_strategy
+    from .vocabulary import provider_failure
 
     strategy = load_rule_file(path)
+    text = Path(path).read_text()
+    defined = {s.id: s.path for s in builtin_strategies()} if defined is None else defined
+    first = defined.setdefault(strategy.id, str(path))
+    if Path(first).resolve() != Path(path).resolve():
+        raise RuleFileError(path, line_of(text, "id"),
+                            f"duplicate strategy id '{strategy.id}' (also defined in {first})")
+    if not strategy.examples:
+        raise RuleFileError(path, line_of(text, "id"),
+                            f"'{strategy.id}' has no [[examples]] entry: a strategy needs at "
+                            "least one example of what it makes (docs/RULES.md, section 7)")
     check_example_texts(strategy, path)
     check_strategy(strategy)
     result = FileCheck(path, strategy.id, len(strategy.examples), len(strategy.counterexamples))
-    result.problems = check_examples(strategy)
+    try:
+        result.problems = check_examples(strategy)
+    except Exception as err:  # noqa: BLE001 -- a provider's bug is located in the provider
+        located = provider_failure(err)
+        if located is None:
+            raise
+        raise RuleFileError(located.path, located.line,
+                            f"{located.message} (strategy '{strategy.id}', {path})") from None
     if verifier is not None:
         verified = verify_examples(strategy, verifier)
         result.problems += verified

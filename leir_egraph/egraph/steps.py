@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from typing import Callable, Iterable
 
 from ..leir.program import Program
@@ -20,7 +20,7 @@ from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
 from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, subterm, uncons
 from .engine import RawMatch, engine_for
-from .strategy import Strategy, load_strategies
+from .strategy import Strategy, builtin_strategies, strategy_by_id
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ class Transition:
     category: str
     rule: str
     path: tuple[int, ...]
-    difficulty: float = 0.0
-    difficulty_class: str = ""
+    score: float = 0.0     # the strategy's difficulty score, 0.1K + 0.5(P-1) + S
+    difficulty: str = ""   # the strategy's difficulty class: easy, medium or difficult
     _details: object = field(default=None, compare=False, repr=False)
     """``(site, bindings, guard_facts, cot)``, or a zero-argument function that renders them."""
 
@@ -71,8 +71,7 @@ class Transition:
         return {"before": self.before.text, "after": self.after.text, "strategy": self.strategy,
                 "category": self.category, "rule": self.rule, "site": self.site.to_dict(),
                 "bindings": dict(self.bindings), "guard_facts": list(self.guard_facts),
-                "cot": self.cot, "difficulty": self.difficulty,
-                "difficulty_class": self.difficulty_class}
+                "cot": self.cot, "score": self.score, "difficulty": self.difficulty}
 
 
 @dataclass(frozen=True)
@@ -83,26 +82,19 @@ class BrokenMatch:
     lhs: str
 
 
-@lru_cache(maxsize=1)
 def default_strategies() -> tuple[Strategy, ...]:
-    return tuple(load_strategies())
+    """The built-in strategies (``rules/``), what ``strategies=None`` means everywhere."""
+    return builtin_strategies()
 
 
 def resolve(strategies) -> tuple[Strategy, ...]:
-    """Accept Strategy objects, ids, or None (all default strategies)."""
+    """Accept Strategy objects, ids (built-in, or registered by ``load_strategies(dir)``), or
+    None (all built-in strategies). An unknown id raises :class:`UnknownStrategy`."""
     if strategies is None:
         return default_strategies()
     if isinstance(strategies, (Strategy, str)):
         strategies = [strategies]
-    by_id = {s.id: s for s in default_strategies()}
-    out = []
-    for s in strategies:
-        if isinstance(s, str):
-            if s not in by_id:
-                raise KeyError(f"unknown strategy '{s}'; known: {', '.join(sorted(by_id))}")
-            s = by_id[s]
-        out.append(s)
-    return tuple(out)
+    return tuple(s if isinstance(s, Strategy) else strategy_by_id(s) for s in strategies)
 
 
 def transitions_from(program: Program, matches: Iterable[RawMatch],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,8 @@ class Rule:
     source: str
     cot: str = ""  # the rule's own chain-of-thought template, when the strategy's does not fit
     rhs_variables: frozenset[str] = frozenset()  # the pattern variables its replacement uses
+    line: int | None = None  # where the rule file writes it: its egglog key, or its variant
+    variant: str = ""  # the variant of a [[rules]] entry with variants it is (its name)
 
     @property
     def binding_names(self) -> tuple[str, ...]:
@@ -127,25 +130,82 @@ class Strategy:
 
     @property
     def score(self) -> float:
-        """The paper's difficulty: 0.1*K + 0.5*(P-1) + S."""
+        """The difficulty score (the paper's difficulty formula): 0.1*K + 0.5*(P-1) + S."""
         return round(0.1 * self.K + 0.5 * (self.P - 1) + self.S, 3)
 
     @property
     def difficulty(self) -> str:
-        return difficulty_class(self.score)
+        """The difficulty class of ``score``: easy, medium or difficult."""
+        return difficulty_for(self.score)
 
 
-def difficulty_class(score: float) -> str:
+def difficulty_for(score: float) -> str:
     """easy < 1 <= medium < 2.5 <= difficult."""
     return "easy" if score < 1 else "medium" if score < 2.5 else "difficult"
 
 
 # ---------------------------------------------------------------- loading
 
+class UnknownStrategy(KeyError):
+    """A strategy id that neither the built-in rules nor a loaded directory defines. One line,
+    printed as it is (a ``KeyError`` whose message is not quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown strategy"
+
+
+# User strategies by id: every strategy :func:`load_strategies` loaded from a directory other
+# than the built-in ``rules/``, for every later call in this process that names a strategy by
+# id (``single_steps(p, "my_id")``, ``explore``, ``RulesProposer``, ...). docs/RULES.md,
+# "Using your strategies".
+_REGISTERED: dict[str, Strategy] = {}
+
+
+@lru_cache(maxsize=1)
+def builtin_strategies() -> tuple[Strategy, ...]:
+    """The strategies of the package's ``rules/`` directory, loaded once per process."""
+    return tuple(_load_roots([DEFAULT_RULES_DIR]))
+
+
 def load_strategies(*dirs: str | Path, include_default: bool = True) -> list[Strategy]:
     """Strategies from the default ``rules/`` directory plus any user directories, ordered by
-    category then id. Raises :class:`RuleFileError` on the first bad file."""
-    roots = ([DEFAULT_RULES_DIR] if include_default else []) + [Path(d) for d in dirs]
+    category then id. Raises :class:`RuleFileError` on the first bad file, and on an id defined
+    twice (in two directories, or a user file that takes a built-in strategy's id).
+
+    The user directories' strategies are **registered** for the rest of the process: any later
+    call that takes a strategy id resolves it (:func:`strategy_by_id`). A later load of the same
+    id replaces the earlier one (an edited file reloaded). A call that takes "all strategies"
+    (``strategies=None``) still means the built-in ones: pass this function's result to
+    include yours."""
+    user = _load_roots([Path(d) for d in dirs])
+    builtin = {s.id: s for s in builtin_strategies()}
+    mine = []
+    for strategy in user:
+        same = builtin.get(strategy.id)
+        if same is None:
+            mine.append(strategy)
+        elif Path(same.path).resolve() != Path(strategy.path).resolve():
+            raise _duplicate(strategy, same)
+    for strategy in mine:
+        _REGISTERED[strategy.id] = strategy
+    return _ordered((list(builtin.values()) if include_default else
+                     [builtin[s.id] for s in user if s.id in builtin]) + mine)
+
+
+def strategy_by_id(sid: str) -> Strategy:
+    """The built-in or registered strategy ``sid``; :class:`UnknownStrategy` otherwise."""
+    for strategy in builtin_strategies():
+        if strategy.id == sid:
+            return strategy
+    if sid in _REGISTERED:
+        return _REGISTERED[sid]
+    known = sorted([s.id for s in builtin_strategies()] + list(_REGISTERED))
+    raise UnknownStrategy(f"unknown strategy '{sid}' (a strategy of your own: load its "
+                          "directory first, with --rules DIR or load_strategies(DIR)); known: "
+                          f"{', '.join(known)}")
+
+
+def _load_roots(roots: list[Path]) -> list[Strategy]:
     by_id: dict[str, Strategy] = {}
     for root in roots:
         if not root.is_dir():
@@ -153,12 +213,20 @@ def load_strategies(*dirs: str | Path, include_default: bool = True) -> list[Str
         for path in sorted(root.rglob("*.toml")):
             strategy = load_rule_file(path)
             if strategy.id in by_id:
-                raise RuleFileError(path, _line_of(path.read_text(), "id"),
-                                    f"duplicate strategy id '{strategy.id}' "
-                                    f"(also defined in {by_id[strategy.id].path})")
+                raise _duplicate(strategy, by_id[strategy.id])
             by_id[strategy.id] = strategy
+    return _ordered(list(by_id.values()))
+
+
+def _duplicate(strategy: Strategy, first: Strategy) -> RuleFileError:
+    path = Path(strategy.path)
+    return RuleFileError(path, line_of(path.read_text(), "id"),
+                         f"duplicate strategy id '{strategy.id}' (also defined in {first.path})")
+
+
+def _ordered(strategies: list[Strategy]) -> list[Strategy]:
     order = {c: i for i, c in enumerate(CATEGORIES)}
-    return sorted(by_id.values(), key=lambda s: (order[s.category], s.id))
+    return sorted(strategies, key=lambda s: (order[s.category], s.id))
 
 
 def load_rule_file(path: str | Path) -> Strategy:
@@ -173,7 +241,7 @@ def load_rule_file(path: str | Path) -> Strategy:
         raise RuleFileError(path, int(m.group(1)) if m else None, f"TOML: {err}") from None
 
     def fail(key: str, message: str):
-        raise RuleFileError(path, _line_of(text, key), message)
+        raise RuleFileError(path, line_of(text, key), message)
 
     unknown = set(data) - _TOP_KEYS
     if unknown:
@@ -222,9 +290,9 @@ def load_rule_file(path: str | Path) -> Strategy:
         fail("run_alone", "run_alone must be true or false")
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
-    rules = tuple(_load_rule(path, text, sid, i, r, vocab)
+    rules = tuple(_load_rule(path, text, sid, i, r, vocab, variant)
                   for i, entry in enumerate(data["rules"])
-                  for r in _variants(path, text, i, entry))
+                  for r, variant in _variants(path, text, i, entry))
     if len({r.name for r in rules}) != len(rules):
         fail("rules", "rule names must be unique within a file")
     examples = []
@@ -258,8 +326,9 @@ def load_rule_file(path: str | Path) -> Strategy:
 _SLOT = re.compile(r"\{(\w+)\}")
 
 
-def _variants(path: Path, text: str, index: int, data) -> list:
-    """A ``[[rules]]`` entry, or the rules its ``variants`` table stands for.
+def _variants(path: Path, text: str, index: int, data) -> list[tuple[dict, str]]:
+    """A ``[[rules]]`` entry, or the rules its ``variants`` table stands for, each with the name
+    of its variant ("" for an entry without variants).
 
     Rules that differ in a few terms are written once: the ``egglog`` text holds ``{slot}``
     placeholders and each variant gives its rule ``name``, a text for every slot and, optionally,
@@ -272,8 +341,8 @@ def _variants(path: Path, text: str, index: int, data) -> list:
     (egglog itself never uses braces.) Each variant becomes one rule, with the entry's other
     keys; a slot no variant fills, or a key no slot uses, is an error."""
     if not isinstance(data, dict) or "variants" not in data:
-        return [data]
-    line = _line_of(text, "variants", nth=0)
+        return [(data, "")]
+    line = line_of(text, "variants", nth=0)
     variants, source = data["variants"], data.get("egglog", "")
     slots = set(_SLOT.findall(source)) if isinstance(source, str) else set()
     if not isinstance(variants, list) or not variants or "name" in data:
@@ -293,13 +362,16 @@ def _variants(path: Path, text: str, index: int, data) -> list:
         if "bindings" in variant:   # more bindings, reported after the entry's own
             rule["bindings"] = {**data.get("bindings", {}), **variant["bindings"]}
         rule["egglog"] = _SLOT.sub(lambda m: str(variant[m.group(1)]), source)
-        out.append(rule)
+        out.append((rule, variant["name"]))
     return out
 
 
-def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: Vocabulary
-               ) -> Rule:
-    line = _line_of(text, "egglog", nth=index)
+def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: Vocabulary,
+               variant: str = "") -> Rule:
+    line = line_of(text, "egglog", nth=index)
+    # a variant is located at its name, the first line naming it from its entry on
+    where = (_line_of_text(text, f'"{variant}"', line, start=line_of(text, "rules", nth=index))
+             if variant else line)
 
     def fail(message: str, at: int | None = None):
         raise RuleFileError(path, at or line, message)
@@ -366,7 +438,7 @@ def _load_rule(path: Path, text: str, sid: str, index: int, data: dict, vocab: V
              _line_of_text(text, cot.splitlines()[0], line))
     return Rule(name, lhs, rhs, conditions, parsed, frozenset(_variables(rewrite.lhs)), bindings,
                 lhs_sort, tuple(atoms), source, cot.strip(),
-                rhs_variables=frozenset(_variables(rewrite.rhs)))
+                rhs_variables=frozenset(_variables(rewrite.rhs)), line=where, variant=variant)
 
 
 def _variables(expr) -> set[str]:
@@ -393,16 +465,17 @@ def _condition(cond) -> Condition:
     return Condition(str(cond), head, frozenset(_variables(expr)))
 
 
-def _line_of(text: str, key: str, nth: int = 0) -> int | None:
+def line_of(text: str, key: str, nth: int = 0) -> int | None:
     hits = [i + 1 for i, line in enumerate(text.splitlines())
             if re.match(rf"\s*{re.escape(key)}\s*=", line) or re.match(rf"\s*\[+{re.escape(key)}\]+", line)]
     return hits[nth] if len(hits) > nth else (hits[0] if hits else None)
 
 
-def _line_of_text(text: str, snippet: str, default: int | None) -> int:
+def _line_of_text(text: str, snippet: str, default: int | None, start: int | None = None) -> int:
+    """The first line (from line ``start`` on) holding ``snippet``; ``default`` (or 1) if none."""
     if snippet:
         for i, line in enumerate(text.splitlines()):
-            if snippet.strip() and snippet.strip() in line:
+            if i + 1 >= (start or 1) and snippet.strip() and snippet.strip() in line:
                 return i + 1
     return default or 1
 

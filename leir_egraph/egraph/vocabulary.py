@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
-import traceback
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -79,6 +78,30 @@ def provider_path(rule_file: Path, name: str) -> Path:
     return (rule_file.parent / name).resolve()
 
 
+PROVIDER_MODULE_PREFIX = "_leir_provider_"   # the module names providers are imported under
+
+
+def provider_frame(err: BaseException) -> tuple[str, int] | None:
+    """``(file, line)`` of the innermost frame of a fact provider's code in ``err``'s
+    traceback (a provider module, or a module of a provider package), or None."""
+    found, tb = None, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__", "").startswith(PROVIDER_MODULE_PREFIX):
+            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def provider_failure(err: BaseException) -> ProviderError | None:
+    """``err`` located in the fact provider that raised it, as a one-line
+    :class:`ProviderError` (``provider.py:LINE: ...``); None when no provider code raised it."""
+    at = provider_frame(err)
+    if at is None:
+        return None
+    return ProviderError(at[0], at[1], f"the provider raised {type(err).__name__} while "
+                                       f"computing facts: {err}")
+
+
 @lru_cache(maxsize=None)
 def load_provider(path: str) -> Provider:
     """Load a provider once per resolved path (``.py`` file, package directory, ``.egg``)."""
@@ -95,7 +118,7 @@ def load_provider(path: str) -> Provider:
     if not init.is_file():
         raise ProviderError(init, None, "provider not found")
     digest = hashlib.sha1(str(where).encode()).hexdigest()[:10]
-    name = f"_leir_provider_{digest}_{where.stem}"
+    name = f"{PROVIDER_MODULE_PREFIX}{digest}_{where.stem}"
     spec = importlib.util.spec_from_file_location(
         name, init, submodule_search_locations=[str(where)] if where.is_dir() else None)
     module = importlib.util.module_from_spec(spec)
@@ -104,11 +127,11 @@ def load_provider(path: str) -> Provider:
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 -- a user's provider: located, one line
         sys.modules.pop(name, None)
-        frames = [f for f in traceback.extract_tb(err.__traceback__)
-                  if str(Path(f.filename).resolve()).startswith(str(where))]
-        at = frames[-1] if frames else None
-        raise ProviderError(at.filename if at else init, at.lineno if at else None,
-                            f"the provider failed to load: {type(err).__name__}: {err}") from None
+        what, at = f"{type(err).__name__}: {err}", provider_frame(err)
+        if isinstance(err, SyntaxError) and err.filename:   # raised before any of its frames
+            what, at = f"{type(err).__name__}: {err.msg}", (err.filename, err.lineno)
+        raise ProviderError(at[0] if at else init, at[1] if at else None,
+                            f"the provider failed to load: {what}") from None
     extensions = tuple(getattr(module, "GUARD_EXTENSIONS", ()))
     parameters = tuple(getattr(module, "PARAMETER_SETS", ()))
     for item in extensions:

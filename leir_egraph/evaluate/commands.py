@@ -9,18 +9,24 @@ import sys
 EXAMPLE = """examples:
   leir eval leir-out/chat/single.jsonl --answers answers.jsonl
   leir eval leir-out/chat/single.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 4
-  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json"""
+  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
+  leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)
+  leir eval out/cases/test.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 8
+      the held-out test split of `python -m leir_egraph.sample --split`, pass@1..8"""
 
 
 def register(sub) -> None:
-    from ..cli import natural, natural_float, positive_float, positive_int
+    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
     p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
                        description="Score a model's single-step answers: Different / Build / "
                                    "Execute / Equal pass rates over random input sets, pass@k, "
                                    "and whether each Equal answer is a step of the strategy it "
                                    "claims.",
                        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cases", help="chat JSONL (messages) or program JSONL (leir, signature)")
+    p.add_argument("cases", nargs="+",
+                   help="chat JSONL (messages) or program JSONL (leir, signature), e.g. the "
+                        "sampler's cases/test.jsonl; several files are scored together and "
+                        "reported per split and variant (answers: one line per case, in order)")
     p.add_argument("--answers", help="recorded answers, one JSONL line per case")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://host/v1")
     p.add_argument("--model", help="model name at --base-url")
@@ -31,14 +37,22 @@ def register(sub) -> None:
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
     p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--no-attribution", action="store_true", help="skip strategy attribution")
+    add_rules_option(p)   # answers that name a user strategy are attributed to it
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=run_eval)
 
 
 def run_eval(args) -> int:
+    from ..cli import chosen_strategies
     from .scoring import CaseError, ask_model, evaluate, load_answers, load_cases
+    strategies = chosen_strategies(args.rules, None)
     try:
-        cases = load_cases(args.cases, args.limit)
+        cases = []
+        for path in args.cases:
+            left = None if args.limit is None else args.limit - len(cases)
+            if left == 0:
+                break
+            cases += load_cases(path, left, start=len(cases))
         if args.answers:
             answers = load_answers(args.answers)
         elif args.base_url and args.model:
@@ -49,7 +63,7 @@ def run_eval(args) -> int:
         else:
             raise CaseError("give --answers FILE or --base-url and --model")
         report = evaluate(cases, answers, trials=args.trials, seed=args.seed,
-                          attribution=not args.no_attribution)
+                          attribution=not args.no_attribution, strategies=strategies)
     except (CaseError, OSError) as err:
         print(f"leir eval: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

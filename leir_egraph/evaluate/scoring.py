@@ -51,6 +51,7 @@ class Case:
     number: int
     program: Program
     prompt: str
+    group: tuple[tuple[str, str], ...] = ()   # (("split", "test"), ("variant", "full"))
 
 
 @dataclass
@@ -76,9 +77,13 @@ class Report:
     attribution: dict[str, Any] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
     classes: dict[str, int] = field(default_factory=dict)
+    groups: dict[str, "Report"] = field(default_factory=dict)   # per split / variant
 
     def to_dict(self) -> dict[str, Any]:
         return {"cases": self.cases, "answers": len(self.answers), "k": self.k,
+                "groups": {g: {"cases": r.cases, "answers": len(r.answers), "rates": r.rates,
+                               "pass_at": {str(k): v for k, v in r.pass_at.items()}}
+                           for g, r in self.groups.items()},
                 "rates": self.rates, "pass_at": {str(k): v for k, v in self.pass_at.items()},
                 "attribution": self.attribution, "categories": self.categories,
                 "classes": self.classes,
@@ -98,6 +103,15 @@ class Report:
                                                      sorted(self.categories.items())))
             lines.append("classes: " + ", ".join(f"{k} {v}" for k, v in
                                                   sorted(self.classes.items())))
+        if self.groups:
+            ks = list(range(1, self.k + 1))
+            lines += ["", "| group | cases | " + " | ".join(LEVELS) + " | " +
+                      " | ".join(f"pass@{k}" for k in ks) + " |",
+                      "|---|---|" + "---|" * (len(LEVELS) + len(ks))]
+            for name, r in self.groups.items():
+                lines.append(f"| {name} | {r.cases} | " +
+                             " | ".join(f"{r.rates[lvl]:.1%}" for lvl in LEVELS) + " | " +
+                             " | ".join(f"{r.pass_at.get(k, 0.0):.1%}" for k in ks) + " |")
         return "\n".join(lines)
 
 
@@ -128,9 +142,24 @@ def program_from_prompt(prompt: str) -> Program:
                    m.group("name"))
 
 
-def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
-    """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``)."""
+def _sidecar(path: str | Path) -> list[dict[str, Any]]:
+    """The sampler's ``NAME.meta.jsonl`` beside a chat file ``NAME.jsonl`` (empty if none)."""
+    meta = Path(path).with_suffix(".meta.jsonl")
+    if Path(path).suffix != ".jsonl" or not meta.is_file():
+        return []
+    return [json.loads(line) for line in meta.read_text().splitlines() if line.strip()]
+
+
+def _group(row: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, str(row[k])) for k in ("split", "variant") if row.get(k))
+
+
+def load_cases(path: str | Path, limit: int | None = None, start: int = 0) -> list[Case]:
+    """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``),
+    numbered from ``start``. A case's split and variant come from the row (the sampler's
+    ``cases/<split>.jsonl``) or from the chat file's ``.meta.jsonl`` beside it."""
     cases = []
+    meta = _sidecar(path)
     with open(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -141,15 +170,20 @@ def load_cases(path: str | Path, limit: int | None = None) -> list[Case]:
                 row = json.loads(line)
                 if "messages" in row:
                     prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
+                    if "@T.prim_func" in prompt:
+                        raise CaseError("a TIR prompt (the tir variant): leir eval verifies "
+                                        "LEIR answers; score the LEIR variant's test set")
                     program = program_from_prompt(prompt)
+                    where = meta[len(cases)] if len(cases) < len(meta) else {}
                 else:
                     program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
                     prompt = single_prompt(program.name or "the program", program.text,
                                            program.signature)
+                    where = row
             except (json.JSONDecodeError, KeyError, StopIteration, CaseError,
                     LeirSyntaxError, ValueError) as err:
                 raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
-            cases.append(Case(len(cases), program, prompt))
+            cases.append(Case(start + len(cases), program, prompt, _group(where)))
     return cases
 
 
@@ -209,7 +243,7 @@ def _attributed(case: Case, after: Program, strategy: str, known: dict) -> bool 
     if sid not in known:
         return None
     key = canonical_text(after)
-    return any(canonical_text(t.after) == key for t in single_steps(case.program, sid))
+    return any(canonical_text(t.after) == key for t in single_steps(case.program, known[sid]))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -220,13 +254,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, seed: int = 0,
-             verifier=None, attribution: bool = True) -> Report:
-    """Score ``answers[i]`` (the answers to ``cases[i]``)."""
+             verifier=None, attribution: bool = True, strategies=None) -> Report:
+    """Score ``answers[i]`` (the answers to ``cases[i]``). An answer is attributed to the
+    strategy it names among ``strategies`` (Strategy objects; None: the built-in ones, pass
+    ``load_strategies(dir)`` to include yours); a name outside them counts as unknown."""
     from ..egraph.steps import default_strategies
     from ..verify import Verifier
     if len(answers) < len(cases):
         raise CaseError(f"{len(cases)} cases but answers for only {len(answers)}")
-    known = {s.id: s for s in default_strategies()}
+    known = {s.id: s for s in (default_strategies() if strategies is None else strategies)}
     own = verifier is None
     verifier = verifier or Verifier()
     scored: list[Scored] = []
@@ -242,7 +278,21 @@ def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, se
         if own:
             verifier.close()
     k = max((len(g) for g in answers[:len(cases)]), default=0)
-    return summarize(scored, len(cases), k, known)
+    report = summarize(scored, len(cases), k, known)
+    report.groups = grouped(cases, scored, k, known)
+    return report
+
+
+def grouped(cases: list[Case], scored: list[Scored], k: int, known: dict) -> dict[str, Report]:
+    """The report per split and variant of the cases (none when no case names one)."""
+    names: dict[int, str] = {c.number: " ".join(f"{a}={b}" for a, b in c.group) for c in cases
+                             if c.group}
+    out: dict[str, Report] = {}
+    for name in sorted(set(names.values())):
+        members = [c for c in cases if names.get(c.number) == name]
+        numbers = {c.number for c in members}
+        out[name] = summarize([s for s in scored if s.case in numbers], len(members), k, known)
+    return out
 
 
 def summarize(scored: list[Scored], n_cases: int, k: int, known: dict) -> Report:

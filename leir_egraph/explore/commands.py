@@ -9,6 +9,7 @@ import sys
 EXAMPLE = """examples:
   leir explore leir_egraph/examples/softmax.leir --sig leir_egraph/examples/softmax.sig.json \\
       --depth 2 --strategies loop_reorder,loop_split
+  leir explore prog.leir --sig prog.sig.json --depth 2 --rules my_rules/ --strategies my_id
   leir explore --kind softmax --size small --depth 2 --top 4
   leir explore prog.leir --sig prog.sig.json --depth 3 --max-programs 5000 --time-limit 60 \\
       --json --graph space.graphml
@@ -20,7 +21,7 @@ is no torch reference and that column is left out."""
 
 
 def register(sub) -> None:
-    from ..cli import natural, positive_float, positive_int
+    from ..cli import add_rules_option, natural, positive_float, positive_int
     p = sub.add_parser("explore", help="every program reachable in at most --depth steps",
                        description="Enumerate every program reachable from a LEIR program in at "
                                    "most --depth single steps, up to renaming of intermediates "
@@ -33,7 +34,9 @@ def register(sub) -> None:
     p.add_argument("--size", default="small", choices=["small", "paper"], help="zoo size")
     p.add_argument("--seed", type=natural, default=0, help="zoo instance and sampling seed")
     p.add_argument("--depth", type=natural, required=True, help="steps from the root")
-    p.add_argument("--strategies", help="comma-separated strategy ids (default all)")
+    p.add_argument("--strategies", help="comma-separated strategy ids (default: all, the "
+                                        "--rules directories' included)")
+    add_rules_option(p)
     p.add_argument("--max-programs", type=positive_int,
                    help="stop at this many programs (factored: hold this many in the graph, "
                         "100000 by default, and count the rest)")
@@ -73,29 +76,15 @@ def _root(args):
     raise InputError("give a LEIR file with --sig, or --kind")
 
 
-def _strategies(text):
-    from ..cli import InputError
-    from ..egraph.steps import default_strategies
-    if not text:
-        return None
-    wanted = [s.strip() for s in text.split(",") if s.strip()]
-    known = {s.id for s in default_strategies()}
-    unknown = [s for s in wanted if s not in known]
-    if unknown or not wanted:
-        raise InputError(f"--strategies: unknown strategy {', '.join(unknown) or '(none given)'}"
-                         f"; see 'leir strategies'")
-    return wanted
-
-
 def run_explore(args) -> int:
-    from ..cli import InputError
+    from ..cli import InputError, chosen_strategies, id_list
     from . import explore, naive
     from .measure import top_k, torch_eager_ms, tvm_ms
 
     if args.graph and not args.graph.endswith((".graphml", ".jsonl")):
         raise InputError(f"--graph {args.graph}: write .graphml or .jsonl")
     program, module, inputs = _root(args)
-    strategies = _strategies(args.strategies)
+    strategies = chosen_strategies(args.rules, id_list(args.strategies))
 
     def progress(r):
         print(f"leir explore: depth {r.depth}: expanded {r.expanded}, {r.steps} steps, "

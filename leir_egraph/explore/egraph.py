@@ -44,7 +44,7 @@ class SpaceEGraph:
         self._egraph = bindings.EGraph()
         # N k and P k are handles (one e-node each, in the nest's / program's e-class): egglog
         # makes every global `let` a table of its own and each command then visits them all,
-        # which grew quadratically with thousands of programs (measured: 30 s of 64 s).
+        # which grows quadratically with thousands of programs.
         self._run(SCHEMA_FILE.read_text() + "\n(datatype Explored (State Prog))\n"
                   "(constructor N (i64) Nest)\n(constructor P (i64) Explored)")
         self._programs = _UnionFind()       # program keys (find/union)

@@ -105,9 +105,6 @@ class Exploration:
             self.graph.add_edge(source, key, steps=[label])
         return new
 
-    def at_depth(self, d: int) -> list[str]:
-        return [k for k, a in self.graph.nodes(data=True) if a["depth"] == d]
-
     def counts(self) -> list[int]:
         """Number of distinct programs at each depth 0..(deepest reached)."""
         deepest = max((a["depth"] for _, a in self.graph.nodes(data=True)), default=0)

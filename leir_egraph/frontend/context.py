@@ -86,9 +86,6 @@ class Ctx:
                                             self.node.name)
         raise self.unsupported(f"expected a tensor argument, got {type(value).__name__}")
 
-    def is_tensor(self, value) -> bool:
-        return isinstance(value, (Tensor, torch.Tensor))
-
 
 # ---------------------------------------------------------------- shared emitters
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from ..leir.ast import Bin, Call, Compare, IBin, IConst, IfThenElse, Logic, Neg, Var
+from ..leir.ast import INDEX_OPS, Bin, Call, Compare, IBin, IConst, IfThenElse, Logic, Neg, Var
 from ..leir.values import index_as_value, literal
 
 
@@ -23,7 +23,29 @@ def lift(value):
     return literal(value)
 
 
-class X:
+class _Operators:
+    """The operators value and index expressions share: ``+ - *`` through the class's own
+    ``_bin``, and the ordering comparisons, which build a condition (an ``X``) either way."""
+
+    __slots__ = ()
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+
+    def _cmp(self, op, other):
+        return X(Compare((lift(self), lift(other)), (op,)))
+
+    def __lt__(self, o): return self._cmp("<", o)
+    def __le__(self, o): return self._cmp("<=", o)
+    def __gt__(self, o): return self._cmp(">", o)
+    def __ge__(self, o): return self._cmp(">=", o)
+
+
+class X(_Operators):
     """A LEIR value expression with Python operators: ``+ - * / **``, unary ``-``, comparisons
     (returning conditions) and ``& |`` on conditions."""
 
@@ -37,25 +59,12 @@ class X:
         a, b = lift(self), lift(other)
         return X(Bin(op, b, a) if swap else Bin(op, a, b))
 
-    def __add__(self, o): return self._bin("+", o)
-    def __radd__(self, o): return self._bin("+", o, True)
-    def __sub__(self, o): return self._bin("-", o)
-    def __rsub__(self, o): return self._bin("-", o, True)
-    def __mul__(self, o): return self._bin("*", o)
-    def __rmul__(self, o): return self._bin("*", o, True)
     def __truediv__(self, o): return self._bin("/", o)
     def __rtruediv__(self, o): return self._bin("/", o, True)
     def __pow__(self, o): return self._bin("**", o)
     def __rpow__(self, o): return self._bin("**", o, True)
     def __neg__(self): return X(Neg(self.node))
 
-    def _cmp(self, op, other):
-        return X(Compare((lift(self), lift(other)), (op,)))
-
-    def __lt__(self, o): return self._cmp("<", o)
-    def __le__(self, o): return self._cmp("<=", o)
-    def __gt__(self, o): return self._cmp(">", o)
-    def __ge__(self, o): return self._cmp(">=", o)
     def __eq__(self, o): return self._cmp("==", o)  # type: ignore[override]
     def __ne__(self, o): return self._cmp("!=", o)  # type: ignore[override]
     def __and__(self, o): return X(Logic("&", lift(self), lift(o)))
@@ -104,7 +113,7 @@ def between(lo, x, hi, hi_inclusive=False) -> X:
 IndexLike = Union["I", int]
 
 
-class I:
+class I(_Operators):
     """A LEIR index expression with ``+ - * // %``; integer constants fold, so
     ``i * 1 + 0`` is ``i`` and ``0 * i`` is ``0``."""
 
@@ -126,8 +135,7 @@ class I:
         a, b = (I.of(other), self) if swap else (self, I.of(other))
         ca, cb = a.const, b.const
         if ca is not None and cb is not None:
-            value = {"+": ca + cb, "-": ca - cb, "*": ca * cb,
-                     "//": ca // cb if cb else None, "%": ca % cb if cb else None}[op]
+            value = None if op in ("//", "%") and cb == 0 else INDEX_OPS[op](ca, cb)
             if value is not None and value >= 0:
                 return I(IConst(value))
         if op in ("+", "-") and cb is not None:
@@ -150,21 +158,10 @@ class I:
             return I(IConst(0))
         return I(IBin(op, a.node, b.node))
 
-    def __add__(self, o): return self._bin("+", o)
-    def __radd__(self, o): return self._bin("+", o, True)
-    def __sub__(self, o): return self._bin("-", o)
-    def __rsub__(self, o): return self._bin("-", o, True)
-    def __mul__(self, o): return self._bin("*", o)
-    def __rmul__(self, o): return self._bin("*", o, True)
     def __floordiv__(self, o): return self._bin("//", o)
     def __mod__(self, o): return self._bin("%", o)
 
     # comparisons of indices are conditions over index values (evaluated in integers)
-    def _cmp(self, op, other): return X(Compare((lift(self), lift(other)), (op,)))
-    def __lt__(self, o): return self._cmp("<", o)
-    def __le__(self, o): return self._cmp("<=", o)
-    def __gt__(self, o): return self._cmp(">", o)
-    def __ge__(self, o): return self._cmp(">=", o)
     def eq(self, o): return self._cmp("==", o)
     def ne(self, o): return self._cmp("!=", o)
 

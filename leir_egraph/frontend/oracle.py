@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .errors import UnsupportedOp
-from .translate import from_torch
+from .translate import from_torch, output_leaves
 
 def fast_cpu() -> dict:
     """The oracle's target. Verification compiles hundreds of small programs: LLVM's optimiser
@@ -49,20 +49,7 @@ def torch_outputs(module, inputs) -> list[np.ndarray]:
     """The module's outputs, flattened, as NumPy arrays."""
     with torch.no_grad():
         out = module(*inputs)
-    flat: list = []
-
-    def collect(v):
-        if isinstance(v, (tuple, list)):
-            for x in v:
-                collect(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                collect(x)
-        else:
-            flat.append(v.detach().cpu().numpy())
-
-    collect(out)
-    return flat
+    return [v.detach().cpu().numpy() for v in output_leaves(out)]
 
 
 def check_module(module, inputs, record: CheckRecord, target=None) -> CheckRecord:

@@ -48,6 +48,23 @@ _VIEW_OPS = {"view", "reshape", "transpose", "permute", "getitem", "select", "na
              "contiguous", "split", "chunk", "unbind", "detach", "alias"}
 
 
+def output_leaves(value) -> list:
+    """The leaves of what ``forward`` returns, in order: tuples and lists element by element,
+    dicts by their values. The translation's outputs and the oracle's PyTorch outputs are both
+    this order, so output ``i`` of the program is output ``i`` of the module."""
+    flat: list = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (tuple, list)):
+            stack.extend(reversed(v))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        else:
+            flat.append(v)
+    return flat
+
+
 def from_torch(module, example_inputs: Sequence[Any] | Any, *, name: str | None = None) -> Program:
     """Translate ``module`` (an ``nn.Module`` or a function of tensors), called on
     ``example_inputs``, into a validated LEIR ``Program``.
@@ -241,21 +258,8 @@ class Translator:
         return value  # a buffer or plain tensor stays a known value until an op consumes it
 
     def _outputs(self, node, env) -> list[Tensor]:
-        flat: list = []
-
-        def collect(v):
-            if isinstance(v, (tuple, list)):
-                for x in v:
-                    collect(x)
-            elif isinstance(v, dict):
-                for x in v.values():
-                    collect(x)
-            else:
-                flat.append(v)
-
-        collect(torch.fx.node.map_arg(node.args[0], lambda n: env[n]))
         outputs: list[Tensor] = []
-        for v in flat:
+        for v in output_leaves(torch.fx.node.map_arg(node.args[0], lambda n: env[n])):
             if isinstance(v, torch.Tensor):
                 v = self.constant(v, "output")
             if not isinstance(v, Tensor):

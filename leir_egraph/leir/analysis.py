@@ -108,15 +108,6 @@ def subscript_indices(var: Var) -> frozenset[str]:
     return frozenset(found)
 
 
-def reduction_axes(site: EquationSite) -> tuple[str, ...]:
-    """Enclosing loop indices that do not index the written tensor (outermost first).
-
-    ``B^{4}_{tx=0}L^{8}_{a=0}[D_{tx}=D_{tx}+A_{tx,a}]`` -> ``('a',)``
-    """
-    written = index_names(site.equation.target)
-    return tuple(l.index for l in site.loops if l.index not in written)
-
-
 # ---------------------------------------------------------------- accumulation forms
 
 ACCUMULATION_IDENTITY = {"+": "0", "-": "0", "*": "1", "max": "-inf", "min": "inf"}

@@ -15,8 +15,9 @@ Two expression families exist because LEIR has two arithmetics:
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Callable, Iterator, Mapping, Union
 
 LOOP_KINDS = ("L", "P", "V", "U", "B")
 PARALLEL_KINDS = frozenset({"P", "V", "B"})  # kinds that claim independent iterations
@@ -79,6 +80,32 @@ class Var:
 
 
 IExpr = Union[IConst, IName, IBin, Var]
+
+# What each index operator means: ``//`` and ``%`` are floor division and floor modulo (the
+# remainder takes the divisor's sign). Python's operators on ints and numpy arrays are exactly
+# that; a backend whose ``//``/``%`` differ (TVM's TIR) passes its own table to evaluate_index.
+INDEX_OPS: Mapping[str, Callable] = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+                                     "//": operator.floordiv, "%": operator.mod}
+
+
+def evaluate_index(sub: "IExpr", leaf: Callable, ops: Mapping[str, Callable] = INDEX_OPS):
+    """The value of the index expression ``sub``: each ``IConst``/``IName``/``Var`` leaf is
+    ``leaf(node)``, each ``IBin`` is ``ops[op](lhs, rhs)``. The one evaluator of index
+    arithmetic -- on ints, numpy arrays of index values, or a backend's expressions.
+
+    >>> evaluate_index(IBin("%", IConst(-7), IConst(3)), lambda c: c.value)   # floor modulo
+    2
+    >>> env = {"a": -1}
+    >>> evaluate_index(IBin("//", IName("a"), IConst(4)),
+    ...                lambda n: env[n.name] if isinstance(n, IName) else n.value)   # floor
+    -1
+    """
+    if isinstance(sub, IBin):
+        fn = ops.get(sub.op)
+        if fn is None:
+            raise ValueError(f"unknown index operator '{sub.op}'")
+        return fn(evaluate_index(sub.lhs, leaf, ops), evaluate_index(sub.rhs, leaf, ops))
+    return leaf(sub)
 
 
 # ---------------------------------------------------------------- value expressions
@@ -167,10 +194,6 @@ class Loop:
     extent: int
     index: str
     pos: Pos = _pos()
-
-    @property
-    def is_bound(self) -> bool:
-        return self.kind == "B"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .analysis import affine, index_range, subscript_extent
-from .ast import PARALLEL_KINDS, IBin, IConst, IExpr, IName, Loop, LoopNest, Var
+from .ast import INDEX_OPS, PARALLEL_KINDS, IBin, IConst, IExpr, IName, Loop, LoopNest, Var
 from .legality import determined_loops
 from .traverse import walk
 
@@ -165,7 +165,7 @@ def _sum(terms: list[IExpr]) -> IExpr:
 
 def _div(sub: IExpr, op: str, k: int) -> IExpr:
     if isinstance(sub, IConst):
-        return IConst(sub.value // k if op == "//" else sub.value % k)
+        return IConst(INDEX_OPS[op](sub.value, k))
     return IBin(op, sub, IConst(k))
 
 

@@ -335,17 +335,15 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
     ``rounds`` times, interleaved: each round is one ``time_program``-style repeat of each (a
     ``time_evaluator`` repeat looping the kernel for at least ``min_repeat_ms``), and which
     of the two goes first alternates (ABBA...), so that a change of machine load affects
-    both sides of a round alike. Many short rounds rather than a few long ones: at load 6 on
-    2 cores, a no-op pair (a program against itself) measured 0.85-1.18 with 7 rounds of
-    10 ms, and 0.97-1.02 (minima within 3%) with 31 rounds of 2 ms, in less time.
+    both sides of a round alike. Many short rounds rather than a few long ones: on a loaded
+    machine a no-op pair (a program against itself) stays much closer to 1 that way, in less
+    time.
 
     Both sides run on the same argument and output tensors, made from ``inputs`` (and
-    ``before``'s stored values for the rest). With a set of tensors each, a
-    no-op pair (one cached build on both sides) once measured 1.15 in CI, the median and
-    the minima agreeing (0.208 vs 0.181 ms, a 64x64 matmul on the host CPU target), so the
-    whole measurement, not one round, was biased. The tensors were the only thing the two
-    sides did not share: where buffers lie relative to each other (4 KiB aliasing of stores
-    and loads, cache sets) is a property of the allocation, not of the program."""
+    ``before``'s stored values for the rest). With a set of tensors each, a no-op pair (one
+    cached build on both sides) can be biased as a whole, every round alike: where buffers lie
+    relative to each other (4 KiB aliasing of stores and loads, cache sets) is a property of
+    the allocation, not of the program."""
     compiled = _counts["compiled"]
     tensors = _tensors(before, inputs)
     timers = [_evaluator(p, inputs, target, warmup, 1, min_repeat_ms, options, tensors)

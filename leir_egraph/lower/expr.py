@@ -22,8 +22,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..leir.ast import (Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg, Num,
-                        Var)
+from ..leir.ast import (INDEX_OPS, Bin, Call, Compare, IConst, Idx, IfThenElse, IName, Logic, Neg,
+                        Num, Var, evaluate_index)
 from ..leir.dtypes import BITS as _BITS, FLOATS, UNSIGNED, comparison_dtype
 from ..leir.signature import DTYPE_NAMES
 from ..leir.traverse import walk_values
@@ -95,27 +95,18 @@ class ExprLowering:
         return self.tirx.BufferLoad(buf, [self.index(s) for s in var.subscripts])
 
     def index(self, sub):
-        """Index arithmetic: ``//`` and ``%`` are floor division and floor modulo."""
+        """Index arithmetic as TIR (``evaluate_index`` with TIR's floor division and modulo)."""
         tirx = self.tirx
-        if isinstance(sub, IConst):
-            return tirx.const(sub.value, "int32" if -2**31 <= sub.value < 2**31 else "int64")
-        if isinstance(sub, IName):
-            return self.env[sub.name]
-        if isinstance(sub, Var):  # a gather: the tensor's value is the subscript
-            value = self.access(sub)
+
+        def leaf(node):
+            if isinstance(node, IConst):
+                return tirx.const(node.value, "int32" if -2**31 <= node.value < 2**31 else "int64")
+            if isinstance(node, IName):
+                return self.env[node.name]
+            value = self.access(node)  # a gather: the tensor's value is the subscript
             return value if dtype_of(value) == "int32" else tirx.Cast("int32", value)
-        lhs, rhs = self.index(sub.lhs), self.index(sub.rhs)
-        if sub.op == "+":
-            return lhs + rhs
-        if sub.op == "-":
-            return lhs - rhs
-        if sub.op == "*":
-            return lhs * rhs
-        if sub.op == "//":
-            return tirx.floordiv(lhs, rhs)
-        if sub.op == "%":
-            return tirx.floormod(lhs, rhs)
-        raise LoweringError(f"unknown index operator '{sub.op}'")
+        ops = {**INDEX_OPS, "//": tirx.floordiv, "%": tirx.floormod}
+        return evaluate_index(sub, leaf, ops)
 
     # ------------------------------------------------------------ values in a given dtype
 

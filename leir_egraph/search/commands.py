@@ -11,11 +11,12 @@ EXAMPLE = """examples:
   leir search --kind softmax --algorithm beam --max-samples 16 --json
   leir search --workload 2 --algorithm mcts            (the paper's test workload 2, CPU size)
   leir search --workload 2 --proposer llm --base-url http://127.0.0.1:8000/v1 --model stepTP
-  leir search --kind ReLU --proposer replay --answers answers.jsonl"""
+  leir search --kind ReLU --proposer replay --answers answers.jsonl
+  leir search prog.leir --sig prog.sig.json --rules my_rules/ --strategies my_id,loop_split"""
 
 
 def register(sub) -> None:
-    from ..cli import natural, natural_float, positive_float, positive_int
+    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
     from .budgets import DEFAULTS
     p = sub.add_parser("search", help="multi-step optimization search over verified steps",
                        description="Search for a faster equivalent program step by step: every "
@@ -29,6 +30,9 @@ def register(sub) -> None:
                    help="size of --workload programs")
     p.add_argument("--algorithm", default="greedy", choices=sorted(DEFAULTS))
     p.add_argument("--proposer", default="rules", choices=["rules", "random", "llm", "replay"])
+    p.add_argument("--strategies", help="rules/random proposer: comma-separated strategy ids "
+                                        "(default: all, the --rules directories' included)")
+    add_rules_option(p)
     p.add_argument("--iterations", type=positive_int, help="iterations (default: the paper's budget)")
     p.add_argument("--candidates", type=positive_int, help="candidates per query")
     p.add_argument("--topk", type=positive_int, help="beam width")
@@ -69,11 +73,17 @@ def _program(args):
 
 
 def _proposer(args):
+    from ..cli import InputError, chosen_strategies, id_list
     from .llm import ChatClient, LLMProposer
     from .replay import ReplayProposer
     from .rules_proposer import RulesProposer
+    strategies = chosen_strategies(args.rules, id_list(args.strategies))
     if args.proposer in ("rules", "random"):
-        return RulesProposer("cost" if args.proposer == "rules" else "random", seed=args.seed)
+        return RulesProposer("cost" if args.proposer == "rules" else "random", seed=args.seed,
+                             strategies=strategies)
+    if args.strategies is not None:
+        raise InputError(f"--strategies: the {args.proposer} proposer does not choose "
+                         "strategies (use --proposer rules or random)")
     if args.proposer == "replay":
         if not args.answers:
             raise ValueError("--proposer replay needs --answers FILE.jsonl")

@@ -9,9 +9,9 @@ vectorise, a split that makes a parallel loop) is not ranked by its own, unchang
 strategy first (strategies in the order of their best steps), then the second best of each,
 and so on. The model ranks loop moves finely and everything else coarsely, so a plain
 cost order spends a 16-sample budget on sixteen near-identical splits, unrolls and bindings
-(measured: on workload #6 every one of them was within 10 % of the root while one
-reduction_factorization, never offered, ran 2x faster); interleaving keeps the cost order
-inside each strategy and lets the judge's measurements choose between strategies.
+while a step of another strategy that pays, ranked lower, is never offered; interleaving keeps
+the cost order inside each strategy and lets the judge's measurements choose between
+strategies.
 ``rank="random"`` offers a seeded uniform choice -- the baseline. Either way a step is offered
 only if no step equal to it up to renaming was judged in this run or offered before it.
 
@@ -34,49 +34,70 @@ from typing import Sequence
 
 from ..cost import CPU, Machine, cost
 from ..egraph import Transition, all_steps
+from ..egraph.steps import default_strategies, resolve
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
 from .proposer import Request
 from .tree import Proposal
 
 
-# The second step of the lookahead only tries the loop and fusion strategies: they are where
-# speed comes from on a CPU (docs/COST.md), and enumerating all 43 twice per node is too slow.
+# The second step of the lookahead tries, by default, the loop and fusion strategies among
+# the built-in ones: they are where speed comes from on a CPU (docs/COST.md), and enumerating
+# all 43 twice per node is too slow. A user's own strategies (loaded from a directory) that the
+# proposer runs are looked ahead with too: the user chose them, and nothing says they do not
+# enable a faster step.
 LOOKAHEAD_STRATEGIES = ("loop_reorder", "loop_split", "loop_parallelization",
                         "loop_vectorization", "operator_fusion", "compute_inline")
 
 
 class RulesProposer:
-    def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence[str] | None = None,
+    """``strategies``: ids (built-in, or registered by ``load_strategies(dir)``) or
+    :class:`~leir_egraph.egraph.Strategy` objects; None for every built-in strategy.
+    ``lookahead_strategies``: the strategies of the lookahead's second step -- ``"auto"``
+    (default: the built-in ``LOOKAHEAD_STRATEGIES`` and every non-built-in strategy, among
+    those the proposer runs), None (every strategy the proposer runs) or ids/strategies. An
+    unknown id raises :class:`~leir_egraph.egraph.strategy.UnknownStrategy` here, before any
+    search runs."""
+
+    def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence | None = None,
                  lookahead: int = 2, beam: int = 2, diverse: bool = True,
-                 lookahead_strategies: Sequence[str] | None = LOOKAHEAD_STRATEGIES,
+                 lookahead_strategies: Sequence | str | None = "auto",
                  machine: Machine = CPU):
         if rank not in ("cost", "random"):
             raise ValueError(f"rank {rank!r}: use 'cost' or 'random'")
         self.rank, self.seed, self.lookahead, self.beam = rank, seed, lookahead, beam
         self.diverse = diverse
-        self.strategies = list(strategies) if strategies else None
+        self.strategies = list(resolve(strategies)) if strategies is not None else None
+        if self.strategies == []:
+            raise ValueError("strategies: an empty list chooses nothing; None means all")
         self.machine = machine
-        self.lookahead_strategies = list(lookahead_strategies) if lookahead_strategies else None
+        self.lookahead_strategies = self._lookahead(lookahead_strategies)
         self._next: dict[str, list[Transition]] = {}
         self.name = f"rules-{rank}"
         self._steps: dict[str, list[Transition]] = {}
         self._cost: dict[str, float] = {}
         self._ranked: dict[str, list[Transition]] = {}
 
+    def _lookahead(self, chosen) -> list[str] | None:
+        """The ids of the lookahead's second-step strategies (None: the proposer's own)."""
+        if chosen is None:
+            return None
+        if chosen != "auto":
+            return [s.id for s in resolve(chosen)]
+        runs = self.strategies if self.strategies is not None else list(default_strategies())
+        builtin = {s.id for s in default_strategies()}
+        return [s.id for s in runs if s.id in LOOKAHEAD_STRATEGIES or s.id not in builtin]
+
     # ------------------------------------------------------------ memoised pieces
 
     def steps(self, program: Program) -> list[Transition]:
         """The single steps of ``program`` (textual duplicates dropped). Steps equal up to
         renaming are dropped when offered (``propose``), not here: canonicalising all of an
-        attention program's ~4,000 steps took 10 s per node, and only ``k`` are offered."""
+        attention program's thousands of steps is too slow per node, and only ``k`` are
+        offered."""
         if program.text not in self._steps:
             seen, out = {program.text}, []
-            try:
-                found = all_steps(program, self.strategies)
-            except Exception:  # noqa: BLE001 -- an engine failure leaves no candidates
-                found = []
-            for t in found:
+            for t in all_steps(program, self.strategies):
                 if t.after.text not in seen:
                     seen.add(t.after.text)
                     out.append(t)
@@ -88,11 +109,14 @@ class RulesProposer:
         if self.lookahead_strategies is None:
             return self.steps(program)
         if program.text not in self._next:
-            try:
-                self._next[program.text] = all_steps(program, self.lookahead_strategies)
-            except Exception:  # noqa: BLE001
-                self._next[program.text] = []
+            self._next[program.text] = all_steps(program, self._lookahead_set())
         return self._next[program.text]
+
+    def _lookahead_set(self) -> list:
+        """The lookahead strategies as objects, in the proposer's own when it has them (a
+        user strategy loaded later under the same id does not change a proposer's set)."""
+        own = {s.id: s for s in self.strategies or ()}
+        return [own.get(sid, sid) for sid in self.lookahead_strategies]
 
     def cost_of(self, program: Program) -> float:
         if program.text not in self._cost:

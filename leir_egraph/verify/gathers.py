@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from ..leir.analysis import equation_sites, guarded_accesses, intermediate_shapes
-from ..leir.ast import IConst, IfThenElse, IName, Var
+from ..leir.ast import IConst, IfThenElse, IName, Var, evaluate_index
 from ..leir.printer import to_text
 from ..leir.program import Program
 from ..leir.traverse import walk
@@ -40,37 +40,28 @@ def has_gather(sub) -> bool:
     return any(isinstance(node, Var) for node in walk(sub))
 
 
-def evaluate_index(sub, env: Mapping[str, np.ndarray],
-                   tensors: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """Index arithmetic over arrays of index values (``//`` and ``%`` floor, as in LEIR);
+def index_values(sub, env: Mapping[str, np.ndarray],
+                 tensors: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Index arithmetic over arrays of index values (``evaluate_index`` on numpy int64 arrays);
     gathers read ``tensors`` (a gather out of its tensor's bounds raises _OutOfBounds)."""
-    if isinstance(sub, IConst):
-        return np.int64(sub.value)
-    if isinstance(sub, IName):
-        return env[sub.name].astype(np.int64)
-    if isinstance(sub, Var):
-        if tensors is None or sub.name not in tensors:
-            raise KeyError(sub.name)
-        values = np.asarray(tensors[sub.name])
+    def leaf(node):
+        if isinstance(node, IConst):
+            return np.int64(node.value)
+        if isinstance(node, IName):
+            return env[node.name].astype(np.int64)
+        if tensors is None or node.name not in tensors:
+            raise KeyError(node.name)
+        values = np.asarray(tensors[node.name])
         index = []
-        for dim, s in enumerate(sub.subscripts):
-            i = np.asarray(evaluate_index(s, env, tensors))
+        for dim, s in enumerate(node.subscripts):
+            i = np.asarray(index_values(s, env, tensors))
             bad = np.ravel((i < 0) | (i >= values.shape[dim]))
             if bad.any():
                 at = int(np.argmax(bad))
-                raise _OutOfBounds(sub, dim, int(np.ravel(i)[at]), values.shape[dim], at)
+                raise _OutOfBounds(node, dim, int(np.ravel(i)[at]), values.shape[dim], at)
             index.append(i)
         return values[tuple(index)].astype(np.int64) if index else np.int64(values)
-    a, b = evaluate_index(sub.lhs, env, tensors), evaluate_index(sub.rhs, env, tensors)
-    if sub.op == "+":
-        return a + b
-    if sub.op == "-":
-        return a - b
-    if sub.op == "*":
-        return a * b
-    if sub.op == "//":
-        return np.floor_divide(a, b)
-    return np.mod(a, b)
+    return evaluate_index(sub, leaf)
 
 
 def gather_problem(program: Program, inputs: Mapping[str, np.ndarray]) -> str | None:
@@ -116,7 +107,7 @@ def _access_problem(var: Var, ranges, shape, inputs) -> str | None:
         if not has_gather(sub):
             continue
         try:
-            values = np.broadcast_to(evaluate_index(sub, env, inputs), (points,))
+            values = np.broadcast_to(index_values(sub, env, inputs), (points,))
         except _OutOfBounds as oob:
             return (f"{to_text(oob.var)} reads {oob.var.name} at {oob.value} in dimension "
                     f"{oob.dim} (size {oob.size}) at {at(oob.where % points)}")

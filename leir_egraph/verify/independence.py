@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..leir.analysis import affine
-from ..leir.ast import Equation, IBin, IName, Loop, LoopNest, Var
+from ..leir.analysis import affine, index_names
+from ..leir.ast import Equation, Loop, LoopNest, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
-from .gathers import evaluate_index, has_gather
+from .gathers import has_gather, index_values
 
 ENUMERATION_LIMIT = 1 << 20
 
@@ -109,7 +109,7 @@ def _tensor_problem(loop: Loop, writes: list[_Write]) -> str | None:
     target = writes[0].target
     if target.rank == 0:
         return f"every iteration of {_describe(loop)} writes the scalar {to_text(target)}"
-    if all(loop.index not in _names(w.target) for w in writes):
+    if all(loop.index not in index_names(w.target) for w in writes):
         shown = to_text(writes[0].target)
         return (f"every iteration of {_describe(loop)} writes {shown}: its subscript does not "
                 f"depend on {loop.index}")
@@ -119,19 +119,6 @@ def _tensor_problem(loop: Loop, writes: list[_Write]) -> str | None:
     if verdict is None:
         return None
     return verdict
-
-
-def _names(var: Var) -> set[str]:
-    out, stack = set(), list(var.subscripts)
-    while stack:
-        s = stack.pop()
-        if isinstance(s, IName):
-            out.add(s.name)
-        elif isinstance(s, IBin):
-            stack.extend((s.lhs, s.rhs))
-        elif isinstance(s, Var):
-            stack.extend(s.subscripts)
-    return out
 
 
 def _pair_disjoint(loop: Loop, s: _Write, t: _Write) -> bool:
@@ -212,7 +199,7 @@ def _enumerate(loop: Loop, writes: list[_Write]) -> str | None:
         env = {l.index: g.ravel() for l, g in zip(loops, grids)}
         size = env[loop.index].shape
         columns = [env[l.index] for l in w.outer]
-        columns += [np.broadcast_to(evaluate_index(sub, env), size)
+        columns += [np.broadcast_to(index_values(sub, env), size)
                     for sub in w.target.subscripts]
         rows.append(np.stack(columns, axis=1) if columns else np.zeros(size + (0,), np.int64))
         owners.append(env[loop.index])

@@ -244,10 +244,6 @@ def _attention_dims(e: Entry, kind: str) -> dict:
     return {"batch": b, "seq": t, "head_dim": hd, "heads": heads, "groups": groups, "out": out}
 
 
-def _registry_make(kind: str) -> Callable:
-    return KINDS[kind].make
-
-
 # ---------------------------------------------------------------- level-2 chains
 
 _CHAINS = {name: (head, steps) for name, head, steps in level2.CHAINS}

@@ -88,20 +88,31 @@ def emit_conv(ctx: Ctx, x: Tensor, w: Tensor, bias, stride, padding, dilation, g
                   for o, s, k, d in zip(out.shape[2:], stride, kernel, dilation)]
         sizes = [max(sp + lo + hi, need) for sp, lo, hi, need in zip(spatial, low, high, needed)]
         src = emit_pad(ctx, x, low, sizes, 0)
-    c_out, c_in = out.shape[1], x.shape[1]
-    in_per_group, out_per_group = c_in // groups, c_out // groups
-    extents = list(out.shape) + ([in_per_group] if in_per_group > 1 else []) + kernel
-    lp = Loops(extents)
-    nb, co = lp[0], lp[1]
-    outs = lp.idx[2:2 + n]
-    ci = lp[2 + n] if in_per_group > 1 else ZERO
-    ks = lp.idx[len(extents) - n:]
+    lp, nb, co, outs, ci, ks, in_per_group, out_per_group = _conv_loops(out, x, kernel, groups, n)
     group = co // out_per_group if groups > 1 else ZERO
     channel = group * in_per_group + ci if groups > 1 else ci
     taps = [o * s + k * d for o, s, k, d in zip(outs, stride, ks, dilation)]
-    target = out.at(*lp.idx[:out.rank])
     product = read(src, src.shape, [nb, channel, *taps], out.dtype) * \
         read(w, w.shape, [co, ci, *ks], out.dtype)
+    return _accumulate(ctx, out, lp, product, bias)
+
+
+def _conv_loops(out: Tensor, x: Tensor, kernel: list[int], groups: int, n: int):
+    """The loops of a convolution or transposed convolution: the output's dimensions, the
+    input channels of one group (a loop only when a group has more than one), the kernel's
+    ``n`` dimensions. Returns ``(loops, batch, out_channel, out_positions, in_channel,
+    kernel_positions, in_per_group, out_per_group)``."""
+    in_per_group, out_per_group = x.shape[1] // groups, out.shape[1] // groups
+    extents = list(out.shape) + ([in_per_group] if in_per_group > 1 else []) + kernel
+    lp = Loops(extents)
+    ci = lp[2 + n] if in_per_group > 1 else ZERO
+    return (lp, lp[0], lp[1], lp.idx[2:2 + n], ci, lp.idx[len(extents) - n:], in_per_group,
+            out_per_group)
+
+
+def _accumulate(ctx: Ctx, out: Tensor, lp: Loops, product, bias) -> Tensor:
+    """``out += product`` over ``lp``, then the bias along the channel dimension."""
+    target = out.at(*lp.idx[:out.rank])
     ctx.b.emit(lp, (target, target + product))
     if bias is not None:
         add_bias(ctx, out, ctx.tensor(bias), 1)
@@ -137,14 +148,7 @@ def emit_conv_transpose(ctx: Ctx, x: Tensor, w: Tensor, bias, stride, padding, o
         src = emit_pad(ctx, x, q, sizes, 0) if any(q) or sizes != spatial else x
     else:
         src = _upsample(ctx, x, stride, q, sizes)
-    c_in, c_out = x.shape[1], out.shape[1]
-    in_per_group, out_per_group = c_in // groups, c_out // groups
-    extents = list(out.shape) + ([in_per_group] if in_per_group > 1 else []) + kernel
-    lp = Loops(extents)
-    nb, co = lp[0], lp[1]
-    outs = lp.idx[2:2 + n]
-    ci = lp[2 + n] if in_per_group > 1 else ZERO
-    ks = lp.idx[len(extents) - n:]
+    lp, nb, co, outs, ci, ks, in_per_group, out_per_group = _conv_loops(out, x, kernel, groups, n)
     if groups > 1:
         channel = (co // out_per_group) * in_per_group + ci
         w_out = co % out_per_group
@@ -152,13 +156,9 @@ def emit_conv_transpose(ctx: Ctx, x: Tensor, w: Tensor, bias, stride, padding, o
         channel, w_out = ci, co
     taps = [o + k * d for o, k, d in zip(outs, ks, dilation)]
     flipped = [(kn - 1) - k for k, kn in zip(ks, kernel)]
-    target = out.at(*lp.idx[:out.rank])
     product = read(src, src.shape, [nb, channel, *taps], out.dtype) * \
         read(w, w.shape, [channel, w_out, *flipped], out.dtype)
-    ctx.b.emit(lp, (target, target + product))
-    if bias is not None:
-        add_bias(ctx, out, ctx.tensor(bias), 1)
-    return out
+    return _accumulate(ctx, out, lp, product, bias)
 
 
 def _upsample(ctx: Ctx, x: Tensor, stride, q, sizes) -> Tensor:
