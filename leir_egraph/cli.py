@@ -50,6 +50,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 
 # Subcommand providers, in --help order.
@@ -85,6 +86,8 @@ INPUT_ERRORS = (
     ("leir_egraph.frontend.errors", "UnsupportedOp"),
     ("leir_egraph.frontend.errors", "TranslationError"),
     ("leir_egraph.frontend.translate", "TraceFailure"),
+    ("leir_egraph.outside", "OutsideInputError"),
+    ("leir_egraph.egraph.vocabulary", "ProviderError"),
 )
 
 
@@ -97,28 +100,45 @@ class Terminated(BaseException):
 
 
 class TimeLimit(BaseException):
-    """Raised by :func:`time_limit` (a BaseException: no ``except Exception`` swallows it)."""
+    """Raised by :func:`time_limit` (a BaseException: no ``except Exception`` swallows it);
+    ``limit`` is the object the ``with`` statement of the limit that fired yielded."""
+
+    def __init__(self, limit=None):
+        super().__init__()
+        self.limit = limit
 
 
 @contextmanager
 def time_limit(seconds: float):
     """Raise :class:`TimeLimit` in the block once ``seconds`` have passed (SIGALRM: POSIX,
     main thread; elsewhere the block runs unbounded). For the commands' own Python work; work
-    in worker processes is bounded by the workers' own timeouts."""
+    in worker processes is bounded by the workers' own timeouts. Limits nest: an inner limit
+    that would end after the outer one leaves the outer in charge, and the outer limit's timer
+    is restored (less the time spent) when an inner one ends. ``with time_limit(s) as limit``
+    tells one's own :class:`TimeLimit` (``err.limit is limit``) from an outer one's."""
+    limit = object()
     if not hasattr(signal, "setitimer") or not _main_thread():
-        yield
+        yield limit
         return
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if outer_left and outer_left <= seconds:
+        yield limit
+        return
+    started = time.monotonic()
 
     def expire(signum, frame):
-        raise TimeLimit()
+        raise TimeLimit(limit)
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
+        yield limit
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_left:
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(outer_left - (time.monotonic() - started), 1e-3))
 
 
 class ArgumentParser(argparse.ArgumentParser):

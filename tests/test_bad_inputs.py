@@ -1,4 +1,4 @@
-"""A catalogue of bad inputs for every command-line entry point (issue 9).
+"""A catalogue of bad inputs for every command-line entry point (issues 9 and 37).
 
 Each case runs one command on one bad input -- a file, an option value, a folder -- and must
 give the documented exit status (README.md, "The leir command": 2 for bad input, 1 for a
@@ -8,9 +8,10 @@ line:col where a position applies) or the option, no traceback, and leave no pro
 Most cases run the command in-process (``leir_egraph.cli.main`` / ``leir_egraph.sample.main``
 return the exit status), so the suite needs neither TVM nor a worker; the few ``PROCESS``
 cases run a real ``python -m ...`` process, where the entry point itself is the point. No case
-here starts a worker process: bad input is refused before any work.
+here starts a worker process: bad input is refused before any work (``leir from-torch`` runs
+the model file's code in its own child process, which it ends before it returns).
 
-``test_catalogue_size`` pins the number of cases (the closing note of issue 9 reports it).
+``test_catalogue_size`` pins the number of cases (the closing notes of the issues report it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -245,12 +247,76 @@ def get_inputs():
     "inside_out/programs/copy4.leir": COPY4,
     "inside_out/programs/copy4.sig.json": json.dumps(SIG4),
     "plain_file": "not a folder",
+    # issue 37: answer files of leir eval and of --proposer replay
+    "cases2.jsonl": "".join(json.dumps({"leir": COPY4, "signature": SIG4, "name": f"copy{i}"})
+                            + "\n" for i in range(2)),
+    "answers_list.jsonl": "[1, 2]\n",
+    "answers_string.jsonl": '"just a string"\n',
+    "answers_null.jsonl": '{"answer": "x"}\nnull\n',
+    "answers_deep.jsonl": "[" * 200000 + "]" * 200000 + "\n",
+    "answers_three.jsonl": '{"answer": "a"}\n{"answer": "b"}\n{"answer": "c"}\n',
+    "answers_case_beyond.jsonl": '{"case": 0, "answer": "a"}\n{"case": 5, "answer": "b"}\n',
+    "answers_case_twice.jsonl": '{"case": 1, "answer": "a"}\n{"case": 1, "answer": "b"}\n',
+    "answers_case_some.jsonl": '{"case": 1, "answer": "a"}\n{"answer": "b"}\n',
+    "answers_case_negative.jsonl": '{"case": -1, "answer": "a"}\n',
+    "answers_case_gap.jsonl": '{"case": 1, "answer": "a"}\n',
+    "answers_current_number.jsonl": '{"current": 5, "answer": "x"}\n',
+    # issue 37: from-torch user code that exits, prints or never ends
+    "exit_in_forward.py": """
+import sys
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        sys.exit(0)
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+""",
+    "os_exit_in_forward.py": """
+import os
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        os._exit(0)
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+""",
+    "loops_at_import.py": "while True:\n    pass\n",
+    "prints.py": """
+import os
+import torch
+print("a print at import")
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        print("a print in forward")
+        os.write(1, b"a write to file descriptor 1\\n")
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+""",
+    # issue 37: output folders of an earlier run that cannot be resumed as they are
+    "corrupt_run/.leir-manifest.json": json.dumps({"written_by": "python -m leir_egraph.sample",
+                                                   "files": ["run.json"]}),
+    "corrupt_run/run.json": '{"format": 1, "config": {',
+    "tampered_run/.leir-manifest.json": json.dumps({
+        "written_by": "python -m leir_egraph.sample", "files": ["run.json"],
+        "sha256": {"run.json": "0" * 64}}),
+    "tampered_run/run.json": "{}\n",
+    "bad_manifest/.leir-manifest.json": "{",
+    "bad_manifest/run.json": "{}\n",
 }
-BINARY = {"nonutf.leir": b"\xff\xfe B^{4}", "nonutf.jsonl": b'{"leir": "\xff"}\n'}
+BINARY = {"nonutf.leir": b"\xff\xfe B^{4}", "nonutf.jsonl": b'{"leir": "\xff"}\n',
+          "answers_nonutf.jsonl": b'{"answer": "ok"}\n{"answer": "\xff"}\n',
+          "answers_too_long.jsonl": b'{"answer": "' + b"x" * (8 << 20) + b'"}\n'}
 
 
 @pytest.fixture(scope="module")
-def d(tmp_path_factory) -> Path:
+def d(tmp_path_factory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("bad-inputs")
     for name, text in TEXTS.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +324,12 @@ def d(tmp_path_factory) -> Path:
     for name, data in BINARY.items():
         (root / name).write_bytes(data)
     (root / "folder.leir").mkdir()
-    return root
+    # issue 37: a folder another run holds (this process holds its lock for the module)
+    from leir_egraph.dataset.shards import FolderLock
+    lock = FolderLock(root / "locked_out")
+    lock.acquire()
+    yield root
+    lock.release()
 
 
 LEIR, SAMPLE, PROCESS = "leir", "sample", "process"
@@ -494,6 +565,92 @@ CASES = [
      "--resume: {d}/o7 holds no run of this tool"),
     ("sample-out-is-a-file", SAMPLE, "--programs ReLU --out {d}/plain_file", 2,
      "--out {d}/plain_file: exists and is not a folder"),
+    # ---- issue 37: answer files (leir eval), one bounded path with file:line errors
+    ("eval-answers-line-is-a-list", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_list.jsonl", 2, "{d}/answers_list.jsonl:1: expected a JSON object, got a list"),
+    ("eval-answers-line-is-a-string", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_string.jsonl", 2, "{d}/answers_string.jsonl:1: expected a JSON object, got a "
+     "string"),
+    ("eval-answers-line-is-null", LEIR, "eval {d}/cases2.jsonl --answers {d}/answers_null.jsonl",
+     2, "{d}/answers_null.jsonl:2: expected a JSON object, got null"),
+    ("eval-answers-not-utf8", LEIR, "eval {d}/cases2.jsonl --answers {d}/answers_nonutf.jsonl",
+     2, "{d}/answers_nonutf.jsonl:2:13: not UTF-8 text (byte 0xff)"),
+    ("eval-answers-200000-deep-json", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_deep.jsonl", 2, "{d}/answers_deep.jsonl:1: JSON nested more than"),
+    ("eval-answers-line-too-long", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_too_long.jsonl", 2, "{d}/answers_too_long.jsonl:1: line longer than"),
+    ("eval-answers-missing", LEIR, "eval {d}/cases2.jsonl --answers {d}/missing.jsonl", 2,
+     "{d}/missing.jsonl: no such file"),
+    ("eval-answers-folder", LEIR, "eval {d}/cases2.jsonl --answers {d}/folder.leir", 2,
+     "{d}/folder.leir: is a folder, not a file"),
+    ("eval-answers-extra-lines", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_three.jsonl", 2, "{d}/answers_three.jsonl: 3 answer lines for 2 cases; line 3"),
+    ("eval-answers-case-beyond", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_case_beyond.jsonl", 2, "{d}/answers_case_beyond.jsonl:2: case 5 does not exist"),
+    ("eval-answers-case-twice", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_case_twice.jsonl", 2, "{d}/answers_case_twice.jsonl:2: a second answer line "
+     "for case 1"),
+    ("eval-answers-case-on-some-lines", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_case_some.jsonl", 2, "{d}/answers_case_some.jsonl:2: no 'case' number"),
+    ("eval-answers-case-negative", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_case_negative.jsonl", 2, "{d}/answers_case_negative.jsonl:1: 'case' must be a "
+     "case number >= 0, got -1"),
+    ("eval-answers-case-without-line", LEIR, "eval {d}/cases2.jsonl --answers "
+     "{d}/answers_case_gap.jsonl", 2, "{d}/answers_case_gap.jsonl: no answer line for case 0"),
+    ("eval-cases-not-utf8", LEIR, "eval {d}/nonutf.jsonl --answers {d}/answers_three.jsonl", 2,
+     "{d}/nonutf.jsonl:1:11: not UTF-8 text (byte 0xff)"),
+    ("eval-cases-line-is-a-list", LEIR, "eval {d}/answers_list.jsonl --answers "
+     "{d}/answers_three.jsonl", 2, "{d}/answers_list.jsonl:1: expected a JSON object, got a "
+     "list"),
+    ("eval-llm-deadline-zero", LEIR, "eval {d}/cases2.jsonl --base-url http://127.0.0.1:9/v1 "
+     "--model m --llm-deadline 0", 2, "argument --llm-deadline: expected a number of seconds > 0"),
+    ("eval-llm-max-bytes-zero", LEIR, "eval {d}/cases2.jsonl --base-url http://127.0.0.1:9/v1 "
+     "--model m --llm-max-bytes 0", 2, "argument --llm-max-bytes: expected an integer >= 1"),
+    # ---- issue 37: leir search (answers, recordings, request bounds)
+    ("search-llm-deadline-negative", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer llm --base-url http://127.0.0.1:9/v1 --model m --llm-deadline -1", 2,
+     "argument --llm-deadline: expected a number of seconds > 0"),
+    ("search-llm-max-bytes-not-a-number", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer llm --base-url http://127.0.0.1:9/v1 --model m --llm-max-bytes lots", 2,
+     "argument --llm-max-bytes: expected an integer >= 1"),
+    ("search-record-is-a-folder", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer llm --base-url http://127.0.0.1:9/v1 --model m --record {d}/folder.leir", 2,
+     "leir search: {d}/folder.leir: is a folder, not a file"),
+    ("search-record-in-missing-folder", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer llm --base-url http://127.0.0.1:9/v1 --model m --record {d}/nodir/rec.jsonl", 2,
+     "leir search: {d}/nodir/rec.jsonl: No such file or directory"),
+    ("search-replay-line-is-a-list", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer replay --answers {d}/answers_list.jsonl", 2,
+     "{d}/answers_list.jsonl:1: expected a JSON object, got a list"),
+    ("search-replay-not-utf8", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer replay --answers {d}/answers_nonutf.jsonl", 2,
+     "{d}/answers_nonutf.jsonl:2:13: not UTF-8 text"),
+    ("search-replay-200000-deep-json", LEIR, "search {d}/copy4.leir --sig {d}/sig4.sig.json "
+     "--proposer replay --answers {d}/answers_deep.jsonl", 2,
+     "{d}/answers_deep.jsonl:1: JSON nested more than"),
+    ("search-replay-current-not-a-string", LEIR, "search {d}/copy4.leir --sig "
+     "{d}/sig4.sig.json --proposer replay --answers {d}/answers_current_number.jsonl", 2,
+     "{d}/answers_current_number.jsonl:1: 'current' must be a string"),
+    # ---- issue 37: from-torch runs the model file's code isolated and bounded
+    ("from-torch-sys-exit-in-forward", LEIR, "from-torch {d}/exit_in_forward.py", 2,
+     "{d}/exit_in_forward.py: tracing Model called sys.exit(0)"),
+    ("from-torch-os-exit-in-forward", LEIR, "from-torch {d}/os_exit_in_forward.py", 2,
+     "{d}/os_exit_in_forward.py: the model's code ended the process (exit status 0)"),
+    ("from-torch-loops-at-import", LEIR, "from-torch {d}/loops_at_import.py --timeout 3", 2,
+     "{d}/loops_at_import.py: the model's code did not finish within 3 s (--timeout)"),
+    ("from-torch-timeout-zero", LEIR, "from-torch {d}/prints.py --timeout 0", 2,
+     "argument --timeout: expected a number of seconds > 0"),
+    ("from-torch-prints-stay-off-stdout", LEIR, "from-torch {d}/prints.py --sig-out "
+     "{d}/prints.sig.json", 0, None),
+    # ---- issue 37: the output folder: one writer, damaged files of a run refused or redone
+    ("sample-out-held-by-another-run", SAMPLE, "--programs ReLU --out {d}/locked_out", 2,
+     f"--out {{d}}/locked_out: another run is writing there (pid {os.getpid()}, started "),
+    ("sample-resume-corrupt-run-json", SAMPLE, "--programs ReLU --out {d}/corrupt_run --resume",
+     2, "--resume: {d}/corrupt_run/run.json is damaged"),
+    ("sample-resume-run-json-checksum", SAMPLE, "--programs ReLU --out {d}/tampered_run "
+     "--resume", 2, "--resume: {d}/tampered_run/run.json is damaged"),
+    ("sample-unreadable-manifest", SAMPLE, "--programs ReLU --out {d}/bad_manifest", 2,
+     "{d}/bad_manifest/.leir-manifest.json: unreadable manifest"),
     # ---- real processes: the entry points themselves
     ("process-leir-cli", PROCESS, "-m leir_egraph.cli fmt {d}/neg_extent.leir", 2,
      "{d}/neg_extent.leir:1:4: loop extent must be at least 1, got -4"),
@@ -554,6 +711,6 @@ def test_bad_input(case, d, capsys):
 
 
 def test_catalogue_size():
-    """The number of bad-input cases the closing note of issue 9 reports."""
-    assert len(CASES) == 105
+    """The number of bad-input cases: 94 of issue 9, 11 of issue 35 (rule files), 35 of issue 37."""
+    assert len(CASES) == 140
     assert len({c[0] for c in CASES}) == len(CASES)

@@ -260,6 +260,70 @@ def test_in_place_update_of_a_view_is_refused():
         from_torch(one(fn), (torch.randn(2, 3),))
 
 
+def test_in_place_update_of_a_traced_constant_is_refused_not_lost():
+    """``buf = torch.zeros(..)`` is a constant to torch.fx, and ``buf * 2`` after
+    ``buf[:, :3] = x`` was computed while tracing, from the zeros: the translation used to
+    return zeros, silently. Refused now, for item assignment and ``copy_`` into a slice."""
+    def assign(s, x):
+        buf = torch.zeros(4, 6)
+        buf[:, :3] = x
+        return buf * 2
+
+    def copy_into_slice(s, x):
+        buf = torch.zeros(4, 6)
+        buf[:, :3].copy_(torch.tanh(x))
+        return buf * 2
+
+    for fn in (assign, copy_into_slice):
+        with pytest.raises(UnsupportedOp, match="captured as a constant"):
+            from_torch(one(fn), (torch.randn(4, 3),))
+
+    def traced(s, x):  # dtype=x.dtype makes the zeros a traced value: translated
+        buf = torch.zeros(4, 6, dtype=x.dtype)
+        buf[:, :3] = x
+        return buf * 2
+
+    assert_equal(one(traced), (randn(4, 3),))
+
+
+def test_a_forward_that_updates_module_state_translates_the_call_it_makes():
+    """KernelBench's VanillaRNN assigns ``self.hidden`` in forward, its LSTMs an ``h0`` left
+    None until then; tracing left a proxy there, which the GraphModule then copied as the state
+    tensor (``got _Proxy``) and PyTorch's own call then failed on. The translation reads the
+    state the call starts from, and PyTorch's call agrees."""
+    class VanillaRNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.hidden = randn(4, 5)
+            self.i2h, self.h2o = nn.Linear(8, 5).double(), nn.Linear(5, 2).double()
+
+        def forward(self, x):
+            self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+            return self.h2o(self.hidden)
+
+    module = VanillaRNN()
+    state = module.hidden
+    program = from_torch(module, (randn(4, 3, seed=1),))
+    assert module.hidden is state and len(program.leir.nests) >= 4
+    assert_equal(module, (randn(4, 3, seed=1),))
+
+    class LSTMWithLateState(nn.Module):
+        """KernelBench's LSTM models keep ``h0`` None, or reassign it, until forward."""
+
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(3, 5, 2, batch_first=True).double()
+            self.h0 = None
+
+        def forward(self, x):
+            if self.h0 is None:
+                self.h0 = torch.zeros(2, x.size(0), 5, dtype=x.dtype, device=x.device)
+            return self.lstm(x, (self.h0, torch.zeros_like(self.h0)))[0]
+
+    module = LSTMWithLateState()
+    assert_equal(module, (randn(4, 6, 3),))
+
+
 def test_functions_and_shape_dependent_python_trace_through_fallbacks():
     def attention_like(x):
         B, T, C = x.size()  # unpacking a size needs concrete shapes (fx alone refuses)
@@ -277,6 +341,24 @@ def test_functions_and_shape_dependent_python_trace_through_fallbacks():
     program = from_torch(WithInt(), (torch.randn(3, 4), 1))
     assert program.signature.outputs[0].shape == (3,)
     assert [s.name for s in program.signature.inputs] == ["A"]
+
+
+def test_a_branch_on_where_tensors_live_traces_for_the_example_inputs():
+    """KernelBench's NetVLAD raises unless ``x.device == self.clusters.device``: control flow
+    on a traced value, decided for the example's (CPU) tensors like a shape-only branch."""
+    class DeviceCheck(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.clusters = nn.Parameter(randn(4, 3))
+
+        def forward(self, x):
+            n = x.size()[1]
+            x = x.view(-1, 4)
+            if x.device != self.clusters.device:
+                raise ValueError(f"x.device {x.device} != cluster.device")
+            return torch.softmax(x @ self.clusters, dim=1).view(-1, n, 3).sum(1)
+
+    assert_equal(DeviceCheck(), (randn(2, 5, 4),))
 
 
 # ---------------------------------------------------------------- errors
@@ -321,10 +403,22 @@ def test_unsupported_modules_and_arguments_say_why():
 
 @pytest.mark.parametrize("dtype,code", [(torch.float16, "f16"), (torch.float64, "f64")])
 def test_dtypes_follow_the_module(dtype, code):
+    """Every tensor the caller sees has the module's dtype; an f16 product accumulates in an
+    f32 temporary (bias added there) that one nest rounds to f16, as PyTorch's GEMM does."""
     m = nn.Sequential(nn.Linear(4, 3), nn.GELU()).to(dtype)
     program = from_torch(m, (torch.randn(2, 4, dtype=dtype),))
-    assert f"^{{{code},g}}" in program.text and "f32" not in program.text
-    assert program.values["E"].dtype == np.dtype(str(dtype).removeprefix("torch."))
+    name = str(dtype).removeprefix("torch.")
+    specs = program.signature.inputs + program.signature.outputs
+    assert {s.dtype for s in specs} == {name}
+    assert program.values["E"].dtype == np.dtype(name)
+    if code == "f64":
+        assert "f32" not in program.text and "f16" not in program.text
+    else:
+        assert program.text.split(";];")[:3] == [
+            "B^{2}_{tx=0}L^{3}_{a=0}L^{4}_{c=0}[G^{f32,g}_{tx,a}=G^{f32,g}_{tx,a}"
+            "+A^{f16,g}_{tx,c}*E^{f16,g}_{a,c}",
+            "B^{2}_{tx=0}L^{3}_{a=0}[G^{f32,g}_{tx,a}=G^{f32,g}_{tx,a}+F^{f16,g}_{a}",
+            "B^{2}_{tx=0}L^{3}_{a=0}[C^{f16,g}_{tx,a}=G^{f32,g}_{tx,a}"]
 
 
 def test_printed_programs_parse_back_to_the_same_tree():

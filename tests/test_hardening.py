@@ -62,26 +62,35 @@ def test_the_sampler_never_deletes_a_users_files_or_its_inputs(tmp_path, capsys)
     assert tree(out) == before
 
 
+def _started(root: Path, run: dict, **options) -> set[int]:
+    """Start (or resume) a run in ``root`` and end it at once: its complete shards."""
+    folder = OutputFolder(root)
+    try:
+        return folder.start(run, **options)
+    finally:
+        folder.close()
+
+
 def test_a_new_run_removes_exactly_the_files_of_its_manifest(tmp_path):
     root = tmp_path / "out"
     first = OutputFolder(root)
     assert first.start({"run": 1}, resume=False) == set()
     first.write_shard(0, [{"program": {"p": 0}, "records": [], "failures": []}])
     first.write_many({"chat/single.jsonl": b"{}\n", "plots/a.png": b"png"})
+    first.close()
     # the user adds files, also inside the folders of the layout
     (root / "programs" / "notes.txt").write_text("mine")
     (root / "mine.csv").write_text("mine")
     (root / "plots" / "mine.png").write_text("mine")
-    assert OutputFolder(root).start({"run": 1}, resume=True) == {0}
-    second = OutputFolder(root)
-    second.start({"run": 2}, resume=False)
+    assert _started(root, {"run": 1}, resume=True) == {0}
+    _started(root, {"run": 2}, resume=False)
     assert sorted(tree(root)) == [".leir-manifest.json", "mine.csv", "plots/mine.png",
                                   "programs/notes.txt", "run.json"]
     assert json.loads((root / ".leir-manifest.json").read_text())["files"] == ["run.json"]
     assert not (root / "chat").exists() and not (root / "dictionary").exists()
     # a shard file this run did not write is never taken for a complete shard
     (root / "programs" / "part-00003.jsonl").write_text("{}\n")
-    assert OutputFolder(root).start({"run": 2}, resume=True) == set()
+    assert _started(root, {"run": 2}, resume=True) == set()
     # inputs where the run writes or removes files are refused, even with overwrite
     with pytest.raises(OutputFolderError, match="lies in --out"):
         OutputFolder(root).start({"run": 3}, resume=False, overwrite=True,
@@ -352,3 +361,267 @@ def test_light_commands_import_neither_torch_nor_tvm_nor_networkx(code):
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[-1] == "loaded:", done.stderr
+
+
+# ---------------------------------------------------------------- issue 37: bounds on outside input
+
+LLM_FAILURES = [
+    ("drip", "within 2 s (--llm-deadline)"),          # item 1: a byte every 0.2 s, forever
+    ("drip_headers", "within 2 s (--llm-deadline)"),  # the same before the headers end
+    ("endless", "larger than 1000000 bytes (--llm-max-bytes)"),   # item 3: endless stream
+    ("huge", "larger than 1000000 bytes (--llm-max-bytes)"),      # a 1 GB body
+    ("silent", "no data for 1 s"),
+    ("status_429", "HTTP 429"),
+    ("garbage", "malformed response"),
+    ("deep", "JSON nested more than"),
+]
+
+
+@pytest.mark.parametrize("mode,message", LLM_FAILURES, ids=[m for m, _ in LLM_FAILURES])
+def test_every_llm_request_is_bounded_in_time_and_bytes(mode, message):
+    """Each failure mode ends the request with one ChatError line (an unbounded client would
+    hang here, or exhaust memory)."""
+    from unreliable_server import UnreliableServer
+
+    from leir_egraph.search.llm import ChatClient, ChatError
+    with UnreliableServer(lambda n: mode) as url:
+        client = ChatClient(url, "m", timeout=1.0, deadline=2.0, max_bytes=1_000_000)
+        with pytest.raises(ChatError) as caught:
+            client.complete("hi")
+        client.close()
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_eval_against_a_trickling_server_finishes_with_failed_answers(tmp_path, capsys):
+    """Item 1 through `leir eval`: the answers that did not come are scored as failures."""
+    from unreliable_server import UnreliableServer
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"leir": COPY4, "signature": SIG4, "name": "copy"}) + "\n")
+    with UnreliableServer(lambda n: "drip") as url:
+        code = cli.main(["eval", str(cases), "--base-url", url, "--model", "m",
+                         "--llm-timeout", "3", "--llm-deadline", "2", "--limit", "1", "--json",
+                         "--no-attribution"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["answers"] == 1 and report["rates"]["different"] == 0.0
+    assert "unparsable answer" in report["scored"][0]["reason"]
+
+
+def test_answers_over_the_size_cap_are_refused_before_parsing():
+    """Item 4: the size is checked before any parsing (a 24 MB answer cost minutes)."""
+    from leir_egraph.search.answers import MAX_ANSWER_CHARS, AnswerError, parse_answer
+    big = "<answer>" + json.dumps({"transformed_IR": "x" * MAX_ANSWER_CHARS}) + "</answer>"
+    with pytest.raises(AnswerError, match="over the limit"):
+        parse_answer(big)
+    deep = "<answer>" + "[" * 200000 + "</answer>"
+    with pytest.raises(AnswerError):
+        parse_answer(deep)
+
+
+def test_time_limits_nest_and_each_names_itself():
+    """The mechanism behind parsing within --timeout and the provider bounds: an inner limit
+    fires as itself, an outer one that ends first wins, and the outer timer survives an inner
+    one."""
+    from leir_egraph.cli import TimeLimit, time_limit
+    from leir_egraph.outside import OutsideInputError, bounded
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    with pytest.raises(OutsideInputError, match="inner ran over"):
+        bounded(lambda: spin(30), 0.3, "inner ran over")
+    with pytest.raises(TimeLimit) as caught, time_limit(0.3) as outer:
+        bounded(lambda: spin(30), 20, "never this one")
+    assert caught.value.limit is outer
+    with pytest.raises(TimeLimit) as caught, time_limit(0.6) as outer:
+        assert bounded(lambda: 7, 20, "fine") == 7
+        spin(30)
+    assert caught.value.limit is outer
+
+
+def test_eval_answers_go_to_the_cases_they_name(tmp_path):
+    """Item 12: numbered answer lines are placed by number, whatever their order."""
+    from leir_egraph.evaluate.scoring import load_answers
+    path = tmp_path / "answers.jsonl"
+    path.write_text('{"case": 1, "answer": "second"}\n{"case": 0, "answers": ["first", 3]}\n')
+    assert load_answers(path, 2) == [["first", ""], ["second"]]
+    assert load_answers(path, 1, limited=True) == [["first", ""]]
+
+
+def test_record_path_is_checked_before_any_request(tmp_path):
+    """Item 6: a --record that cannot take answers is refused before the first request."""
+    from leir_egraph.search.llm import ChatClient, LLMProposer
+    client = ChatClient("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(IsADirectoryError):
+        LLMProposer(client, record=tmp_path)
+    with pytest.raises(FileNotFoundError):
+        LLMProposer(client, record=tmp_path / "missing" / "rec.jsonl")
+
+
+# ---------------------------------------------------------------- issue 37: the output folder
+
+def _lock_holder(folder: Path, marker: str) -> subprocess.Popen:
+    code = ("import sys, time\nfrom leir_egraph.dataset.shards import FolderLock\n"
+            f"lock = FolderLock({str(folder)!r})\nlock.acquire()\nprint('held', flush=True)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                            "LEIR_TEST_MARKER": marker})
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_writer_is_refused_and_a_dead_writers_lock_taken_over(tmp_path):
+    """Item 2: one writer per --out; the refusal names the holder; its lock dies with it."""
+    out = tmp_path / "out"
+    holder = _lock_holder(out, f"lock-{uuid.uuid4()}")
+    try:
+        with pytest.raises(OutputFolderError, match=rf"another run is writing there \(pid "
+                                                    rf"{holder.pid}, started 20\d\d-"):
+            OutputFolder(out).start({"run": 1}, resume=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (out / ".leir-lock").exists()       # killed: its lock file stays, its lock does not
+    folder = OutputFolder(out)
+    folder.start({"run": 1}, resume=False)     # taken over
+    assert json.loads((out / ".leir-lock").read_text())["pid"] == os.getpid()
+    folder.close()
+    assert not (out / ".leir-lock").exists()
+
+
+def _result(i: int) -> dict:
+    return {"records": [], "failures": [],
+            "program": {"program_id": f"p{i}", "status": "ok", "selected": 0, "verified": 0}}
+
+
+def test_resume_keeps_only_shards_whose_files_match_their_checksums(tmp_path):
+    """Items 9 and 10: a truncated parquet or JSONL shard is redone, not kept."""
+    out = tmp_path / "out"
+    folder = OutputFolder(out)
+    folder.start({"run": 1}, resume=False)
+    for n in range(4):
+        folder.write_shard(n, [_result(n)])
+    folder.close()
+    manifest = json.loads((out / ".leir-manifest.json").read_text())
+    assert set(manifest["sha256"]) == set(manifest["files"])
+    parquet = out / "dictionary" / "part-00001.parquet"
+    parquet.write_bytes(parquet.read_bytes()[:20])
+    (out / "dictionary" / "part-00002.jsonl").write_text('{"trunc')
+    (out / "failures" / "part-00003.jsonl").unlink()
+    again = OutputFolder(out)
+    assert again.start({"run": 1}, resume=True) == {0}
+    assert again.redone == [1, 2, 3]
+    assert not (out / "programs" / "part-00001.jsonl").exists()
+    again.write_shard(1, [_result(1)])
+    again.close()
+    assert _started(out, {"run": 1}, resume=True) == {0, 1}
+
+
+def test_a_removed_out_folder_stops_the_run(tmp_path):
+    """Item 5: the run does not recreate a deleted --out and report success."""
+    import shutil
+    out = tmp_path / "out"
+    folder = OutputFolder(out)
+    folder.start({"run": 1}, resume=False)
+    folder.write_shard(0, [_result(0)])
+    shutil.rmtree(out)
+    with pytest.raises(OutputFolderError, match="removed or replaced while this run"):
+        folder.write_shard(1, [_result(1)])
+    assert not out.exists()
+    folder.close()
+
+
+def test_a_failed_first_write_leaves_a_folder_the_rerun_accepts(tmp_path, monkeypatch):
+    """Item 11: a full disk at start leaves no temporary; one left by a kill is not taken for
+    a user's file."""
+    import errno
+
+    from leir_egraph.dataset import shards
+    out = tmp_path / "out"
+
+    real, calls = os.fsync, []
+
+    def full(fd):   # the lock's own write succeeds; the manifest's finds the disk full
+        calls.append(fd)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+    monkeypatch.setattr(shards.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        OutputFolder(out).start({"run": 1}, resume=False)
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert not out.exists()     # nothing left: no temporary, no lock, not the folder it made
+    out.mkdir()
+    (out / "..leir-manifest.json.tmp-99999").write_text("partial")
+    folder = OutputFolder(out)
+    folder.start({"run": 1}, resume=False)
+    folder.close()
+    assert sorted(p.name for p in out.iterdir()) == [".leir-manifest.json", "run.json"]
+
+
+# ---------------------------------------------------------------- issue 37: providers, from-torch
+
+HANGING_IMPORT = "while True:\n    pass\n"
+
+
+def _provider_rules(tmp_path: Path, provider: str) -> Path:
+    from test_providers import PROVIDER, RULE
+    import textwrap
+    folder = tmp_path / "my_rules"
+    folder.mkdir()
+    (folder / "unroll_contiguous.toml").write_text(textwrap.dedent(RULE))
+    (folder / "unroll_contiguous.py").write_text(textwrap.dedent(PROVIDER) if provider == "facts"
+                                                 else provider)
+    if provider == "facts":   # the facts never end
+        text = (folder / "unroll_contiguous.py").read_text()
+        (folder / "unroll_contiguous.py").write_text(text.replace(
+            "def contiguous_write_facts(loaded):\n",
+            "def contiguous_write_facts(loaded):\n    while True:\n        pass\n"))
+    return folder
+
+
+@pytest.mark.parametrize("where", ["import", "facts"])
+def test_a_hanging_provider_is_bounded_with_its_file_named(where, tmp_path, capsys,
+                                                           monkeypatch):
+    """Item 7: `leir rules check` and `leir steps` end with a line naming the provider."""
+    from leir_egraph.egraph.vocabulary import load_provider, vocabulary
+    load_provider.cache_clear()
+    vocabulary.cache_clear()
+    monkeypatch.setenv("LEIR_PROVIDER_TIMEOUT", "2")
+    rules = _provider_rules(tmp_path, HANGING_IMPORT if where == "import" else "facts")
+    provider = str(rules / "unroll_contiguous.py")
+    code = cli.main(["rules", "check", str(rules)])
+    out, err = capsys.readouterr()
+    assert code in (1, 2) and provider in out + err, (code, out, err)
+    assert "did not finish within 2 s" in out + err and "Traceback" not in out + err
+    (tmp_path / "p.leir").write_text("B^{4}_{tx=0}L^{6}_{a=0}[D^{f32,g}_{tx,a}=A^{f32,g}_{tx,a};];")
+    (tmp_path / "p.sig.json").write_text(json.dumps(
+        {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 6]}],
+         "outputs": [{"name": "D", "dtype": "float32", "shape": [4, 6]}]}))
+    code = cli.main(["steps", str(tmp_path / "p.leir"), "--sig", str(tmp_path / "p.sig.json"),
+                     "--rules", str(rules), "--strategy", "unroll_contiguous"])
+    out, err = capsys.readouterr()
+    assert code == 2 and len(err.splitlines()) == 1 and provider in err, (code, err)
+    load_provider.cache_clear()
+    vocabulary.cache_clear()
+
+
+def test_from_torch_output_is_only_the_leir(tmp_path):
+    """Item 8: prints of the model's code, Python or raw file descriptor 1, stay off stdout."""
+    model = tmp_path / "prints.py"
+    model.write_text("import os\nimport torch\nprint('at import')\n\n"
+                     "class Model(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        print('in forward')\n        os.write(1, b'raw\\n')\n"
+                     "        return torch.relu(x)\n\n"
+                     "def get_inputs():\n    return [torch.randn(4, 8)]\n")
+    done = subprocess.run([sys.executable, "-m", "leir_egraph", "from-torch", str(model)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];\n"
+    assert "at import" in done.stderr and "in forward" in done.stderr and "raw" in done.stderr

@@ -55,8 +55,10 @@ def test_torch_global_random_state_is_left_alone():
 def test_half_precision_programs_translate():
     for name in zoo()[::7]:  # a spread sample across the families
         module, inputs, _ = instantiate(name, 0, dtype="f16")
-        text = from_torch(module, inputs).text
-        assert "f16" in text and "f32" not in text and "f64" not in text, name
+        program = from_torch(module, inputs)
+        specs = program.signature.inputs + program.signature.outputs
+        assert {s.dtype for s in specs if s.dtype.startswith("float")} == {"float16"}, name
+        assert "f16" in program.text and "f64" not in program.text, name
 
 
 @pytest.mark.parametrize("dtype,torch_dtype", [("f16", torch.float16), ("f32", torch.float32),

@@ -91,36 +91,39 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
     folder = OutputFolder(execution.out)
     done = folder.start(run_identity(config, sources), execution.resume, execution.overwrite,
                         input_files(sources, config.rules))
-    size = config.shard_size
-    shard_of = {i: i // size for i in range(len(sources))}
-    members: dict[int, list[int]] = {}
-    for i, n in shard_of.items():
-        members.setdefault(n, []).append(i)
-    tasks = [(i, s.to_dict()) for i, s in enumerate(sources) if shard_of[i] not in done]
-    progress = _Progress(len(sources), folder.programs() if done else [], execution.quiet)
-    buffers: dict[int, dict[int, dict]] = {}
-    counts = Counter()
-    run = executor(execution.executor, execution.workers, config.to_dict(),
-                   execution.ray_address, execution.program_timeout)
     try:
-        for index, result in run.run(tasks):
-            n = shard_of[index]
-            buffers.setdefault(n, {})[index] = result
-            counts["programs"] += 1
-            counts["transitions"] += len(result["records"])
-            counts["verified"] += sum(r["verified"] for r in result["records"])
-            counts["failures"] += len(result["failures"])
-            progress.update(result)
-            if on_program is not None:
-                on_program(result)
-            if len(buffers[n]) == len(members[n]):
-                folder.write_shard(n, [buffers[n][i] for i in members[n]])
-                del buffers[n]
+        size = config.shard_size
+        shard_of = {i: i // size for i in range(len(sources))}
+        members: dict[int, list[int]] = {}
+        for i, n in shard_of.items():
+            members.setdefault(n, []).append(i)
+        tasks = [(i, s.to_dict()) for i, s in enumerate(sources) if shard_of[i] not in done]
+        progress = _Progress(len(sources), folder.programs() if done else [], execution.quiet)
+        buffers: dict[int, dict[int, dict]] = {}
+        counts = Counter()
+        run = executor(execution.executor, execution.workers, config.to_dict(),
+                       execution.ray_address, execution.program_timeout)
+        try:
+            for index, result in run.run(tasks):
+                n = shard_of[index]
+                buffers.setdefault(n, {})[index] = result
+                counts["programs"] += 1
+                counts["transitions"] += len(result["records"])
+                counts["verified"] += sum(r["verified"] for r in result["records"])
+                counts["failures"] += len(result["failures"])
+                progress.update(result)
+                if on_program is not None:
+                    on_program(result)
+                if len(buffers[n]) == len(members[n]):
+                    folder.write_shard(n, [buffers[n][i] for i in members[n]])
+                    del buffers[n]
+        finally:
+            progress.close()
+        summary, files = finalize(folder, config)
+        return BuildResult(folder.root, summary, time.perf_counter() - start, counts["programs"],
+                           counts["transitions"], counts["verified"], counts["failures"], files)
     finally:
-        progress.close()
-    summary, files = finalize(folder, config)
-    return BuildResult(folder.root, summary, time.perf_counter() - start, counts["programs"],
-                       counts["transitions"], counts["verified"], counts["failures"], files)
+        folder.close()  # the lock on --out, held from start to end
 
 
 def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any], list[str]]:

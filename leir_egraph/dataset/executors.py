@@ -50,10 +50,11 @@ def run_task(source: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- local process pool
 
-def _serve(conn, config: dict[str, Any]) -> None:
+def _serve(conn, config: dict[str, Any], program_timeout: float | None = None) -> None:
     """Worker process: answer (index, source) requests until told to stop (None) or until the
     parent is gone -- it dies with its parent (and its verification worker with it), so a
     killed run leaves no process behind."""
+    from ..egraph.vocabulary import provider_deadline
     from ..leir.limits import allow_deep_programs
     from ..verify.worker import die_with_parent
     from .pipeline import close_contexts
@@ -70,6 +71,10 @@ def _serve(conn, config: dict[str, Any]) -> None:
             if task is None:
                 return
             index, source = task
+            # a rule provider that hangs is stopped at 90% of the program timeout, so that the
+            # program's row (and the rest of its strategies) can still name it
+            provider_deadline(None if program_timeout is None
+                              else time.monotonic() + 0.9 * program_timeout)
             result = run_task(source, config)
             try:
                 conn.send((index, result))
@@ -80,9 +85,10 @@ def _serve(conn, config: dict[str, Any]) -> None:
 
 
 class _Slot:
-    def __init__(self, ctx, config):
+    def __init__(self, ctx, config, program_timeout: float | None = None):
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, config), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(child, config, program_timeout),
+                                   daemon=True)
         self.process.start()
         child.close()
         self.task: Task | None = None
@@ -113,7 +119,8 @@ class LocalExecutor:
 
     def run(self, tasks: list[Task]) -> Iterator[tuple[int, dict[str, Any]]]:
         pending = list(reversed(tasks))
-        slots = [_Slot(self._ctx, self.config) for _ in range(min(self.workers, len(tasks)))]
+        slots = [_Slot(self._ctx, self.config, self.timeout)
+                 for _ in range(min(self.workers, len(tasks)))]
         try:
             for slot in slots:
                 self._assign(slot, pending)
@@ -152,7 +159,7 @@ class LocalExecutor:
         slot.stop(kill=True)
         slot.task = None
         if pending:
-            return _Slot(self._ctx, self.config)
+            return _Slot(self._ctx, self.config, self.timeout)
         return slot
 
     def _assign(self, slot: _Slot, pending: list[Task]) -> None:

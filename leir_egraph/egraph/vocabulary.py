@@ -22,15 +22,24 @@ rule files. A rule file names its providers, relative to its own directory::
 A provider is a pure function of the program. Because it is loaded from the rule file's own
 directory, a user's ``--rules DIR`` brings its facts with it: no edit of ``leir_egraph/``.
 
+A provider is outside code, so it is bounded: its import, and each call computing its facts,
+must finish within ``LEIR_PROVIDER_TIMEOUT`` seconds (default :data:`PROVIDER_TIMEOUT`), or
+it is a :class:`ProviderError` naming its file. A sampler worker also bounds it by what is left
+of the program's ``--program-timeout`` (:func:`provider_deadline`), so the failure row names the
+provider rather than only the program.
+
     >>> vocabulary().guards["dependency"].relations[0].name
     'Independent'
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
+import os
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -42,9 +51,86 @@ from .guards import Guard, GuardExtension, base_guards
 from .loaded import LoadedProgram
 from .parameters import CORE_PARAMETERS, ParameterSet
 
-__all__ = ["Fact", "FactError", "Guard", "GuardExtension", "LoadedProgram", "ParameterSet",
-           "Provider", "ProviderError", "Relation", "Vocabulary", "later", "load_provider",
-           "vocabulary"]
+__all__ = ["Fact", "FactError", "Guard", "GuardExtension", "LoadedProgram", "PROVIDER_TIMEOUT",
+           "ParameterSet", "Provider", "ProviderError", "Relation", "Vocabulary", "later",
+           "load_provider", "provider_deadline", "provider_seconds", "vocabulary"]
+
+
+PROVIDER_TIMEOUT = 60.0   # seconds for a provider's import, and for each of its fact calls
+_deadline: list[float | None] = [None]   # a monotonic time no provider call may pass
+
+
+def provider_seconds() -> float:
+    """The time a provider call may take now: ``LEIR_PROVIDER_TIMEOUT`` (or the default),
+    less than that when :func:`provider_deadline` is nearer."""
+    text = os.environ.get("LEIR_PROVIDER_TIMEOUT", "")
+    try:
+        seconds = float(text) if text else PROVIDER_TIMEOUT
+    except ValueError:
+        seconds = PROVIDER_TIMEOUT
+    if not seconds > 0 or seconds != seconds:
+        seconds = PROVIDER_TIMEOUT
+    if _deadline[0] is not None:
+        seconds = min(seconds, _deadline[0] - time.monotonic())
+    return max(seconds, 1e-3)
+
+
+def provider_deadline(until: float | None) -> None:
+    """No provider call of this process runs past the monotonic time ``until`` (None: no
+    such bound); a sampler worker sets it at the start of each program."""
+    _deadline[0] = until
+
+
+def _bounded(where: Path | str, what: str, call):
+    """``call()`` within :func:`provider_seconds`, else a ProviderError naming ``where``."""
+    from ..outside import OutsideInputError, bounded
+    seconds = provider_seconds()
+    try:
+        return bounded(call, seconds, f"{what} did not finish within {seconds:g} s "
+                                      "(LEIR_PROVIDER_TIMEOUT or the program timeout)")
+    except OutsideInputError as err:
+        raise ProviderError(where, None, str(err)) from None
+
+
+def _bounded_facts(where: str, produce):
+    """A provider's fact function, bounded (the facts are computed in full inside the
+    bound: a lazy generator cannot escape it)."""
+    if produce is None:
+        return None
+
+    def facts(loaded):
+        return _bounded(where, "computing the provider's facts",
+                        lambda: checked_facts(produce, loaded))
+    return facts
+
+
+def checked_facts(produce, loaded) -> list[Fact]:
+    """Every fact ``produce(loaded)`` makes, each checked to be a :class:`Fact`: anything else
+    is a :class:`FactError` at the provider's line that yielded it (the function's first line
+    when it returns a list)."""
+    produced = produce(loaded)
+    out = []
+    for fact in produced:
+        if type(fact) is not Fact:
+            raise FactError(*located(produce, produced),
+                            f"a fact provider yields facts made by calling a declared "
+                            f"Relation, got {type(fact).__name__} {str(fact)[:40]!r}")
+        out.append(fact)
+    return out
+
+
+def _with_bounded_facts(where: str, extensions, parameters):
+    """The provider's guard extensions and parameter sets with every fact function bounded."""
+    out_ext = []
+    for ext in extensions:
+        new_guard = ext.new_guard
+        if new_guard is not None and new_guard.facts is not None:
+            new_guard = dataclasses.replace(new_guard,
+                                            facts=_bounded_facts(where, new_guard.facts))
+        out_ext.append(dataclasses.replace(ext, facts=_bounded_facts(where, ext.facts),
+                                           new_guard=new_guard))
+    out_par = [dataclasses.replace(p, facts=_bounded_facts(where, p.facts)) for p in parameters]
+    return tuple(out_ext), tuple(out_par)
 
 
 class ProviderError(ValueError):
@@ -124,7 +210,14 @@ def load_provider(path: str) -> Provider:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module   # dataclasses and relative imports look the module up here
     try:
-        spec.loader.exec_module(module)
+        _bounded(init, "importing the provider", lambda: spec.loader.exec_module(module))
+    except ProviderError:
+        sys.modules.pop(name, None)
+        raise
+    except SystemExit as stop:
+        sys.modules.pop(name, None)
+        raise ProviderError(init, None, f"importing the provider called sys.exit("
+                                        f"{stop.code!r})") from None
     except Exception as err:  # noqa: BLE001 -- a user's provider: located, one line
         sys.modules.pop(name, None)
         what, at = f"{type(err).__name__}: {err}", provider_frame(err)
@@ -145,6 +238,7 @@ def load_provider(path: str) -> Provider:
     if not extensions and not parameters:
         raise ProviderError(init, None, "the provider defines neither GUARD_EXTENSIONS nor "
                                         "PARAMETER_SETS")
+    extensions, parameters = _with_bounded_facts(str(init), extensions, parameters)
     return Provider(str(where), extensions, parameters, module=module)
 
 
@@ -212,12 +306,7 @@ class Vocabulary:
         for produce, declared in self.producers:
             if not any(name in wanted for name in declared):
                 continue
-            produced = produce(loaded)
-            for fact in produced:
-                if type(fact) is not Fact:
-                    raise FactError(*located(produce, produced),
-                                    f"a fact provider yields facts made by calling a declared "
-                                    f"Relation, got {type(fact).__name__} {str(fact)[:40]!r}")
+            for fact in checked_facts(produce, loaded):
                 relation = declared.get(fact.relation.name)
                 if relation is not fact.relation and relation != fact.relation:
                     raise FactError(fact.path, fact.line,

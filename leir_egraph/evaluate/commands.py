@@ -16,7 +16,8 @@ EXAMPLE = """examples:
 
 
 def register(sub) -> None:
-    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
+    from ..cli import add_rules_option, natural, natural_float, positive_int
+    from ..search.commands import add_llm_bounds
     p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
                        description="Score a model's single-step answers: Different / Build / "
                                    "Execute / Equal pass rates over random input sets, pass@k, "
@@ -32,7 +33,7 @@ def register(sub) -> None:
     p.add_argument("--model", help="model name at --base-url")
     p.add_argument("-k", type=positive_int, default=1, help="answers per case from the model")
     p.add_argument("--temperature", type=natural_float, default=0.0)
-    p.add_argument("--llm-timeout", type=positive_float, default=120.0)
+    add_llm_bounds(p)
     p.add_argument("--limit", type=positive_int, help="only the first N cases")
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
     p.add_argument("--seed", type=natural, default=0)
@@ -54,10 +55,12 @@ def run_eval(args) -> int:
                 break
             cases += load_cases(path, left, start=len(cases))
         if args.answers:
-            answers = load_answers(args.answers)
+            answers = load_answers(args.answers, len(cases),
+                                   limited=args.limit is not None)
         elif args.base_url and args.model:
             from ..search.llm import ChatClient
             client = ChatClient(args.base_url, args.model, timeout=args.llm_timeout,
+                                deadline=args.llm_deadline, max_bytes=args.llm_max_bytes,
                                 temperature=args.temperature)
             answers = ask_model(cases, client, args.k)
         else:

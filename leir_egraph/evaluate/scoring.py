@@ -23,7 +23,6 @@ answers are tallied by category and difficulty class (the paper's Figure 5).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -144,10 +143,14 @@ def program_from_prompt(prompt: str) -> Program:
 
 def _sidecar(path: str | Path) -> list[dict[str, Any]]:
     """The sampler's ``NAME.meta.jsonl`` beside a chat file ``NAME.jsonl`` (empty if none)."""
+    from ..outside import OutsideInputError, jsonl_objects
     meta = Path(path).with_suffix(".meta.jsonl")
     if Path(path).suffix != ".jsonl" or not meta.is_file():
         return []
-    return [json.loads(line) for line in meta.read_text().splitlines() if line.strip()]
+    try:
+        return [row for _, row in jsonl_objects(meta)]
+    except OutsideInputError as err:
+        raise CaseError(str(err)) from None
 
 
 def _group(row: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -156,50 +159,87 @@ def _group(row: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def load_cases(path: str | Path, limit: int | None = None, start: int = 0) -> list[Case]:
     """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``),
-    numbered from ``start``. A case's split and variant come from the row (the sampler's
-    ``cases/<split>.jsonl``) or from the chat file's ``.meta.jsonl`` beside it."""
-    cases = []
+    numbered from ``start``, read through the bounded outside-input path. A case's split and
+    variant come from the row (the sampler's ``cases/<split>.jsonl``) or from the chat file's
+    ``.meta.jsonl`` beside it."""
+    from ..outside import OutsideInputError, jsonl_objects
+    cases: list[Case] = []
     meta = _sidecar(path)
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if limit is not None and len(cases) >= limit:
-                break
-            try:
-                row = json.loads(line)
-                if "messages" in row:
-                    prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
-                    if "@T.prim_func" in prompt:
-                        raise CaseError("a TIR prompt (the tir variant): leir eval verifies "
-                                        "LEIR answers; score the LEIR variant's test set")
-                    program = program_from_prompt(prompt)
-                    where = meta[len(cases)] if len(cases) < len(meta) else {}
-                else:
-                    program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
-                    prompt = single_prompt(program.name or "the program", program.text,
-                                           program.signature)
-                    where = row
-            except (json.JSONDecodeError, KeyError, StopIteration, CaseError,
-                    LeirSyntaxError, ValueError) as err:
-                raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
-            cases.append(Case(start + len(cases), program, prompt, _group(where)))
+    rows = jsonl_objects(path)
+    while limit is None or len(cases) < limit:
+        try:
+            n, row = next(rows)
+        except StopIteration:
+            break
+        except OutsideInputError as err:
+            raise CaseError(str(err)) from None
+        try:
+            if "messages" in row:
+                prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
+                if "@T.prim_func" in prompt:
+                    raise CaseError("a TIR prompt (the tir variant): leir eval verifies "
+                                    "LEIR answers; score the LEIR variant's test set")
+                program = program_from_prompt(prompt)
+                where = meta[len(cases)] if len(cases) < len(meta) else {}
+            else:
+                program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
+                prompt = single_prompt(program.name or "the program", program.text,
+                                       program.signature)
+                where = row
+        except (KeyError, TypeError, StopIteration, CaseError, LeirSyntaxError,
+                ValueError) as err:
+            raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
+        cases.append(Case(start + len(cases), program, prompt, _group(where)))
     return cases
 
 
-def load_answers(path: str | Path) -> list[list[str]]:
-    """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``."""
-    out = []
+def load_answers(path: str | Path, n_cases: int | None = None, *,
+                 limited: bool = False) -> list[list[str]]:
+    """Recorded answers, one line per case: ``{"answers": [...]}`` or ``{"answer": "..."}``,
+    each optionally with ``"case": N`` (the case's number, 0-based, as in the report).
+
+    With ``case`` numbers on every line the answers go to the cases they name (a case named
+    twice, or no line for a case, is an error); without them, line ``i`` answers case ``i``.
+    Given ``n_cases``, answers for cases beyond them are an error unless ``limited`` (the
+    cases were cut with ``--limit``): nothing is scored against the wrong case, nothing is
+    dropped without a word."""
+    from ..outside import OutsideInputError
+    rows: list[tuple[int, int | None, list[str]]] = []
     try:
         for n, row in jsonl_rows(path):
             answers = row.get("answers", [row.get("answer")] if "answer" in row else None)
             if not isinstance(answers, list):
                 raise CaseError(f"{path}:{n}: expected 'answers' (a list) or 'answer'")
-            out.append([a if isinstance(a, str) else "" for a in answers])
-    except CaseError:
-        raise
-    except ValueError as err:
+            case = row.get("case")
+            if case is not None and (type(case) is not int or case < 0):
+                raise CaseError(f"{path}:{n}: 'case' must be a case number >= 0, got {case!r}")
+            rows.append((n, case, [a if isinstance(a, str) else "" for a in answers]))
+    except OutsideInputError as err:
         raise CaseError(str(err)) from None
+    numbered = [r for r in rows if r[1] is not None]
+    if numbered and len(numbered) != len(rows):
+        line = next(n for n, case, _ in rows if case is None)
+        raise CaseError(f"{path}:{line}: no 'case' number, while other lines have one (give "
+                        "it on every line or on none)")
+    if numbered:
+        by_case: dict[int, list[str]] = {}
+        for n, case, answers in rows:
+            if case in by_case:
+                raise CaseError(f"{path}:{n}: a second answer line for case {case}")
+            if n_cases is not None and case >= n_cases and not limited:
+                raise CaseError(f"{path}:{n}: case {case} does not exist ({n_cases} cases)")
+            by_case[case] = answers
+        total = n_cases if n_cases is not None else max(by_case) + 1
+        missing = [c for c in range(total) if c not in by_case]
+        if missing:
+            raise CaseError(f"{path}: no answer line for case {missing[0]} ({len(missing)} "
+                            "case(s) without one)")
+        return [by_case[c] for c in range(total)]
+    out = [answers for _, _, answers in rows]
+    if n_cases is not None and len(out) > n_cases and not limited:
+        raise CaseError(f"{path}: {len(out)} answer lines for {n_cases} cases; line "
+                        f"{rows[n_cases][0]} and after answer no case (number lines with "
+                        "'case', or pass --limit to score the first cases only)")
     return out
 
 

@@ -18,10 +18,17 @@ FROM_TORCH_EXAMPLE = """examples:
 
 The LEIR text goes to standard output; the signature (inputs: forward inputs, constants,
 parameters; outputs) to --sig-out, or to standard error when that is not given. Errors are one
-line on standard error, exit status 2."""
+line on standard error, exit status 2.
+
+The model file's code runs in a child process whose standard output goes to standard error:
+its prints never mix with the LEIR, a sys.exit() or os._exit() in it is an error (never an
+empty success), and it is stopped after --timeout seconds."""
+
+TIMEOUT = 300.0  # seconds for the model file's code: import, construction, inputs, tracing
 
 
 def register(sub) -> None:
+    from ..cli import positive_float
     p = sub.add_parser("from-torch", help="translate a PyTorch module to LEIR",
                        description="Trace a PyTorch nn.Module with torch.fx and print its LEIR "
                                    "program (one loop nest per elementary step).",
@@ -42,16 +49,24 @@ def register(sub) -> None:
     p.add_argument("--sig-out", metavar="FILE", help="write the signature JSON here")
     p.add_argument("--values-out", metavar="FILE.npz",
                    help="write the constant and parameter values (by LEIR name) here")
+    p.add_argument("--timeout", type=positive_float, default=TIMEOUT, metavar="S",
+                   help=f"seconds for the model file's code, tracing included (default "
+                        f"{TIMEOUT:g})")
     p.set_defaults(handler=run_from_torch)
 
 
-def _load_module_file(path: str):
+def _check_module_file(path: str) -> Path:
     file = Path(path)
     if not file.is_file():
         problem = "is a folder, not a file" if file.is_dir() else "no such file"
         raise InputError(f"{path}: {problem}")
     if file.suffix != ".py":
         raise InputError(f"{path}: not a Python file (.py)")
+    return file
+
+
+def _load_module_file(path: str):
+    file = _check_module_file(path)
     spec = importlib.util.spec_from_file_location(file.stem.replace("-", "_"), file)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(file.parent.resolve()))
@@ -130,14 +145,12 @@ def build_model(args):
     return module, inputs, cls_name
 
 
-def run_from_torch(args) -> int:
+def translate(args) -> tuple[str, dict, dict]:
+    """``(LEIR text, signature dict, values)`` of the model the arguments name, in this
+    process (``run_from_torch`` calls it in a child process)."""
     from .errors import TranslationError, UnsupportedOp
     from .translate import TraceFailure, from_torch
     path = args.target.partition(":")[0]
-    if args.init_args is not None:
-        init = _json(args.init_args, "init-args")
-        if not isinstance(init, (list, dict)):
-            raise InputError("--init-args: expected a JSON list or object")
     module, inputs, name = build_model(args)
     try:
         program = from_torch(module, inputs, name=name)
@@ -147,15 +160,128 @@ def run_from_torch(args) -> int:
         raise InputError(f"{path}: translation error: {err}") from None
     except (RecursionError, MemoryError):
         raise
+    except SystemExit as stop:
+        raise InputError(f"{path}: tracing {name} called sys.exit({stop.code!r})") from None
     except Exception as err:  # noqa: BLE001 -- the user's module failed while being traced
         raise InputError(f"{path}: tracing {name} failed: {type(err).__name__}: {err}") from None
-    print(program.text)
-    signature = json.dumps(program.signature.to_dict())
+    return program.text, program.signature.to_dict(), dict(program.values)
+
+
+def _child_main(result_fd: int) -> None:
+    """The child process (``python -c``): the arguments come pickled on standard input; the
+    user's code runs with standard output already pointing at the parent's standard error;
+    the outcome goes back pickled on ``result_fd``."""
+    import os
+    import pickle
+    from ..leir.limits import allow_deep_programs
+    from ..verify.worker import die_with_parent
+    die_with_parent()
+    allow_deep_programs()
+    args = pickle.load(sys.stdin.buffer)
+    path = args.target.partition(":")[0]
+    try:
+        outcome = ("ok", translate(args))
+    except InputError as err:
+        outcome = ("input", str(err))
+    except RecursionError:
+        outcome = ("recursion", "")
+    except MemoryError:
+        outcome = ("memory", "")
+    except SystemExit as stop:
+        outcome = ("input", f"{path}: the model's code called sys.exit({stop.code!r})")
+    except BaseException as err:  # noqa: BLE001 -- reported by the parent as internal
+        outcome = ("internal", f"{type(err).__name__}: {err}")
+    with os.fdopen(result_fd, "wb") as out:
+        pickle.dump(outcome, out)
+    # done: no interpreter teardown (the user's module and torch may linger in theirs)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+def _isolated(args) -> tuple[str, dict, dict]:
+    """``translate(args)`` in a child process, within ``args.timeout`` seconds."""
+    import os
+    import pickle
+    import selectors
+    import subprocess
+    import time
+    path = args.target.partition(":")[0]
+    fields = {k: v for k, v in vars(args).items() if k != "handler"}
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    read_end, write_end = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys\nfrom leir_egraph.frontend.commands import "
+             "_child_main\n_child_main(int(sys.argv[1]))", str(write_end)],
+            stdin=subprocess.PIPE, stdout=2, pass_fds=(write_end,),
+            env=env)
+    finally:
+        os.close(write_end)
+    data, overran = bytearray(), False
+    try:
+        process.stdin.write(pickle.dumps(argparse.Namespace(**fields)))
+        process.stdin.close()
+        deadline = time.monotonic() + args.timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(read_end, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise InputError(f"{path}: the model's code did not finish within "
+                                     f"{args.timeout:g} s (--timeout)")
+                chunk = os.read(read_end, 1 << 20)
+                if not chunk:
+                    break
+                data += chunk
+    except BrokenPipeError:   # the child ended before reading its arguments
+        pass
+    except BaseException:     # the time ran out, Ctrl-C, SIGTERM: stop the child at once
+        overran = True
+        raise
+    finally:
+        os.close(read_end)
+        try:
+            process.wait(timeout=0 if overran else 10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    try:
+        kind, value = pickle.loads(bytes(data))
+    except Exception:  # noqa: BLE001 -- no outcome: the child ended early
+        raise InputError(f"{path}: the model's code ended the process (exit status "
+                         f"{process.returncode}) before the translation finished") from None
+    if kind == "ok":
+        return value
+    if kind == "recursion":
+        raise RecursionError()
+    if kind == "memory":
+        raise MemoryError()
+    if kind == "input":
+        raise InputError(value)
+    raise RuntimeError(value)
+
+
+def run_from_torch(args) -> int:
+    path = args.target.partition(":")[0]
+    if args.init_args is not None:
+        init = _json(args.init_args, "init-args")
+        if not isinstance(init, (list, dict)):
+            raise InputError("--init-args: expected a JSON list or object")
+    _check_module_file(path)
+    text, signature, values = _isolated(args)
+    print(text)
+    signature = json.dumps(signature)
     if args.sig_out:
         Path(args.sig_out).write_text(signature + "\n")
     else:
         print(f"signature: {signature}", file=sys.stderr)
     if args.values_out:
         import numpy as np
-        np.savez(args.values_out, **dict(program.values))
+        np.savez(args.values_out, **values)
     return 0

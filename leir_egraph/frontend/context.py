@@ -154,6 +154,44 @@ def copy_into(ctx: Ctx, src: Tensor, out: Tensor) -> Tensor:
     return elementwise(ctx, lambda v: v, src, out=out)
 
 
+# ---------------------------------------------------------------- accumulation dtype
+
+# PyTorch's CPU kernels reduce half-precision tensors in float32 (``at::opmath_type``: sums,
+# means, matrix and convolution inner products, softmax and norm statistics, losses) and round
+# the result to the tensor's dtype once, where the op writes its output.
+ACCUMULATION = {"f16": "f32", "bf16": "f32"}
+
+
+def accumulation_dtype(dtype: str) -> str:
+    """The dtype a reduction producing ``dtype`` accumulates in: f32 for f16/bf16, else itself.
+
+    >>> accumulation_dtype("f16"), accumulation_dtype("f64"), accumulation_dtype("i32")
+    ('f32', 'f64', 'i32')
+    """
+    return ACCUMULATION.get(dtype, dtype)
+
+
+def accumulator(ctx: Ctx, out: Tensor) -> Tensor:
+    """Where a reduction into ``out`` accumulates: ``out`` itself, or a temporary of the
+    accumulation dtype when that differs (hand it to :func:`settle` afterwards)."""
+    dtype = accumulation_dtype(out.dtype)
+    return out if dtype == out.dtype else ctx.temp(out.shape, dtype)
+
+
+def settle(ctx: Ctx, acc: Tensor, out: Tensor) -> Tensor:
+    """Round an :func:`accumulator` into ``out`` (one copy nest; nothing when it is ``out``)."""
+    return out if acc is out else copy_into(ctx, acc, out)
+
+
+def elementwise_rounded_once(ctx: Ctx, fn: Callable[..., object], *operands,
+                             out: Tensor) -> Tensor:
+    """``elementwise`` computed in ``out``'s accumulation dtype and rounded to ``out`` once:
+    a mean's division of an f32 sum, which in f16 could overflow before it is divided."""
+    acc = accumulator(ctx, out)
+    elementwise(ctx, fn, *operands, out=acc)
+    return settle(ctx, acc, out)
+
+
 def flat_args(args) -> list:
     """``f(2, 3)`` and ``f((2, 3))`` both mean the sequence ``[2, 3]`` (view, permute, ...)."""
     if len(args) == 1 and isinstance(args[0], (list, tuple, torch.Size)):

@@ -26,6 +26,7 @@ fast path).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import warnings
@@ -49,17 +50,44 @@ def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
     the example inputs, so that Python code like ``if x.size(0) > 1`` or
     ``math.sqrt(k.size(-1))`` traces. ``UnsupportedOp`` (a decomposition refusing an option)
     is raised as is: no other tracer would do better."""
+    with _attributes_kept(module) as restore:
+        return _trace(module, example_inputs, restore)
+
+
+@contextlib.contextmanager
+def _attributes_kept(module):
+    """Tracing runs ``forward`` on proxies: a forward that assigns a module attribute
+    (``self.hidden = torch.tanh(...)``, an ``h0`` left ``None`` until the first call) leaves a
+    proxy there, which the next tracer or the translation would read. Every submodule's plain
+    attributes are put back as they were after each tracing attempt."""
+    modules = list(module.modules()) if isinstance(module, torch.nn.Module) else []
+    saved = [(m, dict(m.__dict__)) for m in modules]
+
+    def restore():
+        for m, attributes in saved:
+            for name in [n for n in m.__dict__ if n not in attributes]:
+                del m.__dict__[name]
+            m.__dict__.update(attributes)
+
+    try:
+        yield restore
+    finally:
+        restore()
+
+
+def _trace(module, example_inputs: tuple, restore) -> torch.fx.GraphModule:
     errors = []
     if isinstance(module, torch.nn.Module) and type(module) in DECOMPOSITIONS:
         # its own forward is never traced (nn.MultiheadAttention's has a fused fast path):
         # a call of it is, and the call goes through its decomposition
         module = _one_call(module, len(example_inputs))
     try:
-        return _symbolic(module)
+        return _symbolic(module, restore=restore)
     except UnsupportedOp:
         raise
     except Exception as err:  # noqa: BLE001 -- any tracing failure moves on to the next tracer
         errors.append(err)
+        restore()
     if isinstance(module, torch.nn.Module) and has_emitter(module):
         # a torch.nn module whose own forward does not trace (nn.LSTM checks input.dim()):
         # one call of it, as it appears inside a model
@@ -68,11 +96,12 @@ def trace(module, example_inputs: tuple) -> torch.fx.GraphModule:
     concrete = {p: v for p, v in zip(params, example_inputs) if not isinstance(v, torch.Tensor)}
     if concrete:
         try:
-            return _symbolic(module, concrete)
+            return _symbolic(module, concrete, restore)
         except UnsupportedOp:
             raise
         except Exception as err:  # noqa: BLE001
             errors.append(err)
+            restore()
     try:
         return _meta_trace(module, params, example_inputs, concrete)
     except UnsupportedOp:
@@ -185,6 +214,13 @@ class _Proxy(_SetItem, torch.fx.Proxy):
 
 
 class _MetaProxyWithSetItem(_SetItem, MetaProxy):
+    @property
+    def device(self):
+        # the traced values stand for the caller's CPU tensors (their meta copies are on
+        # "meta"): ``if x.device != self.clusters.device: raise ...`` (NetVLAD) is a branch on
+        # where the tensors live, decided for the example inputs as other shape-only branches
+        return torch.device("cpu")
+
     def size(self, dim=None):
         # MetaProxy.size(0) answers the whole size (it tests ``if dim``), so x.size(0) broke
         meta = getattr(self, "_tensor_meta", None)
@@ -260,10 +296,12 @@ class _MetaTracer(Decomposing, MetaTracer):
         return proxy
 
 
-def _symbolic(module, concrete_args=None) -> torch.fx.GraphModule:
-    """``torch.fx.symbolic_trace`` with the decomposing tracer."""
+def _symbolic(module, concrete_args=None, restore=lambda: None) -> torch.fx.GraphModule:
+    """``torch.fx.symbolic_trace`` with the decomposing tracer; ``restore`` runs between the
+    trace and the GraphModule, which copies the attributes the graph reads from the module."""
     tracer = _Tracer()
     graph = tracer.trace(module, concrete_args)
+    restore()
     name = type(module).__name__ if isinstance(module, torch.nn.Module) else module.__name__
     return torch.fx.GraphModule(tracer.root, graph, name)
 

@@ -28,6 +28,7 @@ import logging
 import operator
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
@@ -173,6 +174,16 @@ def _target_name(target) -> str:
     return f"{module}.{qual}"
 
 
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a NumPy array of its dtype (bfloat16: ``ml_dtypes.bfloat16``, the
+    lowering's bf16 arrays; NumPy has no bfloat16 of its own)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.float().numpy().astype(ml_dtypes.bfloat16)  # exact: bf16 is a prefix of f32
+    return t.numpy()
+
+
 class Translator:
     """Walks a shape-propagated GraphModule and emits LEIR through a Builder."""
 
@@ -196,11 +207,8 @@ class Translator:
             if isinstance(value, torch.nn.Parameter):
                 return self.parameter(value, label)
             dtype = leir_dtype(value.dtype)
-            if dtype == "bf16":
-                raise UnsupportedOp("bfloat16 constant", label, "",
-                                    "NumPy cannot hold bfloat16 values")
             self._keepalive.append(value)
-            array = value.detach().cpu().numpy().copy()
+            array = as_numpy(value).copy()
             self._constants[key] = self.builder.tensor(value.shape, dtype, "constant", label,
                                                        array)
         return self._constants[key]
@@ -209,10 +217,7 @@ class Translator:
         key = id(value)
         if key not in self._params:
             dtype = leir_dtype(value.dtype)
-            if dtype == "bf16":
-                raise UnsupportedOp("bfloat16 parameter", label, "",
-                                    "NumPy cannot hold bfloat16 values")
-            array = value.detach().cpu().numpy().copy()
+            array = as_numpy(value).copy()
             self._params[key] = self.builder.tensor(value.shape, dtype, "parameter", label,
                                                     array, self._param_order.get(key, 1 << 30))
         return self._params[key]
@@ -332,6 +337,12 @@ class Translator:
                                   "which LEIR's value-by-value translation cannot follow")
         if mutated.op == "get_attr" and self._is_state(mutated.target):
             raise ctx.unsupported("in-place update of a parameter or buffer")
+        if mutated.op == "get_attr" and self._update_lost(mutated, ctx.node):
+            raise ctx.unsupported("in-place update of a tensor torch.fx captured as a constant "
+                                  "(made without the traced inputs, e.g. torch.zeros(...) or a "
+                                  "slice of it): its later uses were computed while tracing, "
+                                  "without the update; build it from the inputs (torch.cat, "
+                                  "F.pad) or assign into a tensor derived from them")
         if self._viewed_later(mutated, ctx.node):
             raise ctx.unsupported("in-place update of a tensor whose view is used afterwards: "
                                   "the view would change too, which LEIR's value-by-value "
@@ -339,6 +350,19 @@ class Translator:
         # a tensor the forward created (torch.zeros(...) becomes a tensor constant when
         # traced) is the forward's own value: later uses see the update
         env[mutated] = result
+
+    def _update_lost(self, constant: torch.fx.Node, at: torch.fx.Node) -> bool:
+        """Would the in-place update ``at`` of the traced constant ``constant`` be lost? Only
+        uses of that very node see it: torch.fx records every other use of the tensor as
+        another constant, or computes it while tracing (``buf * 2``), from the value before
+        the update. So it is kept only when neither happens after ``at``: the node itself is
+        used later and no other node reads the same constant."""
+        order = self._order
+        later = [n for n in self.gm.graph.nodes if order[n] > order[at]]
+        reread = any(n.op == "get_attr" and n.target == constant.target and n is not constant
+                     for n in later)
+        used = any(order[u] > order[at] for u in constant.users) or bool(at.users)
+        return reread or not used
 
     def _viewed_later(self, base: torch.fx.Node, at: torch.fx.Node) -> bool:
         """Was a view of ``base`` (``y = x[:, :2]``, a view of a view, ...) taken before node

@@ -38,14 +38,9 @@ def read_text(path: str | Path) -> str:
     name = str(path)
     try:
         data = sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
-    except FileNotFoundError:
-        raise LeirFileError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise LeirFileError(f"{name}: is a folder, not a file") from None
-    except PermissionError:
-        raise LeirFileError(f"{name}: permission denied") from None
     except OSError as err:
-        raise LeirFileError(f"{name}: cannot read: {err.strerror or err}") from None
+        from ..outside import unreadable
+        raise LeirFileError(unreadable(name, err)) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

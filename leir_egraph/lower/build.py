@@ -27,6 +27,8 @@ from ..leir.program import Program
 from .expr import LoweringError
 from .targets import TargetLike, target_dict, target_key, target_kind
 from .link import WHOLE_UP_TO, link
+from .threads import configure as configure_threads
+from .threads import in_use
 from .tir import LowerOptions, lower
 
 CACHE_SIZE = 256
@@ -79,6 +81,8 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         base = build(program, target, directed=True, poison=True)
         return _remember(key, replace(base, extra_args=(_DIRECTED[opts],)))
     import tvm
+    if kind == "llvm":
+        configure_threads()  # before anything creates TVM's pool with its own default size
     start = time.perf_counter()
     linked = link(program, target, opts) if kind == "llvm" else None
     if linked is not None:
@@ -256,6 +260,7 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
         raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
     built = build(program, target, **options)
     args, outs = _tensors(program, inputs)
+    configure_threads()
     built.function()(*args, *outs, *built.extra_args)
     return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
 
@@ -270,6 +275,7 @@ def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, 
         raise LoweringError("only the llvm target can be timed here")
     built = build(program, target, **options)
     args, outs = tensors if tensors is not None else _tensors(program, inputs)
+    configure_threads()
     function = built.function()
     for _ in range(warmup):
         function(*args, *outs, *built.extra_args)
@@ -282,7 +288,8 @@ def time_program(program: Program, inputs: Mapping[str, Any], target: TargetLike
                  warmup: int = 2, repeat: int = 5, min_repeat_ms: float = 10.0,
                  **options) -> float:
     """Median run time in milliseconds: ``warmup`` untimed calls, then ``repeat`` timed
-    repeats, each looping the kernel until it has run at least ``min_repeat_ms``."""
+    repeats, each looping the kernel until it has run at least ``min_repeat_ms``; on
+    ``threads.in_use()`` threads (``lower.threads``)."""
     timer = _evaluator(program, inputs, target, warmup, repeat, min_repeat_ms, options)
     return float(timer().median) * 1e3
 
@@ -292,10 +299,12 @@ class PairedTiming:
     """Two programs timed back to back (``time_pair``): per-round times in milliseconds.
     ``speedup`` is the median of the per-round ratios ``before / after``; ``min_speedup``
     the ratio of the fastest rounds (load only ever adds time, so the minimum is the least
-    disturbed measurement of each)."""
+    disturbed measurement of each). ``threads``: TVM's runtime threads the programs ran on
+    (``lower.threads``; None: not recorded)."""
     before_ms: tuple[float, ...]
     after_ms: tuple[float, ...]
     compiled: int | None = None   # builds the measurement had to compile (None: not counted)
+    threads: int | None = None
 
     @property
     def ratios(self) -> list[float]:
@@ -325,7 +334,7 @@ class PairedTiming:
 
     def to_dict(self) -> dict[str, Any]:
         return {"before_ms": list(self.before_ms), "after_ms": list(self.after_ms),
-                "compiled": self.compiled}
+                "compiled": self.compiled, "threads": self.threads}
 
 
 def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
@@ -352,4 +361,5 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
     for r in range(max(rounds, 1)):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             times[side].append(float(timers[side]().results[0]) * 1e3)
-    return PairedTiming(tuple(times[0]), tuple(times[1]), _counts["compiled"] - compiled)
+    return PairedTiming(tuple(times[0]), tuple(times[1]), _counts["compiled"] - compiled,
+                        in_use())

@@ -210,6 +210,9 @@ class ExprLowering:
 
     def _power(self, e: Bin, dtype: str):
         tirx = self.tirx
+        if dtype == "bfloat16":  # TVM's pow takes no bfloat16: in f32, rounded back
+            return tirx.Cast(dtype, tirx.pow(self.value(e.lhs, "float32"),
+                                             self.value(e.rhs, "float32")))
         if is_float(dtype):
             return tirx.pow(self.value(e.lhs, dtype), self.value(e.rhs, dtype))
         exponent = e.rhs.value if isinstance(e.rhs, Num) else None
@@ -229,8 +232,11 @@ class ExprLowering:
             pick = tirx.max(a, b) if e.fn == "max" else tirx.min(a, b)
             if not is_float(dtype):
                 return pick
-            # NaN in either operand gives NaN, as in PyTorch
-            return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, pick))
+            # NaN in either operand gives NaN, as in PyTorch (TVM's isnan takes no bfloat16:
+            # asked of the exact f32 value)
+            def isnan(x):
+                return tirx.isnan(tirx.Cast("float32", x) if dtype == "bfloat16" else x)
+            return tirx.Select(isnan(a), a, tirx.Select(isnan(b), b, pick))
         (arg,) = e.args
         if e.fn == "abs":
             x = self.value(arg, dtype)
@@ -238,8 +244,9 @@ class ExprLowering:
         fn = {"exp": tirx.exp, "log": tirx.log, "sqrt": tirx.sqrt, "erf": tirx.erf}.get(e.fn)
         if fn is None:
             raise LoweringError(f"unknown function '{e.fn}'")
-        # TVM has no f16/bf16 erf and no integer transcendental functions: compute wider
-        if dtype in ("float32", "float64") or (is_float(dtype) and e.fn != "erf"):
+        # TVM has no f16/bf16 erf, no bf16 functions at all and no integer transcendental
+        # functions: compute wider, round back
+        if dtype in ("float32", "float64") or (dtype == "float16" and e.fn != "erf"):
             return fn(self.value(arg, dtype))
         wide = "float32" if is_float(dtype) else "float64"
         return tirx.Cast(dtype, fn(self.value(arg, wide)))

@@ -14,7 +14,6 @@ still does not parse is an ``AnswerError`` with the reason -- a failed sample, n
 from __future__ import annotations
 
 import ast
-import json
 import re
 from typing import Iterator
 
@@ -26,17 +25,16 @@ class AnswerError(ValueError):
 _CLOSE = re.compile(r"</answer>|<\\answer>|<\\\\answer>", re.IGNORECASE)
 
 
+# An answer longer than this is refused before anything parses it: a LEIR program of the
+# paper's sizes is a few KB, and parsing costs time and memory in proportion (docs/SEARCH.md).
+MAX_ANSWER_CHARS = 1 << 20
+
+
 def jsonl_rows(path) -> "Iterator[tuple[int, dict]]":
-    """``(line number, object)`` of each non-empty line of a JSONL file of answers; a line that
-    is not JSON raises ``ValueError`` naming ``file:line``."""
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not JSON: {err.msg}") from None
+    """``(line number, object)`` of each non-empty line of a JSONL file of answers, read
+    through the bounded path of ``leir_egraph.outside`` (errors name ``file:line``)."""
+    from ..outside import jsonl_objects
+    return jsonl_objects(path)
 
 
 def answer_text(text: str) -> str:
@@ -44,6 +42,9 @@ def answer_text(text: str) -> str:
     answers cut off by the token limit keep what they have)."""
     if not isinstance(text, str) or not text.strip():
         raise AnswerError("empty answer")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise AnswerError(f"the answer is {len(text)} characters long, over the limit of "
+                          f"{MAX_ANSWER_CHARS}")
     start = text.lower().rfind("<answer>")
     if start < 0:
         raise AnswerError("no <answer> tag in the answer")
@@ -73,10 +74,13 @@ def _close_json(text: str) -> str:
 
 
 def _load(body: str):
+    from ..outside import JsonTooDeep, OutsideInputError, json_value
     for attempt in (body, _close_json(body)):
         try:
-            return json.loads(attempt)
-        except (json.JSONDecodeError, ValueError):
+            return json_value(attempt, "the answer")
+        except JsonTooDeep as err:
+            raise AnswerError(str(err)) from None
+        except OutsideInputError:
             pass
         try:
             return ast.literal_eval(attempt)
@@ -110,4 +114,4 @@ def parse_answer(text: str) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["AnswerError", "answer_text", "parse_answer", "jsonl_rows"]
+__all__ = ["AnswerError", "MAX_ANSWER_CHARS", "answer_text", "parse_answer", "jsonl_rows"]

@@ -1,5 +1,6 @@
-"""The search algorithms' budgets, with the paper's defaults (Appendix C; see algorithms.py).
-Plain data, so that ``leir search --help`` can list the algorithms without importing them."""
+"""The search algorithms' budgets, with the paper's defaults (Appendix C; see algorithms.py),
+and the bounds of one request to a served model (``llm.ChatClient``). Plain data, so that
+``leir search --help`` can list them without importing the search."""
 
 from __future__ import annotations
 
@@ -24,3 +25,9 @@ DEFAULTS = {
     "chain": Budget(iterations=20, candidates=1),
     "chain_no_parent": Budget(iterations=20, candidates=1),
 }
+
+
+# One request to a served model (README.md, "Talking to a served model"): safe defaults.
+READ_TIMEOUT = 120.0           # seconds without a byte from the server (--llm-timeout)
+DEADLINE = 600.0               # seconds for the whole request, answer included (--llm-deadline)
+MAX_RESPONSE_BYTES = 16 << 20  # bytes of one response body (--llm-max-bytes)

@@ -41,7 +41,7 @@ def register(sub) -> None:
     p.add_argument("--base-url", help="llm: OpenAI-compatible endpoint, e.g. http://host/v1")
     p.add_argument("--model", help="llm: model name")
     p.add_argument("--temperature", type=natural_float, default=0.3)
-    p.add_argument("--llm-timeout", type=positive_float, default=120.0, help="seconds per request")
+    add_llm_bounds(p)
     p.add_argument("--record", help="llm: append every answer to this JSONL (replayable)")
     p.add_argument("--answers", help="replay: JSONL of answers")
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
@@ -91,7 +91,22 @@ def _proposer(args):
     if not args.base_url or not args.model:
         raise ValueError("--proposer llm needs --base-url and --model")
     return LLMProposer(ChatClient(args.base_url, args.model, timeout=args.llm_timeout,
+                                  deadline=args.llm_deadline, max_bytes=args.llm_max_bytes,
                                   temperature=args.temperature), record=args.record)
+
+
+def add_llm_bounds(p) -> None:
+    """The three bounds of one request to a served model (search and eval share them)."""
+    from ..cli import positive_float, positive_int
+    from .budgets import DEADLINE, MAX_RESPONSE_BYTES, READ_TIMEOUT
+    p.add_argument("--llm-timeout", type=positive_float, default=READ_TIMEOUT, metavar="S",
+                   help=f"llm: seconds without a byte from the server (default {READ_TIMEOUT:g})")
+    p.add_argument("--llm-deadline", type=positive_float, default=DEADLINE, metavar="S",
+                   help=f"llm: seconds for a whole request, answer included (default "
+                        f"{DEADLINE:g})")
+    p.add_argument("--llm-max-bytes", type=positive_int, default=MAX_RESPONSE_BYTES,
+                   metavar="N", help=f"llm: bytes of one response, at most (default "
+                                     f"{MAX_RESPONSE_BYTES})")
 
 
 def table(result) -> str:
@@ -120,7 +135,11 @@ def run_search(args) -> int:
     try:
         program = _program(args)
         proposer = _proposer(args)
-    except (ValueError, KeyError, OSError) as err:
+    except OSError as err:  # --record or --answers that cannot be used
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"leir search: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as err:
         print(f"leir search: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     bar = None

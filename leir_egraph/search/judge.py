@@ -142,10 +142,18 @@ class Judge:
 
     def program_of(self, text: str) -> Program | str:
         """The candidate as a Program with the root's signature, or why it is not one."""
-        try:
-            return Program(parse(text), self.root.signature, self.root.name, self.root.values)
+        from ..outside import OutsideInputError, bounded
+        seconds = self.options["timeout"]
+        try:   # an answer is parsed within the time a verification may take (--timeout)
+            return bounded(lambda: Program(parse(text), self.root.signature, self.root.name,
+                                           self.root.values), seconds,
+                           f"parsing took over {seconds:g} s (--timeout)")
         except LeirSyntaxError as err:
             return f"none: the answer is not LEIR: {err}"
+        except OutsideInputError as err:
+            return f"none: the answer is not usable LEIR: {err}"
+        except (RecursionError, MemoryError) as err:
+            return f"none: the answer is not usable LEIR: {type(err).__name__}"
 
     def key(self, program: Program) -> str:
         return canonical_text(program)

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
+from ..outside import OutsideInputError
 from .answers import jsonl_rows
 from .llm import proposals_from_answer
 from .proposer import Request
@@ -30,7 +31,10 @@ class ReplayProposer:
         self._anywhere: deque[str] = deque()
         self._keyed: dict[str, deque[str]] = {}
         self._pending: list[tuple[str, str]] = []
-        for _, row in jsonl_rows(self.path):
+        for n, row in jsonl_rows(self.path):
+            for key in ("answer", "current", "transformed_IR", "applied_strategy"):
+                if row.get(key) is not None and not isinstance(row[key], str):
+                    raise OutsideInputError(f"{self.path}:{n}: '{key}' must be a string")
             answer = row.get("answer")
             if answer is None:
                 answer = "<answer>" + json.dumps(
@@ -44,7 +48,7 @@ class ReplayProposer:
     def _key(self, text: str, program: Program) -> str:
         try:
             return canonical_text(Program(parse(text), program.signature))
-        except LeirSyntaxError:
+        except (LeirSyntaxError, RecursionError, ValueError):
             return text
 
     def propose(self, request: Request) -> list[Proposal]:

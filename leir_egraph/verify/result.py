@@ -26,7 +26,8 @@ class VerificationResult:
     ``before_problem`` names a defect of ``before`` itself (it does not build or run, or its own
     P/V/B claims are false), for which ``after`` cannot be blamed. ``speedup`` is
     the median of the per-round ratios of ``before`` and ``after`` timed back to back
-    (``lower.build.time_pair``); the two times are each side's median, on the CPU.
+    (``lower.build.time_pair``); the two times are each side's median, on the CPU, run on
+    ``threads`` threads of TVM's runtime pool (``lower.threads``; None when not timed).
     """
     level: str
     diff: bool = False
@@ -41,6 +42,7 @@ class VerificationResult:
     time_before_ms: float | None = None
     time_after_ms: float | None = None
     speedup: float | None = None
+    threads: int | None = None
     build_s_before: float | None = None
     build_s_after: float | None = None
     before_independent: bool | None = None
@@ -85,8 +87,9 @@ class VerificationResult:
             lines.append(f"max abs error: {self.max_abs_err:.3g}   max rel error: "
                          f"{self.max_rel_err:.3g}   trials: {self.trials}")
         if self.time_before_ms is not None and self.time_after_ms is not None:
+            threads = f" on {self.threads} threads" if self.threads is not None else ""
             lines.append(f"time: before {self.time_before_ms:.4g} ms, after "
-                         f"{self.time_after_ms:.4g} ms, speedup {self.speedup:.3g}x")
+                         f"{self.time_after_ms:.4g} ms, speedup {self.speedup:.3g}x{threads}")
         if self.build_s_after is not None:
             before = f"{self.build_s_before:.3g} s" if self.build_s_before is not None else "-"
             lines.append(f"build: before {before}, after {self.build_s_after:.3g} s")

@@ -361,7 +361,8 @@ class _Evaluation:
             speedup = paired.speedup
             self.note(time_before_ms=paired.before_median_ms,
                       time_after_ms=paired.after_median_ms,
-                      speedup=speedup if speedup == speedup else None)
+                      speedup=speedup if speedup == speedup else None,
+                      threads=paired.threads)
         return self.result(reason, None if reason is None else "independence")
 
 

@@ -150,7 +150,7 @@ class Verifier:
                 raise TimingError(f"paired timing {what}")
             fields = outcome.result
         return PairedTiming(tuple(fields["before_ms"]), tuple(fields["after_ms"]),
-                            fields.get("compiled"))
+                            fields.get("compiled"), fields.get("threads"))
 
 
 class TimingError(RuntimeError):

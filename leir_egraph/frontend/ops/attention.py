@@ -5,7 +5,9 @@
       W_{..,c,d}=if_then_else(d>c,-inf,S_{..,c,d}*0.125)               scale and mask
       softmax(W) (3 nests), then O_{..,c,f}=O_{..,c,f}+P_{..,c,d}*V_{..,d,f}
 
-Grouped-query attention (``enable_gqa``) reads key/value head ``h//(Hq/Hkv)``.
+Grouped-query attention (``enable_gqa``) reads key/value head ``h//(Hq/Hkv)``. For f16/bf16
+inputs every step runs in f32 and the output is rounded once, as PyTorch's CPU attention
+kernel (flash attention for CPU) computes it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 import torch.nn.functional as F
 
 from ..builder import Loops
-from ..context import Ctx, read
+from ..context import Ctx, accumulation_dtype, accumulator, read, settle
 from ..expr import ZERO, ite
 from .reductions import emit_softmax
 from .registry import op
@@ -43,8 +45,9 @@ def scaled_dot_product_attention(ctx: Ctx, query, key, value, attn_mask=None, dr
     if dropout_p:
         raise ctx.unsupported("dropout_p > 0 is random")
     q, k, v = ctx.tensor(query), ctx.tensor(key), ctx.tensor(value)
-    out = ctx.out()
-    dtype = out.dtype
+    result = ctx.out()
+    out = accumulator(ctx, result)
+    dtype = accumulation_dtype(result.dtype)
     length, source, depth = q.shape[-2], k.shape[-2], q.shape[-1]
     batch = out.shape[:-2]
     nb = len(batch)
@@ -78,4 +81,4 @@ def scaled_dot_product_attention(ctx: Ctx, query, key, value, attn_mask=None, dr
     target = out.at(*b_idx, i, f)
     vs = _batch(v.shape[:-2], b_idx, batch, head_dim, ratio) + [j, f]
     ctx.b.emit(lp, (target, target + probs.at(*b_idx, i, j) * read(v, v.shape, vs, dtype)))
-    return out
+    return settle(ctx, out, result)

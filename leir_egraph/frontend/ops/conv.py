@@ -10,6 +10,9 @@ a padded temporary first (the reference's form):
 A transposed convolution is the convolution of the zero-upsampled, padded input with the
 flipped kernel: ``U`` is filled with zeros, the input is scattered into every ``stride``-th
 position, and ``C_{..,c}=C+U_{..,c+g}*W_{f,a,K-1-g}`` sums the window.
+
+An f16/bf16 convolution accumulates (bias included) in an f32 temporary, rounded to the result
+in one more nest, as PyTorch's CPU kernels do.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, read
+from ..context import Ctx, accumulator, read, settle
 from ..expr import ZERO, between, ite
 from .linalg import add_bias
 from .registry import op
@@ -111,12 +114,14 @@ def _conv_loops(out: Tensor, x: Tensor, kernel: list[int], groups: int, n: int):
 
 
 def _accumulate(ctx: Ctx, out: Tensor, lp: Loops, product, bias) -> Tensor:
-    """``out += product`` over ``lp``, then the bias along the channel dimension."""
-    target = out.at(*lp.idx[:out.rank])
+    """``out += product`` over ``lp``, then the bias along the channel dimension; in the
+    accumulation dtype, rounded to ``out`` once."""
+    acc = accumulator(ctx, out)
+    target = acc.at(*lp.idx[:acc.rank])
     ctx.b.emit(lp, (target, target + product))
     if bias is not None:
-        add_bias(ctx, out, ctx.tensor(bias), 1)
-    return out
+        add_bias(ctx, acc, ctx.tensor(bias), 1)
+    return settle(ctx, acc, out)
 
 
 def _conv(n):

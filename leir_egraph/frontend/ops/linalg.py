@@ -7,6 +7,9 @@ the result with an implicit zero initialisation (the reference's form):
     torch.matmul(A, B)   [16,1024,512]x[512,768]
         B^{16}_{tx=0}L^{1024}_{a=0}L^{768}_{c=0}L^{512}_{d=0}[C_{tx,a,c}=C_{tx,a,c}+A_{tx,a,d}*D_{d,c};];
     F.linear(x, W, b)    the product with W_{c,d}, then C=C+b_{c} onto the written result.
+
+An f16/bf16 product accumulates in an f32 temporary (the bias added there too) that one more
+nest rounds to the result, as PyTorch's CPU GEMM does (``context.accumulator``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, elementwise, read
+from ..context import (Ctx, accumulation_dtype, accumulator, elementwise_rounded_once, read,
+                       settle)
 from ..expr import ZERO, ite
 from .registry import op
 
@@ -31,7 +35,15 @@ def _batch_subs(t_batch_shape, batch_idx, batch_shape):
 
 
 def emit_matmul(ctx: Ctx, a: Tensor, b: Tensor, out: Tensor) -> Tensor:
-    """``out = a @ b`` with torch.matmul's rank rules (1-D operands, broadcast batches)."""
+    """``out = a @ b`` with torch.matmul's rank rules (1-D operands, broadcast batches),
+    accumulated in the accumulation dtype."""
+    acc = accumulator(ctx, out)
+    emit_product(ctx, a, b, acc)
+    return settle(ctx, acc, out)
+
+
+def emit_product(ctx: Ctx, a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+    """The one nest of ``out = a @ b``, computed in ``out``'s dtype."""
     if a.rank == 0 or b.rank == 0:
         raise ctx.unsupported("matmul of a 0-d tensor")
     k = a.shape[-1]
@@ -76,9 +88,10 @@ def add_bias(ctx: Ctx, out: Tensor, bias: Tensor, dim: int) -> None:
 @op("linear", F.linear)
 def linear(ctx: Ctx, x, weight, bias=None):
     x, w = ctx.tensor(x), ctx.tensor(weight)
-    out = ctx.out()
+    result = ctx.out()
+    out = accumulator(ctx, result)
     if w.rank == 1:
-        emit_matmul(ctx, x, w, out)
+        emit_product(ctx, x, w, out)
     else:
         lp = Loops(out.shape + (w.shape[1],))
         target = out.at(*lp.idx[:-1])
@@ -87,14 +100,15 @@ def linear(ctx: Ctx, x, weight, bias=None):
         ctx.b.emit(lp, (target, target + product))
     if bias is not None:
         add_bias(ctx, out, ctx.tensor(bias), out.rank - 1)
-    return out
+    return settle(ctx, out, result)
 
 
 @op("bilinear", F.bilinear)
 def bilinear(ctx: Ctx, x1, x2, weight, bias=None):
     """y_{n,o} = sum_{i,j} x1_{n,i} W_{o,i,j} x2_{n,j} (+ b_o)."""
     a, c, w = ctx.tensor(x1), ctx.tensor(x2), ctx.tensor(weight)
-    out = ctx.out()
+    result = ctx.out()
+    out = accumulator(ctx, result)
     lp = Loops(out.shape + w.shape[1:])
     i, j = lp[-2], lp[-1]
     batch = lp.idx[:out.rank - 1]
@@ -103,22 +117,26 @@ def bilinear(ctx: Ctx, x1, x2, weight, bias=None):
     ctx.b.emit(lp, (target, target + a.at(*batch, i) * w.at(o, i, j) * c.at(*batch, j)))
     if bias is not None:
         add_bias(ctx, out, ctx.tensor(bias), out.rank - 1)
-    return out
+    return settle(ctx, out, result)
 
 
 def _scaled_sum(ctx: Ctx, product: Tensor, bias, beta, alpha) -> Tensor:
-    """``beta*bias + alpha*product`` into the node's output."""
+    """``beta*bias + alpha*product`` into the node's output, in the product's dtype and rounded
+    to the output once."""
+    out = ctx.out()
     if alpha == 1 and beta == 1:
-        return elementwise(ctx, lambda p, c: p + c, product, bias)
+        return elementwise_rounded_once(ctx, lambda p, c: p + c, product, bias, out=out)
     if beta == 0:
-        return elementwise(ctx, lambda p: alpha * p, product)
-    return elementwise(ctx, lambda p, c: beta * c + alpha * p, product, bias)
+        return elementwise_rounded_once(ctx, lambda p: alpha * p, product, out=out)
+    return elementwise_rounded_once(ctx, lambda p, c: beta * c + alpha * p, product, bias,
+                                    out=out)
 
 
 @op("addmm", torch.addmm, torch.baddbmm, torch.addmv, methods=("addmm", "baddbmm", "addmv"))
 def addmm(ctx: Ctx, bias, m1, m2, *, beta=1, alpha=1, out=None):
     out_t = ctx.out()
-    product = emit_matmul(ctx, ctx.tensor(m1), ctx.tensor(m2), ctx.temp(out_t.shape, out_t.dtype))
+    product = emit_product(ctx, ctx.tensor(m1), ctx.tensor(m2),
+                           ctx.temp(out_t.shape, accumulation_dtype(out_t.dtype)))
     return _scaled_sum(ctx, product, bias, beta, alpha)
 
 
@@ -175,7 +193,8 @@ def einsum(ctx: Ctx, equation, *operands):
                 raise ctx.unsupported(f"einsum letter '{c}' has sizes {sizes[c]} and {s}")
             sizes[c] = max(sizes.get(c, s), s)
     summed = [c for c in dict.fromkeys("".join(expanded)) if c not in rhs]
-    out = ctx.out()
+    result = ctx.out()
+    out = accumulator(ctx, result) if summed else result
     letters = list(rhs) + summed
     lp = Loops([sizes[c] for c in letters])
     index = dict(zip(letters, lp.idx))
@@ -186,7 +205,7 @@ def einsum(ctx: Ctx, equation, *operands):
         value = r if value is None else value * r
     target = out.at(*[index[c] for c in rhs])
     ctx.b.emit(lp, (target, target + value if summed else value))
-    return out
+    return settle(ctx, out, result)
 
 
 @op("diag", torch.diag, methods=("diag",))

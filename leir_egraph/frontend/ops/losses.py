@@ -14,9 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, elementwise, read
+from ..context import (Ctx, accumulation_dtype, accumulator, elementwise,
+                       elementwise_rounded_once, read, settle)
 from ..expr import exp, fabs, gather, ite, log, sqrt, vmax, vmin
-from .reductions import emit_softmax, reduce_into
+from .reductions import accumulate, emit_softmax, reduce_into
 from .registry import op
 
 
@@ -37,9 +38,10 @@ def _reduce_all(ctx: Ctx, term: Tensor, reduction: str, out: Tensor, divisor=Non
         return reduce_into(ctx, term, list(range(term.rank)), out, False, "+")
     if reduction not in ("mean", "batchmean"):
         raise ctx.unsupported(f"reduction='{reduction}'")
-    total = reduce_into(ctx, term, list(range(term.rank)), ctx.temp((), out.dtype), False, "+")
+    total = accumulate(ctx, term, list(range(term.rank)),
+                       ctx.temp((), accumulation_dtype(out.dtype)), False, "+")
     n = divisor if divisor is not None else term.numel
-    return elementwise(ctx, lambda s: s / n, total, out=out)
+    return elementwise_rounded_once(ctx, lambda s: s / n, total, out=out)
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -144,7 +146,9 @@ def hinge_embedding_loss(ctx: Ctx, x, target, margin=1.0, size_average=None, red
 # ---------------------------------------------------------------- distances
 
 def emit_distance(ctx: Ctx, a: Tensor, b: Tensor, p, eps, dtype) -> Tensor:
-    """||a - b + eps||_p over the last dim (torch.pairwise_distance)."""
+    """||a - b + eps||_p over the last dim (torch.pairwise_distance), in the accumulation
+    dtype of ``dtype`` (the caller rounds it)."""
+    dtype = accumulation_dtype(dtype)
     shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
     lp = Loops(shape)
     acc = ctx.temp(shape[:-1], dtype)
@@ -197,17 +201,18 @@ def cosine_similarity(ctx: Ctx, x1, x2, dim=1, eps=1e-8):
     norms = []
     for t in (a, b):
         lp = Loops(shape)
-        acc = ctx.temp(reduced, out.dtype)
+        acc = ctx.temp(reduced, accumulation_dtype(out.dtype))
         target = acc.at(*[i for k, i in enumerate(lp.idx) if k != d])
         ctx.b.emit(lp, (target, target + read(t, shape, lp.idx, out.dtype) ** 2))
         norms.append(acc)
     lp = Loops(shape)
     sub = [i for k, i in enumerate(lp.idx) if k != d]
-    target = out.at(*sub)
+    total = accumulator(ctx, out)
+    target = total.at(*sub)
     na, nb = vmax(sqrt(norms[0].at(*sub)), eps), vmax(sqrt(norms[1].at(*sub)), eps)
     term = read(a, shape, lp.idx, out.dtype) / na * (read(b, shape, lp.idx, out.dtype) / nb)
     ctx.b.emit(lp, (target, target + term))
-    return out
+    return settle(ctx, total, out)
 
 
 # ---------------------------------------------------------------- classification
@@ -215,7 +220,7 @@ def cosine_similarity(ctx: Ctx, x1, x2, dim=1, eps=1e-8):
 def _nll(ctx: Ctx, logp: Tensor, target, weight, ignore_index, reduction, smoothing=0.0):
     out = ctx.out()
     tgt = ctx.tensor(target)
-    dtype = out.dtype
+    dtype = accumulation_dtype(out.dtype)  # the per-row losses, sums and counts
     if logp.rank != 2:
         raise ctx.unsupported(f"a rank-{logp.rank} input (only [N, C] batches)")
     n, classes = logp.shape
@@ -259,7 +264,7 @@ def _nll(ctx: Ctx, logp: Tensor, target, weight, ignore_index, reduction, smooth
     acc = count.at()
     weight_of = w.at(gather(tgt.at(lp[0]))) if w is not None else 1
     ctx.b.emit(lp, (acc, acc + ite(tgt.at(lp[0]) != ignore_index, weight_of, 0)))
-    return elementwise(ctx, lambda s, c: s / c, total, count, out=out)
+    return elementwise_rounded_once(ctx, lambda s, c: s / c, total, count, out=out)
 
 
 @op("cross_entropy", F.cross_entropy)

@@ -10,6 +10,9 @@ the last three dims of [16,64,256,128]):
     I_{tx}=H_{tx}/2097152                       biased variance
     J_{tx,a,c,d}=(A_{tx,a,c,d}-G_{tx})/sqrt(I_{tx}+1e-05)
     C_{tx,a,c,d}=D_{a,c,d}*J_{tx,a,c,d}+E_{a,c,d}
+
+The statistics (F G H I) of an f16/bf16 input are f32 tensors, as PyTorch computes them; the
+normalised values are computed in the output's dtype from them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, elementwise, read
+from ..context import Ctx, accumulation_dtype, elementwise, read
 from ..expr import sqrt
 from .registry import op
 
@@ -31,19 +34,20 @@ def emit_standardize(ctx: Ctx, x: Tensor, extents, x_subs, stat_subs, stat_shape
     then ``out[x_subs] = (x - mean)/sqrt(var + eps)``. ``x_subs(idx)``/``stat_subs(idx)`` map
     the loop indices to subscripts (GroupNorm reads channel ``a*8+c``)."""
     dtype = out.dtype
+    stat_dtype = accumulation_dtype(dtype)
     n = math.prod(extents) // max(1, math.prod(stat_shape))
 
     def stats_nest(fn):
         lp = Loops(extents)
-        s = ctx.temp(stat_shape, dtype)
+        s = ctx.temp(stat_shape, stat_dtype)
         target = s.at(*stat_subs(lp.idx))
         ctx.b.emit(lp, (target, target + fn(read(x, x.shape, x_subs(lp.idx), dtype), lp)))
         return s
 
     total = stats_nest(lambda v, lp: v)
-    mean = elementwise(ctx, lambda v: v / n, total, out=ctx.temp(stat_shape, dtype))
+    mean = elementwise(ctx, lambda v: v / n, total, out=ctx.temp(stat_shape, stat_dtype))
     sq = stats_nest(lambda v, lp: (v - mean.at(*stat_subs(lp.idx))) ** 2)
-    var = elementwise(ctx, lambda v: v / n, sq, out=ctx.temp(stat_shape, dtype))
+    var = elementwise(ctx, lambda v: v / n, sq, out=ctx.temp(stat_shape, stat_dtype))
     lp = Loops(extents)
     st = stat_subs(lp.idx)
     value = (read(x, x.shape, x_subs(lp.idx), dtype) - mean.at(*st)) / sqrt(var.at(*st) + eps)
@@ -87,20 +91,21 @@ def layer_norm(ctx: Ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 @op("rms_norm", F.rms_norm, torch.rms_norm)
 def rms_norm(ctx: Ctx, x, normalized_shape, weight=None, eps=None):
-    """x / sqrt(mean(x**2) + eps) * weight; eps defaults to the dtype's machine epsilon."""
+    """x / sqrt(mean(x**2) + eps) * weight; eps defaults to the machine epsilon of the dtype
+    PyTorch computes in (f32 for f16/bf16 inputs, ``torch._decomp``'s ``_fused_rms_norm``)."""
     t = ctx.tensor(x)
     out = ctx.out()
     k = len(normalized_shape) if not isinstance(normalized_shape, int) else 1
     lead = t.rank - k
+    stat_dtype = accumulation_dtype(out.dtype)
     if eps is None:
-        eps = torch.finfo({"f16": torch.float16, "f64": torch.float64}.get(out.dtype,
-                                                                           torch.float32)).eps
+        eps = torch.finfo(torch.float64 if stat_dtype == "f64" else torch.float32).eps
     n = math.prod(t.shape[lead:])
     lp = Loops(t.shape)
-    ss = ctx.temp(t.shape[:lead], out.dtype)
+    ss = ctx.temp(t.shape[:lead], stat_dtype)
     target = ss.at(*lp.idx[:lead])
     ctx.b.emit(lp, (target, target + read(t, t.shape, lp.idx, out.dtype) ** 2))
-    ms = elementwise(ctx, lambda v: v / n, ss, out=ctx.temp(t.shape[:lead], out.dtype))
+    ms = elementwise(ctx, lambda v: v / n, ss, out=ctx.temp(t.shape[:lead], stat_dtype))
     lp = Loops(t.shape)
     value = read(t, t.shape, lp.idx, out.dtype) / sqrt(ms.at(*lp.idx[:lead]) + eps)
     if weight is not None:

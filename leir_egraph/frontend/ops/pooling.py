@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, read
+from ..context import Ctx, accumulation_dtype, accumulator, read, settle
 from ..expr import val, vmax, vmin
 from .conv import _tuple, emit_pad
 from .reductions import emit_mean
@@ -77,7 +77,7 @@ def emit_avg_pool(ctx: Ctx, x: Tensor, n: int, kernel_size, stride, padding, cei
     if any(padding) or sizes != spatial:
         src = emit_pad(ctx, x, padding, sizes, 0)
     lead = x.rank - n
-    total = ctx.temp(out.shape, out.dtype)
+    total = ctx.temp(out.shape, accumulation_dtype(out.dtype))
     lp = Loops(list(out.shape) + kernel)
     taps = [o * s + k for o, s, k in zip(lp.idx[lead:lead + n], stride, lp.idx[lead + n:])]
     target = total.at(*lp.idx[:out.rank])
@@ -106,8 +106,10 @@ def emit_avg_pool(ctx: Ctx, x: Tensor, n: int, kernel_size, stride, padding, cei
             divisor = val(constant)
         elif constant != 1:
             divisor = divisor * constant
-    ctx.b.emit(lp, (out.at(*lp), total.at(*lp) / divisor))
-    return out
+    # the window sum and its division in the accumulation dtype, rounded to ``out`` once
+    mean = accumulator(ctx, out)
+    ctx.b.emit(lp, (mean.at(*lp), total.at(*lp) / divisor))
+    return settle(ctx, mean, out)
 
 
 def _avg_pool(n):

@@ -25,7 +25,7 @@ between layers is an identity in eval mode and unsupported in training mode (ran
 from __future__ import annotations
 
 from ..builder import Loops, Nest, Tensor
-from ..context import Ctx
+from ..context import Ctx, accumulation_dtype
 from ..expr import I, vmax
 from .pointwise import sigmoid_of, tanh_exp, tanh_from
 from .registry import op
@@ -109,7 +109,7 @@ def _direction(ctx: Ctx, mode, layer_in, layer_out, w, has_bias, reverse, row, s
     features = w_ih.shape[1]
 
     # the input projection of all time steps at once
-    gi = ctx.temp((batch, steps, gates), dtype)
+    gi = ctx.temp((batch, steps, gates), accumulation_dtype(dtype))  # f32 for f16 (PyTorch's GEMM)
     lp = Loops((batch, steps, gates, features))
     n, t, c, k = lp
     target = gi.at(n, t, c)
@@ -118,7 +118,7 @@ def _direction(ctx: Ctx, mode, layer_in, layer_out, w, has_bias, reverse, row, s
     # the recurrence: state tensors indexed by the step, 0 = initial state
     h = ctx.temp((batch, steps + 1, hidden), dtype)
     cell = ctx.temp((batch, steps + 1, hidden), dtype) if mode == "LSTM" else None
-    gh = ctx.temp((batch, steps, gates), dtype)
+    gh = ctx.temp((batch, steps, gates), accumulation_dtype(dtype))
     outer = Loops((batch,))
     n = outer[0]
 

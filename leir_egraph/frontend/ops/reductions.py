@@ -9,6 +9,11 @@ translator does) and accumulates with LEIR's implicit-initialisation forms:
                              C^{i64}_{tx,c}=min(C_{tx,c},if_then_else(A_{tx,a,c}==D_{tx,c},a,N))
                              (the first maximal index, as PyTorch returns it)
     torch.cumsum(x, 1)       C_{tx,a}=if_then_else(a-1<0,0,C_{tx,a-1})+A_{tx,a}   (a linear scan)
+
+Sums, products, scans and statistics of f16/bf16 tensors accumulate in f32 and are rounded to
+the output's dtype once, as PyTorch's CPU kernels do (``context.accumulation_dtype``):
+
+    torch.sum(x^{f16}, 1)    D^{f32}_{tx,c}=D^{f32}_{tx,c}+A^{f16}_{tx,a,c};  C^{f16}_{tx,c}=D^{f32}_{tx,c}
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, elementwise, norm_dim, norm_dims, read
+from ..context import (Ctx, accumulation_dtype, accumulator, elementwise,
+                       elementwise_rounded_once, norm_dim, norm_dims, read, settle)
 from ..expr import ZERO, exp, fabs, ite, log, sqrt, vmax, vmin
 from .registry import op
 
@@ -41,7 +47,19 @@ def _subs(lp_idx, rank, dims, keepdim):
 
 def reduce_into(ctx: Ctx, x: Tensor, dims, out: Tensor, keepdim: bool, combine: str,
                 value=lambda v: v) -> Tensor:
-    """``out = combine over dims of value(x)``; ``combine`` in ``+ * max min``."""
+    """``out = combine over dims of value(x)``; ``combine`` in ``+ * max min``. Sums and
+    products accumulate in the accumulation dtype and are rounded to ``out`` once (``max`` and
+    ``min`` are exact in any dtype)."""
+    if combine in ("max", "min"):
+        return accumulate(ctx, x, dims, out, keepdim, combine, value)
+    acc = accumulator(ctx, out)
+    accumulate(ctx, x, dims, acc, keepdim, combine, value)
+    return settle(ctx, acc, out)
+
+
+def accumulate(ctx: Ctx, x: Tensor, dims, out: Tensor, keepdim: bool, combine: str,
+               value=lambda v: v) -> Tensor:
+    """The one nest ``out = combine over dims of value(x)``, computed in ``out``'s dtype."""
     lp = Loops(x.shape)
     target = out.at(*_subs(lp.idx, x.rank, dims, keepdim))
     v = value(read(x, x.shape, lp.idx, out.dtype))
@@ -77,10 +95,12 @@ def prod(ctx: Ctx, x, dim=None, keepdim=False, dtype=None):
 
 
 def emit_mean(ctx: Ctx, t: Tensor, dims, keepdim: bool, out: Tensor) -> Tensor:
-    """The sum into a temporary, then a division by the element count (two nests)."""
-    total = reduce_into(ctx, t, dims, ctx.temp(out.shape, out.dtype), keepdim, "+")
+    """The sum into a temporary, then a division by the element count (two nests); for f16/bf16
+    the sum and the division are f32, rounded to ``out`` in a third nest (PyTorch's order)."""
+    total = accumulate(ctx, t, dims, ctx.temp(out.shape, accumulation_dtype(out.dtype)),
+                       keepdim, "+")
     n = _count(t.shape, dims)
-    return elementwise(ctx, lambda s: s / n, total, out=out)
+    return elementwise_rounded_once(ctx, lambda s: s / n, total, out=out)
 
 
 @op("mean", torch.mean, methods=("mean",))
@@ -167,11 +187,12 @@ op("min", torch.min, methods=("min",))(_max_min("min", "minimum"))
 # ---------------------------------------------------------------- softmax family
 
 def _row_stats(ctx: Ctx, t: Tensor, d: int, dtype: str, shift=lambda v: v):
-    """Row maxima ``D`` and sums ``E = sum exp(x - D)`` along ``d`` (two temporaries)."""
+    """Row maxima ``D`` and sums ``E = sum exp(x - D)`` along ``d`` (two temporaries; the sums
+    in the accumulation dtype)."""
     shape = _reduced_shape(t.shape, [d], False)
     mx = reduce_into(ctx, t, [d], ctx.temp(shape, dtype), False, "max", shift)
     lp = Loops(t.shape)
-    s = ctx.temp(shape, dtype)
+    s = ctx.temp(shape, accumulation_dtype(dtype))
     sub = _subs(lp.idx, t.rank, [d], False)
     target = s.at(*sub)
     ctx.b.emit(lp, (target, target + exp(shift(read(t, t.shape, lp.idx, dtype)) - mx.at(*sub))))
@@ -228,7 +249,7 @@ def logsumexp(ctx: Ctx, x, dim=None, keepdim=False):
     shape = _reduced_shape(t.shape, dims, False)
     mx = reduce_into(ctx, t, dims, ctx.temp(shape, out.dtype), False, "max")
     lp = Loops(t.shape)
-    s = ctx.temp(shape, out.dtype)
+    s = ctx.temp(shape, accumulation_dtype(out.dtype))
     sub = _subs(lp.idx, t.rank, dims, False)
     target = s.at(*sub)
     ctx.b.emit(lp, (target, target + exp(read(t, t.shape, lp.idx, out.dtype) - mx.at(*sub))))
@@ -243,18 +264,20 @@ def logsumexp(ctx: Ctx, x, dim=None, keepdim=False):
 
 def emit_variance(ctx: Ctx, t: Tensor, dims, keepdim: bool, out: Tensor, correction=1,
                   root=False) -> Tensor:
-    """Two-pass variance: mean, sum of squared deviations, divided by N - correction."""
+    """Two-pass variance: mean, sum of squared deviations, divided by N - correction; every
+    step in the accumulation dtype, rounded to ``out`` once."""
+    stat_dtype = accumulation_dtype(out.dtype)
     stat_shape = _reduced_shape(t.shape, dims, True)
-    mu = emit_mean(ctx, t, dims, True, ctx.temp(stat_shape, out.dtype))
+    mu = emit_mean(ctx, t, dims, True, ctx.temp(stat_shape, stat_dtype))
     lp = Loops(t.shape)
-    ss = ctx.temp(out.shape, out.dtype)
+    ss = ctx.temp(out.shape, stat_dtype)
     target = ss.at(*_subs(lp.idx, t.rank, dims, keepdim))
     mu_sub = [ZERO if k in dims else i for k, i in enumerate(lp.idx)]
     ctx.b.emit(lp, (target, target + (read(t, t.shape, lp.idx, out.dtype) - mu.at(*mu_sub)) ** 2))
     n = _count(t.shape, dims) - correction
     if root:
-        return elementwise(ctx, lambda v: sqrt(v / n), ss, out=out)
-    return elementwise(ctx, lambda v: v / n, ss, out=out)
+        return elementwise_rounded_once(ctx, lambda v: sqrt(v / n), ss, out=out)
+    return elementwise_rounded_once(ctx, lambda v: v / n, ss, out=out)
 
 
 def _correction(unbiased, correction):
@@ -281,11 +304,13 @@ def std(ctx: Ctx, x, dim=None, unbiased=None, keepdim=False, *, correction=None)
 
 
 def emit_norm(ctx: Ctx, t: Tensor, p, dims, keepdim: bool, out: Tensor) -> Tensor:
-    """Vector p-norm over ``dims``: fro/2 -> sqrt(sum x**2), 1 -> sum |x|, inf -> max |x|."""
+    """Vector p-norm over ``dims``: fro/2 -> sqrt(sum x**2), 1 -> sum |x|, inf -> max |x|
+    (sums and roots in the accumulation dtype)."""
+    stat_dtype = accumulation_dtype(out.dtype)
     if p in ("fro", None, 2, 2.0):
-        ss = reduce_into(ctx, t, dims, ctx.temp(out.shape, out.dtype), keepdim, "+",
-                         lambda v: v ** 2)
-        return elementwise(ctx, sqrt, ss, out=out)
+        ss = accumulate(ctx, t, dims, ctx.temp(out.shape, stat_dtype), keepdim, "+",
+                        lambda v: v ** 2)
+        return elementwise_rounded_once(ctx, sqrt, ss, out=out)
     if p in (1, 1.0):
         return reduce_into(ctx, t, dims, out, keepdim, "+", fabs)
     if p == math.inf:
@@ -293,9 +318,9 @@ def emit_norm(ctx: Ctx, t: Tensor, p, dims, keepdim: bool, out: Tensor) -> Tenso
     if p == -math.inf:
         return reduce_into(ctx, t, dims, out, keepdim, "min", fabs)
     if isinstance(p, (int, float)) and p > 0:
-        s = reduce_into(ctx, t, dims, ctx.temp(out.shape, out.dtype), keepdim, "+",
-                        lambda v: fabs(v) ** p)
-        return elementwise(ctx, lambda v: v ** (1 / p), s, out=out)
+        s = accumulate(ctx, t, dims, ctx.temp(out.shape, stat_dtype), keepdim, "+",
+                       lambda v: fabs(v) ** p)
+        return elementwise_rounded_once(ctx, lambda v: v ** (1 / p), s, out=out)
     raise ctx.unsupported(f"p={p!r} norm")
 
 
@@ -334,17 +359,24 @@ def normalize(ctx: Ctx, x, p=2.0, dim=1, eps=1e-12, out=None):
 
 def emit_scan(ctx: Ctx, t: Tensor, dim, out: Tensor, combine: str) -> Tensor:
     """Inclusive prefix ``+`` or ``*`` along ``dim`` as a linear scan that reads the element
-    the previous iteration wrote: ``C_{a}=if_then_else(a-1<0,0,C_{a-1})+A_{a}``."""
+    the previous iteration wrote: ``C_{a}=if_then_else(a-1<0,0,C_{a-1})+A_{a}``. An f16/bf16
+    scan runs in f32 and is rounded to ``out`` in a second nest (PyTorch carries the running
+    value in f32)."""
     d = norm_dim(dim, t.rank, ctx)
     if t.rank == 0:
         return elementwise(ctx, lambda v: v, t, out=out)
+    acc = accumulator(ctx, out)
+    _scan(ctx, t, d, acc, combine)
+    return settle(ctx, acc, out)
+
+
+def _scan(ctx: Ctx, t: Tensor, d: int, out: Tensor, combine: str) -> None:
     lp = Loops(t.shape, serial=[d])
     prev = [i - 1 if k == d else i for k, i in enumerate(lp.idx)]
     identity = 0 if combine == "+" else 1
     carried = ite(lp[d] - 1 < 0, identity, out.at(*prev))
     x = read(t, t.shape, lp.idx, out.dtype)
     ctx.b.emit(lp, (out.at(*lp), carried + x if combine == "+" else carried * x))
-    return out
 
 
 @op("cumsum", torch.cumsum, methods=("cumsum",))
