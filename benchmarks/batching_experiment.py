@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from transition_snapshot import GOLDEN, corpus
 
     from leir_egraph.egraph.engine import MAX_ROWS, batches, engine_for, ruleset_name
-    from leir_egraph.egraph.facts import LoadedProgram
+    from leir_egraph.egraph.loaded import LoadedProgram
     from leir_egraph.egraph.steps import default_strategies
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -63,27 +63,27 @@ def main(argv=None) -> int:
             loaded = LoadedProgram(program)
             rename = lambda text, k=k: re.sub(r"\$([ns]\d+)", lambda m: f"$p{k}{m.group(1)}", text)
             out += rename(loaded.declarations()).splitlines()
-            out += [rename(str(f)) for f in engine.vocabulary.facts(loaded, engine._read_relations)]
+            out += [f.text() for f in engine.vocabulary.facts(loaded, engine.read_relations)]
         return out
 
     def one_run(batch) -> dict:
         figures = {}
-        engine._run("(push)")
+        engine.run("(push)")
         start = time.process_time()
         for text in batches(commands(batch)):
-            engine._run(text)
+            engine.run(text)
         figures["facts_s"] = time.process_time() - start
         start = time.process_time()
-        engine._run(f"(run-schedule (saturate (run analysis)))\n{step}\n"
+        engine.run(f"(run-schedule (saturate (run analysis)))\n{step}\n"
                     "(run-schedule (saturate (run helpers)))")
         figures["rules_s"] = time.process_time() - start
         start = time.process_time()
-        (sizes,) = engine._run("(print-size Matched)")
+        (sizes,) = engine.run("(print-size Matched)")
         figures["rows"] = sizes.size if hasattr(sizes, "size") else sizes.sizes[0][1]
         with quiet_stderr():
-            engine._run(f"(print-function Matched {MAX_ROWS})")  # every rule's rows: one table
+            engine.run(f"(print-function Matched {MAX_ROWS})")  # every rule's rows: one table
         figures["print_s"] = time.process_time() - start
-        engine._run("(pop)")
+        engine.run("(pop)")
         return figures
 
     separate = [one_run([p]) for p in programs]

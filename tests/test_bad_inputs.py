@@ -78,17 +78,18 @@ refused_by = "pattern_match"
 # A provider whose facts raise (line 8), for a rule that reads them.
 RAISING_PROVIDER = '''from leir_egraph.egraph.vocabulary import Guard, GuardExtension, Relation
 
+CHECKED_NEST = Relation("Checked", ("Nest",), "{0} is checked")
+
 
 def checked_facts(loaded):
-    nests = list(loaded.named_nests())
-    for name, _ in nests:
-        yield f"(Checked {name})"
-    yield f"(Checked {nests[len(nests)][0]})"
+    nests = list(loaded.term_nests())
+    yield CHECKED_NEST(nests[len(nests)][0])
+    for term, _ in nests:
+        yield CHECKED_NEST(term)
 
 
 CHECKED = Guard("checked", "Every nest is checked.", "the nest is not checked",
-                relations=(Relation("Checked", ("Nest",), "{0} is checked"),),
-                facts=checked_facts)
+                relations=(CHECKED_NEST,), facts=checked_facts)
 GUARD_EXTENSIONS = (GuardExtension("checked", new_guard=CHECKED),)
 '''
 

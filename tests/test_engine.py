@@ -12,8 +12,9 @@ from leir_egraph.egraph import (RuleFileError, all_steps, applicable, load_strat
                                 single_steps)
 from leir_egraph.egraph.encoding import decode, encode
 from leir_egraph.egraph.engine import Engine
-from leir_egraph.egraph.facts import LoadedProgram
-from leir_egraph.egraph.guards import GUARDS, PAPER_PRECONDITIONS
+from leir_egraph.egraph.encoding import to_egglog
+from leir_egraph.egraph.guards import PAPER_PRECONDITIONS
+from leir_egraph.egraph.loaded import LoadedProgram
 from leir_egraph.egraph.rulecheck import check_examples, example_program
 from leir_egraph.egraph.vocabulary import vocabulary_of
 from leir_egraph.leir import Program, Signature, parse, to_text
@@ -57,7 +58,7 @@ def test_rule_file_examples_and_counterexamples(strategy):
 
 
 def test_every_guard_is_named_documented_and_can_refuse():
-    assert set(PAPER_PRECONDITIONS) <= set(GUARDS)
+    assert set(PAPER_PRECONDITIONS) <= set(vocabulary_of(()).guards)
     guards = vocabulary_of(STRATEGIES).guards   # shared guards and the providers' relations
     for guard in guards.values():
         assert guard.doc and guard.refusal
@@ -68,18 +69,24 @@ def test_every_relation_has_a_reader():
     """The vocabulary holds no relation that no rule and no analysis rule reads."""
     engine = Engine(STRATEGIES)
     vocab = engine.vocabulary
-    unread = (set(vocab.relations) | set(vocab.parameters)) - engine._read_relations
+    unread = (set(vocab.relations) | set(vocab.parameters)) - engine.read_relations
     assert not unread
 
 
 # ---------------------------------------------------------------- the nine guards, held and refused
 
 def facts_of(p: Program) -> list[str]:
+    """The guards' facts as egglog text, a column that is a nest or program suffix written as
+    its let name (``$n0_``, ``$s1_``)."""
     loaded = LoadedProgram(p)
+    names = loaded.named_terms()
     out = []
     for guard in vocabulary_of(STRATEGIES).guards.values():
         if guard.facts:
-            out.extend(guard.facts(loaded))
+            out.extend("(" + " ".join([f.name, *(names.get(v) or to_egglog(v)
+                                                 if isinstance(v, tuple) else to_egglog(v)
+                                                 for v in f.columns())]) + ")"
+                       for f in guard.facts(loaded))
     return out
 
 
@@ -104,7 +111,7 @@ def test_dependency_guard():
     softmax = facts_of(SOFTMAX)
     assert not any(f.startswith("(Fusible") for f in softmax)  # reductions feed later nests
     assert '(Swappable $n0_ "tx" "a")' in softmax  # order-free max reduction
-    assert '(UnreadIn "D" $s3_)' in softmax and '(UnreadIn "D" $s2_)' not in softmax
+    assert '(UnreadIn "D" (PNil))' in softmax and '(UnreadIn "D" $s2_)' not in softmax
 
 
 def test_operation_identity_guard():
@@ -315,7 +322,7 @@ def test_deferred_facts_wait_for_the_draw_and_change_no_transition():
         "A:f32[4,5] C:f32[5,6] -> F:f32[4,6]")
     chosen = [s for s in STRATEGIES if s.id in ("set_storage_layout", "layout_transformation")]
     engine = Engine(chosen)
-    assert set(engine._deferred) == {"StorageLayout", "NewLayout"}
+    assert set(engine.deferred) == {"StorageLayout", "NewLayout"}
     facts, waiting = engine.finding_facts(LoadedProgram(program))
     assert not any(f.startswith(("(StorageLayout ", "(NewLayout ")) for f in facts)
     keys = [f for f in facts if f.startswith(f"({key_relation('StorageLayout')} ")]
@@ -586,11 +593,10 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
     """Every fact reaches egglog as written, its ``let``-shared subterms included. With let
     names ending in a digit, egglog 13.2 read ``$f13`` in a command that also named ``$f131``
     through a variable of that name and stored gold-0001's copy form of A with its tx loop
-    replaced by a second g loop (facts.py); the copy nest built from it was wrong."""
-    import re
+    replaced by a second g loop (loaded.py); the copy nest built from it was wrong."""
 
-    from leir_egraph.egraph.encoding import from_termdag, to_egglog
-    from leir_egraph.egraph.engine import batches, engine_for
+    from leir_egraph.egraph.encoding import from_termdag
+    from leir_egraph.egraph.engine import engine_for
     from leir_egraph.egraph.steps import default_strategies
 
     row = next(r for r in golden_rows if r["id"] == "gold-0001")
@@ -599,23 +605,18 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
     loaded = LoadedProgram(program)
     commands = engine.fact_commands(loaded)
     assert any(c.startswith("(let $f") for c in commands)  # shared subterms are in play
-    nest_text = {name: to_egglog(term) for (name, _), term in
-                 zip(loaded.named_nests(), loaded.nest_terms)}
     relations = ("CopyForm", "StorageLayout", "NewLayout")
-    # str(): a DeferredFact's whole text
-    texts = [str(fact) for fact in engine.vocabulary.facts(loaded, set(relations))]
-    sent = {re.sub(r"\$n\d+_", lambda m: nest_text[m.group(0)], fact)
-            for fact in texts if fact.startswith(tuple(f"({r} " for r in relations))}
+    # text() outside shared_terms: each fact's whole text, deferred last columns computed
+    sent = {fact.text() for fact in engine.vocabulary.facts(loaded, set(relations))}
     assert len(sent) > 100
-    engine._run("(push)")
+    engine.run("(push)")
     try:
-        for batch in batches(commands):
-            engine._run(batch)
+        engine.send(commands)
         stored = set()
         for relation in relations:
-            (output,) = engine._run(f"(print-function {relation} 100000)")
+            (output,) = engine.run(f"(print-function {relation} 100000)")
             stored |= {to_egglog(from_termdag(output.termdag, row_id, {}))
                        for row_id, _ in output.terms}
     finally:
-        engine._run("(pop)")
+        engine.run("(pop)")
     assert stored == sent

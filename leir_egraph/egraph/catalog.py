@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ..leir.parser import parse
 from ..leir.printer import to_text
-from .guards import GUARDS
 from .engine import prelude_text
 from .strategy import CATEGORIES, Strategy
 from .vocabulary import load_provider, vocabulary
@@ -68,7 +67,7 @@ def strategies_markdown(strategies: list[Strategy]) -> str:
         lines.append(f"| [{s.id}](#{s.id}) | {s.category} | {s.difficulty} | {s.score} | {s.K} | "
                      f"{s.P} | {s.S} | {', '.join(s.guards)} | {', '.join(s.inverse)} |")
     lines += ["", "## Guards", ""]
-    for g in GUARDS.values():
+    for g in vocabulary().guards.values():
         lines.append(f"* **{g.name}** — {g.doc} Refuses when {g.refusal}.")
     for category in CATEGORIES:
         lines += ["", f"## {category.capitalize()} strategies"]

@@ -49,9 +49,9 @@ def encode(node) -> Term:
     where a variable is read inside an expression it is wrapped in ``Read`` (value position) or
     ``IRead`` (index position)."""
     if isinstance(node, Leir):
-        return _cons_list([encode(n) for n in node.nests], "PCons", "PNil")
+        return cons_list([encode(n) for n in node.nests], "PCons", "PNil")
     if isinstance(node, LoopNest):
-        loops = _cons_list([encode(l) for l in node.loops], "LCons", "LNil")
+        loops = cons_list([encode(l) for l in node.loops], "LCons", "LNil")
         body: Term = ("BNil",)
         for item in reversed(node.body):
             body = ("BEq" if isinstance(item, Equation) else "BNest", encode(item), body)
@@ -64,13 +64,13 @@ def encode(node) -> Term:
         if node.empty_subscript and not node.subscripts:
             return ("MkVarEmpty", node.name, node.dtype, node.scope)
         return ("MkVar", node.name, node.dtype, node.scope,
-                _cons_list([encode_index(s) for s in node.subscripts], "SCons", "SNil"))
+                cons_list([encode_index(s) for s in node.subscripts], "SCons", "SNil"))
     if isinstance(node, (IConst, IName, IBin)):
         return encode_index(node)
     return encode_value(node)
 
 
-def _cons_list(items, cons: str, nil: str) -> Term:
+def cons_list(items, cons: str, nil: str) -> Term:
     term: Term = (nil,)
     for item in reversed(items):
         term = (cons, item, term)
@@ -227,7 +227,7 @@ class SharedTerms:
     this machine), and the facts about one program repeat the same subterms thousands of times:
     a layout fact restates the equations it relayouts, a copy-form fact the access it copies.
     Here a subterm whose text is at least ``MIN_CHARS`` long is written out the first time it
-    occurs; from its second occurrence on it is bound once by ``(let $fK_ text)`` and named (names end in ``_``: see facts.py).
+    occurs; from its second occurrence on it is bound once by ``(let $fK_ text)`` and named (names end in ``_``: see loaded.py).
     ``names`` seeds the table with terms that already have a name (the program's nests,
     ``$n0_``...). :meth:`take` returns the ``let`` commands created since the last call, which must
     be sent before any text that uses them.
@@ -247,12 +247,18 @@ class SharedTerms:
 
     def __init__(self, names: dict | None = None, prefix: str = "$f"):
         self._text: dict[Term, str] = dict(names or {})
+        # by object: a fact's Nest column is the loaded program's own term object, looked up
+        # without hashing the whole nest each time
+        self._by_id: dict[int, tuple[Term, str]] = {id(t): (t, n) for t, n in self._text.items()}
         self._prefix = prefix
         self._seen: set[Term] = set()
         self._lets: list[str] = []
         self.count = 0
 
     def text(self, term: Term) -> str:
+        known = self._by_id.get(id(term))
+        if known is not None and known[0] is term:
+            return known[1]
         hit = self._text.get(term)
         if hit is not None:
             return hit
@@ -287,31 +293,6 @@ def shared_terms(names: dict | None = None, prefix: str = "$f"):
         yield _sharing
     finally:
         _sharing = outer
-
-
-def quoted(text: str) -> str:
-    """An egglog string literal: ``quoted("D")`` is ``"D"`` (facts name tensors, indices...)."""
-    return literal_text(text)
-
-
-def loops_term(loops) -> str:
-    """egglog text of a loop list: ``(LCons loop1 (LCons loop2 (LNil)))``."""
-    return to_egglog(_cons_list([encode(loop) for loop in loops], "LCons", "LNil"))
-
-
-def subs_term(subscripts) -> str:
-    """egglog text of a subscript list: ``(SCons s1 (SCons s2 (SNil)))``."""
-    return to_egglog(_cons_list([encode_index(sub) for sub in subscripts], "SCons", "SNil"))
-
-
-def nests_body_term(nests) -> str:
-    """egglog text of a body whose items are the given nests: ``(BNest n1 (BNest n2 (BNil)))``."""
-    return to_egglog(_cons_list([encode(nest) for nest in nests], "BNest", "BNil"))
-
-
-def expr_term(expr) -> str:
-    """egglog text of a value expression."""
-    return to_egglog(encode_value(expr))
 
 
 def from_termdag(termdag, term_id: int, memo: dict) -> Term | Literal | None:

@@ -26,14 +26,16 @@ that once per rule that fired.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
 from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to_egglog
-from .facts import LoadedProgram
+from .facts import FactError
+from .loaded import LoadedProgram
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
-from .vocabulary import DeferredFact, ProviderError, Vocabulary, vocabulary, vocabulary_of
+from .vocabulary import ProviderError, Vocabulary, vocabulary, vocabulary_of
 
 PRELUDE_DIR = DEFAULT_RULES_DIR / "prelude"
 MAX_ROWS = 1_000_000
@@ -141,6 +143,16 @@ def making_rule(strategy: Strategy, rule: Rule) -> str:
 
 
 
+@contextmanager
+def provider_errors():
+    """A provider's bad fact (:class:`FactError`) as the rule-file error the commands report as
+    bad input: one line, naming the provider's file and the line that made the fact."""
+    try:
+        yield
+    except FactError as err:
+        raise RuleFileError(err.path, err.line, err.message) from None
+
+
 @lru_cache(maxsize=1)
 def prelude_text() -> str:
     """The shared egglog preludes, ``rules/prelude/*.egg``, in name order."""
@@ -181,29 +193,46 @@ class Engine:
         self._egraph = bindings.EGraph()
         self._analysed = set(re.findall(r"\((\w+)", prelude_text()
                                         + self.vocabulary.analysis_rules))
-        self._deferred = self._deferrable()
+        self.deferred = self._deferrable()
         # per (strategy, rule): the variables of deferred last columns it does not report
-        self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self._deferred))
+        self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
                         for st in self.strategies for r in st.rules}
         try:
-            self._run(base_program(self.vocabulary))
+            self.run(base_program(self.vocabulary))
         except Exception as err:  # egglog rejects a provider's egglog text
             message = str(err).splitlines()
             raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
                                          if p.endswith(".egg")) or PRELUDE_DIR, None,
                                 f"egglog rejects the vocabulary: "
                                 f"{message[-1] if message else err}") from None
-        for name, relation in self._deferred.items():
-            self._run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
+        for name, relation in self.deferred.items():
+            self.run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
         for strategy in self.strategies:
             self._compile(strategy)
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         # Facts are only sent for relations a compiled rule or an analysis rule can read.
-        self._read_relations = ({c.head for s in self.strategies for r in s.rules
-                                 for c in r.parsed_conditions} | self._analysed)
+        self.read_relations = ({c.head for s in self.strategies for r in s.rules
+                                for c in r.parsed_conditions} | self._analysed)
 
-    def _run(self, text: str):
+    def run(self, text: str) -> list:
+        """Run egglog commands (text) on this engine's database; their outputs, in order.
+        Callers that load a program bracket it with ``(push)``/``(pop)``."""
         return self._egraph.run_program(*self._egraph.parse_program(text))
+
+    def send(self, commands: list[str]) -> None:
+        """Run many commands in bounded batches (:func:`batches`)."""
+        for batch in batches(commands):
+            self.run(batch)
+
+    def unreported(self, strategy: str, rule: str) -> frozenset[str]:
+        """The variables a rule binds through a deferred relation's last column, which its
+        finding rule does not report (empty for most rules)."""
+        return self._hidden.get((strategy, rule), frozenset())
+
+    def reported(self, strategy: str, rule: Rule) -> list[str]:
+        """The binding names a rule's finding rule reports, in order."""
+        hidden = self.unreported(strategy, rule.name)
+        return [n for n in rule.binding_names if n not in hidden]
 
     def _deferrable(self) -> dict:
         """The deferred relations (``Relation.deferred``) this engine can state late: every
@@ -221,13 +250,13 @@ class Engine:
         return out
 
     def _compile(self, strategy: Strategy) -> None:
-        self._run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
-                  f"(ruleset {making_ruleset(strategy)})")
+        self.run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
+                 f"(ruleset {making_ruleset(strategy)})")
         for rule in strategy.rules:
             try:
-                self._run("\n".join((recording_rule(strategy, rule),
-                                     finding_rule(strategy, rule, self._deferred),
-                                     making_rule(strategy, rule))))
+                self.run("\n".join((recording_rule(strategy, rule),
+                                    finding_rule(strategy, rule, self.deferred),
+                                    making_rule(strategy, rule))))
             except Exception as err:  # egglog's own error type: a type or name error
                 message = str(err).splitlines()
                 variant = ", a variant of its [[rules]] entry" if rule.variant else ""
@@ -267,10 +296,10 @@ class Engine:
         fact the compiled rules can read (or those of ``relations``), repeated subterms bound
         by ``let``s named from ``prefix`` (``shared_terms``)."""
         facts = loaded.declarations().splitlines() if declare else []
-        wanted = self._read_relations if relations is None else relations
-        with shared_terms(loaded.names(), prefix) as shared:
+        wanted = self.read_relations if relations is None else relations
+        with shared_terms(loaded.named_terms(), prefix) as shared, provider_errors():
             for fact in self.vocabulary.facts(loaded, wanted):
-                text = str(fact)  # a DeferredFact written out here, sharing subterms
+                text = fact.text()  # a deferred last column computed here, sharing subterms
                 facts.extend(shared.take())  # the lets this fact's text uses
                 facts.append(text)
         return facts
@@ -281,14 +310,13 @@ class Engine:
         repeat, bound once by a ``let $kN_``), and those relations' whole facts by ``(relation,
         key columns)`` (each written out in full, sharing no ``let``, so any of them can be sent
         alone later)."""
-        facts = self.fact_commands(loaded, self._read_relations - set(self._deferred))
+        facts = self.fact_commands(loaded, self.read_relations - set(self.deferred))
         waiting: dict[tuple[str, tuple[str, ...]], list] = {}
         named: dict[str, str] = {}  # a long key column's text -> the let that binds it
-        for fact in self.vocabulary.facts(loaded, set(self._deferred) & self._read_relations):
-            if isinstance(fact, DeferredFact):
-                key = (fact.relation, fact.key)
-            else:
-                key = fact_key(fact, len(self._deferred[fact[1:fact.index(" ")]].sorts))
+        with provider_errors():
+            made = list(self.vocabulary.facts(loaded, set(self.deferred) & self.read_relations))
+        for fact in made:
+            key = (fact.name, tuple(to_egglog(v) for v in fact.key))
             if key not in waiting:
                 columns = []
                 for text in key[1]:
@@ -303,7 +331,7 @@ class Engine:
     def shown(self, match) -> tuple:
         """A match's bindings without the deferred columns its rule does not report while
         finding: what :class:`Application` holds for it."""
-        hidden = self._hidden.get((match.strategy, match.rule))
+        hidden = self.unreported(match.strategy, match.rule)
         if not hidden:
             return match.bindings
         return tuple(b for b in match.bindings if b[0] not in hidden)
@@ -321,7 +349,7 @@ class Engine:
         combined = self._combined.get(names)
         if combined is None:
             combined = self._combined[names] = f"combined__{len(self._combined)}_"
-            self._run(f"(unstable-combined-ruleset {combined} {' '.join(names)})")
+            self.run(f"(unstable-combined-ruleset {combined} {' '.join(names)})")
         return f"(run {combined} 1)"
 
     @staticmethod
@@ -347,7 +375,7 @@ class Engine:
             for strategy in group:
                 for rule in strategy.rules:
                     for condition in rule.parsed_conditions:
-                        if condition.head in self._read_relations:
+                        if condition.head in self.read_relations:
                             readers.setdefault(condition.head, set()).add(k)
         own: list[set[str]] = [set() for _ in groups]
         for name, ks in readers.items():
@@ -370,30 +398,28 @@ class Engine:
         rows = {match_relation(s, r): (s, r) for s in chosen for r in s.rules}
         found: list[RawMatch] = []
         stuck = 0
-        self._run("(push)")
+        self.run("(push)")
         try:
             facts = self.fact_commands(loaded, shared)
-            for batch in batches(facts + ["(run-schedule (saturate (run analysis)))"]):
-                self._run(batch)
+            self.send(facts + ["(run-schedule (saturate (run analysis)))"])
             for k, step in enumerate(steps):
                 inner = k < len(steps) - 1
                 if inner:
-                    self._run("(push)")
+                    self.run("(push)")
                 try:
                     facts = self.fact_commands(loaded, own[k], declare=False, prefix=f"$g{k}x")
                     if facts:  # analysis rules read the terms these facts hold, too
                         facts.append("(run-schedule (saturate (run analysis)))")
-                    for batch in batches(facts + [step, "(run-schedule (saturate (run helpers)))"]):
-                        self._run(batch)
-                    (output,) = self._run(f"(print-function Matched {MAX_ROWS})")
+                    self.send(facts + [step, "(run-schedule (saturate (run helpers)))"])
+                    (output,) = self.run(f"(print-function Matched {MAX_ROWS})")
                 finally:
                     if inner:
-                        self._run("(pop)")
+                        self.run("(pop)")
                 group_found, group_stuck = _rows(output, rows)
                 found += group_found
                 stuck += group_stuck
         finally:
-            self._run("(pop)")
+            self.run("(pop)")
         # in rule order, as the strategies list them (a stable sort keeps egglog's row order)
         order = {(s.id, r.name): i for i, (s, r) in enumerate(rows.values())}
         found.sort(key=lambda m: order[m.strategy, m.rule])
@@ -435,17 +461,16 @@ class Applications:
         step = engine.one_iteration(chosen, finding_ruleset)
         facts, self._waiting = engine.finding_facts(self.loaded)
         commands = facts + ["(run-schedule (saturate (run analysis)))", step]
-        engine._run("(push)")
+        engine.run("(push)")
         try:
-            for batch in batches(commands):
-                engine._run(batch)
-            (output,) = engine._run(f"(print-function Found {MAX_ROWS})")
+            engine.send(commands)
+            (output,) = engine.run(f"(print-function Found {MAX_ROWS})")
         except BaseException:
-            engine._run("(pop)")
+            engine.run("(pop)")
             raise
         rows = {found_relation(s, r): (s, r) for s in chosen for r in s.rules}
         order = {key: i for i, key in enumerate(self._rules)}
-        shown = {key: [n for n in rule.binding_names if n not in engine._hidden.get(key, ())]
+        shown = {key: engine.reported(key[0], rule)
                  for key, (_, rule) in self._rules.items()}  # what a finding rule reports
         termdag, memo = output.termdag, {}
         for row_id, _ in output.terms:
@@ -462,7 +487,7 @@ class Applications:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.engine._run("(pop)")
+        self.engine.run("(pop)")
 
     def make(self, apps: list[Application]) -> list[RawMatch]:
         """The recorded rows of ``apps``, in egglog's order. An application none of whose rows
@@ -488,9 +513,8 @@ class Applications:
         involved = dict.fromkeys(self._rules[a.strategy, a.rule][0] for a in apps)
         commands += [f"(run {making_ruleset(s)} 1)" for s in involved]
         commands.append("(run-schedule (saturate (run helpers)))")
-        for batch in batches(commands):
-            self.engine._run(batch)
-        (output,) = self.engine._run(f"(print-function Matched {MAX_ROWS})")
+        self.engine.send(commands)
+        (output,) = self.engine.run(f"(print-function Matched {MAX_ROWS})")
         found, _ = _rows(output, {match_relation(s, r): (s, r) for s, r in self._rules.values()})
         wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
         return [m for m in found if (m.strategy, m.rule, m.lhs, self.engine.shown(m)) in wanted]
@@ -500,9 +524,9 @@ class Applications:
         those whose key columns are the application's reported bindings (or literals); all of
         a relation's where a key column is a variable the rule does not report."""
         out: list[str] = []
-        deferred = self.engine._deferred
+        deferred = self.engine.deferred
         for app in apps:
-            if not self.engine._hidden.get((app.strategy, app.rule)):
+            if not self.engine.unreported(app.strategy, app.rule):
                 continue
             values = dict(app.bindings)
             for atom in self._rules[app.strategy, app.rule][1].guard_atoms:
@@ -541,46 +565,6 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch
         found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
                               tuple(zip(rule.binding_names, values))))
     return found, stuck
-
-
-def fact_key(fact: str, columns: int) -> tuple[str, tuple[str, ...]]:
-    r"""The head and the texts of the first ``columns - 1`` arguments of a fact's egglog text
-    (split at the top level; the last argument, however long, is not read): the key of a
-    deferred relation's fact a provider wrote as text rather than as a :class:`DeferredFact`.
-
-    >>> fact_key('(R "a b" (SCons x (SNil)) (BNil))', 3)
-    ('R', ('"a b"', '(SCons x (SNil))'))
-    >>> fact_key('(R "say \\"(\\" " 7 (BEq (MkEq a b) (BNil)))', 3)
-    ('R', ('"say \\"(\\" "', '7'))
-    """
-    head_end = fact.index(" ")
-    out: list[str] = []
-    i, n = head_end + 1, len(fact)
-    while len(out) < columns - 1 and i < n:
-        if fact[i].isspace():
-            i += 1
-            continue
-        start, depth = i, 0
-        while i < n:
-            ch = fact[i]
-            if ch == '"':
-                i += 1
-                while fact[i] != '"':
-                    i += 2 if fact[i] == "\\" else 1
-            elif ch == "(":
-                depth += 1
-            elif ch == ")":
-                if depth == 0:
-                    break
-                depth -= 1
-                if depth == 0:
-                    i += 1
-                    break
-            elif ch.isspace() and depth == 0:
-                break
-            i += 1
-        out.append(fact[start:i])
-    return fact[1:head_end], tuple(out)
 
 
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:

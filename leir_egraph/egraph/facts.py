@@ -1,107 +1,216 @@
-"""A program loaded into egglog: its term, ``let`` names for every nest and program suffix, and
-the egglog text that declares them. Guards and parameters emit facts about these names.
+"""Typed facts: a relation declared with its column sorts, and the facts made by calling it.
 
-    $n0_, $n1_, ...   every loop nest (top-level and nested), in pre-order
-    $s0_, $s1_, ...   the top-level program suffix starting at nest k ($s0_ is the whole program)
+A guard, a parameter set or a fact provider declares each relation it states once, with the
+sort of every column; a fact is made by calling the relation with its columns::
 
-Every ``let`` name the engine makes ends in ``_``, never in a digit. egglog 13.2 reads a global
-inside a command through a fresh variable named after it plus a counter (``$f13`` -> ``$f131``),
-so a global named ``$f13`` and one named ``$f131`` in the same command could swap values: a fact
-was stored with the wrong subterm (docs/ARCHITECTURE.md, "egglog's global names"). A name ending
-in ``_`` plus digits is never another name the engine makes.
+    SCAN_AXIS = Relation("ScanAxis", ("Nest", "Var", "String", "i64"), "...")
+    yield SCAN_AXIS(nest, target, "r", 64)
+
+The call checks the arity and every column's sort where the fact is made and encodes each
+column once, by its sort (:func:`column`): a ``String`` column takes a ``str``, an ``i64`` one an
+``int``, a term sort (``Nest``, ``Expr``, ``Loops`` ...) either an already encoded term of that
+sort or the LEIR node (or, for a list sort, the sequence of nodes) that encodes to it. A bad
+column is a :class:`FactError` naming the file and line of the call -- the provider's line --
+never a fact dropped or sent wrong. The engine reads a fact's relation and columns as data
+(:attr:`Fact.relation`, :attr:`Fact.key`) and writes its egglog text only when it sends it.
+
+A relation declared ``deferred`` may take :func:`later` in its last column: a function computed
+only when the whole fact is sent (``Engine.applications``), checked against the column's sort
+then and located at the line that made the fact.
+
+    >>> ratio = Relation("Ratio", ("String", "i64"), "{0} has ratio {1}")
+    >>> ratio("D", 2).text()
+    '(Ratio "D" 2)'
+    >>> ratio("D", "2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    leir_egraph.egraph.facts.FactError: ...: Ratio column 2 is of sort i64, got str '2'
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
+import sys
+from dataclasses import dataclass
+from typing import Callable
 
-from ..leir.ast import LoopNest
-from ..leir.program import Program
-from .encoding import Term, encode, to_egglog
+from ..leir.ast import Leir
+from .encoding import SORT_OF, cons_list, encode, encode_index, encode_value, to_egglog
 
 
-@dataclass
-class LoadedProgram:
-    """The let-bound egglog view of a program, shared by all fact producers."""
-    program: Program
-    nests: list[LoopNest] = field(default_factory=list)        # pre-order, incl. nested
-    top_level: list[int] = field(default_factory=list)         # positions of top-level nests
+class FactError(ValueError):
+    """A fact that is not one of a declared relation, or whose columns do not fit its sorts,
+    located at the provider's line that made it (``file:line: message``)."""
 
-    def __post_init__(self):
-        def visit(nest: LoopNest):
-            self.nests.append(nest)
-            for item in nest.body:
-                if isinstance(item, LoopNest):
-                    visit(item)
+    def __init__(self, path: str, line: int | None, message: str):
+        self.path, self.line, self.message = str(path), line, message
+        super().__init__(f"{path}:{line if line is not None else 1}: {message}")
 
-        for nest in self.program.leir.nests:
-            self.top_level.append(len(self.nests))
-            visit(nest)
 
-    @cached_property
-    def term(self) -> Term:
-        return encode(self.program.leir)
+class Later:
+    """The last column of a deferred relation's fact, computed when the fact is sent."""
+    __slots__ = ("make",)
 
-    def nest_name(self, k: int) -> str:
-        return f"$n{k}_"
+    def __init__(self, make: Callable[[], object]):
+        self.make = make
 
-    def top_nest_name(self, i: int) -> str:
-        """Let name of top-level nest number ``i``."""
-        return self.nest_name(self.top_level[i])
 
-    def suffix_name(self, i: int) -> str:
-        return f"$s{i}_"
+def later(make: Callable[[], object]) -> Later:
+    """A deferred last column: ``make()`` returns the column's value (checked by its sort)."""
+    return Later(make)
 
-    def named_nests(self):
-        """``(let name, nest)`` of every nest, nested ones included, in pre-order."""
-        for k, nest in enumerate(self.nests):
-            yield self.nest_name(k), nest
 
-    def top_nests(self):
-        """``(position, let name, nest)`` of every top-level nest."""
-        for i, nest in enumerate(self.program.leir.nests):
-            yield i, self.top_nest_name(i), nest
+# A term sort's column encoded from LEIR nodes: the encoder of one node, or of the items of a
+# list sort together with its cons and nil constructors.
+_NODE_ENCODERS = {"Nest": encode, "Var": encode, "Eqn": encode, "Loop": encode,
+                  "Expr": encode_value, "IExpr": encode_index}
+_LIST_ENCODERS = {"Loops": (encode, "Loop", "LCons", "LNil"),
+                  "Subs": (encode_index, "IExpr", "SCons", "SNil"),
+                  "Body": (encode, "Nest", "BNest", "BNil"),
+                  "Prog": (encode, "Nest", "PCons", "PNil")}
 
-    def distinct_nests(self) -> list[tuple[str, LoopNest, list[LoopNest]]]:
-        """Each distinct nest with its let name and the top-level nest -- the GPU kernel --
-        around every one of its occurrences. A fact about a nest term holds wherever the term
-        occurs, so a fact that depends on the surroundings must hold in all of them."""
-        found: dict[LoopNest, tuple[str, list[LoopNest]]] = {}
-        for k, nest in enumerate(self.nests):
-            kernel = self.nests[max(s for s in self.top_level if s <= k)]
-            found.setdefault(nest, (self.nest_name(k), []))[1].append(kernel)
-        return [(name, nest, kernels) for nest, (name, kernels) in found.items()]
 
-    @cached_property
-    def nest_terms(self) -> list[Term]:
-        """The encoded term of every nest, in the order of ``nests`` (encoded once)."""
-        return [encode(nest) for nest in self.nests]
+def column(sort: str, value):
+    """``value`` encoded for a column of ``sort``: a literal for ``String`` and ``i64``, a term
+    for every other sort. Raises ``TypeError`` (message without location) when it does not fit."""
+    if sort == "String":
+        if type(value) is str:
+            return value
+    elif sort == "i64":
+        if type(value) is int:
+            return value
+    elif type(value) is tuple and value and type(value[0]) is str:
+        if SORT_OF.get(value[0]) == sort:
+            return value
+        raise TypeError(f"is of sort {sort}, got a term of sort {SORT_OF.get(value[0], '?')} "
+                        f"({value[0]})")
+    elif sort in _NODE_ENCODERS:
+        term = _try(_NODE_ENCODERS[sort], value)
+        if term is not None and SORT_OF.get(term[0]) == sort:
+            return term
+    elif sort in _LIST_ENCODERS:
+        if isinstance(value, Leir) and sort == "Prog":
+            value = value.nests
+        if isinstance(value, (tuple, list)):
+            each, item_sort, cons, nil = _LIST_ENCODERS[sort]
+            items = [_try(each, v) for v in value]
+            if all(i is not None and SORT_OF.get(i[0]) == item_sort for i in items):
+                return cons_list(items, cons, nil)
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise TypeError(f"is of sort {sort}, got {type(value).__name__} {shown}")
 
-    def names(self) -> dict[Term, str]:
-        """Term -> let name of every distinct nest (the first name where a nest repeats)."""
-        out: dict[Term, str] = {}
-        for k, term in enumerate(self.nest_terms):
-            out.setdefault(term, self.nest_name(k))
-        return out
 
-    def named_terms(self) -> dict[Term, str]:
-        """``names()`` plus the term of every top-level program suffix but the empty one
-        (``$sK_``, as ``declarations`` binds them)."""
-        out = self.names()
-        suffix: Term = ("PNil",)
-        for i in reversed(range(len(self.program.leir.nests))):
-            suffix = ("PCons", self.nest_terms[self.top_level[i]], suffix)
-            out[suffix] = self.suffix_name(i)
-        return out
+def _try(encoder, value):
+    try:
+        return encoder(value)
+    except (TypeError, AttributeError, KeyError):
+        return None
 
-    def declarations(self) -> str:
-        """egglog ``let`` commands binding every nest and suffix; the program is ``$s0_``."""
-        lines = [f"(let {self.nest_name(k)} {to_egglog(term)})"
-                 for k, term in enumerate(self.nest_terms)]
-        n = len(self.program.leir.nests)
-        lines.append(f"(let {self.suffix_name(n)} (PNil))")
-        for i in reversed(range(n)):
-            lines.append(f"(let {self.suffix_name(i)} (PCons {self.top_nest_name(i)} "
-                         f"{self.suffix_name(i + 1)}))")
-        return "\n".join(lines)
+
+@dataclass(frozen=True)
+class Relation:
+    """An egglog relation: name, column sorts, and its chain-of-thought sentence (``{0}``,
+    ``{1}``... are its columns rendered as LEIR text). Calling it makes a :class:`Fact`.
+
+    ``deferred``: the last column is built only for the applications a seeded draw makes
+    (``Engine.applications``): while the rules' queries run, the engine states the fact without
+    it (``<name>__key``, the other columns, which must identify the fact), and inserts the whole
+    fact only before it builds a chosen application whose reported bindings name its key. For a
+    large column most of whose facts a draw never uses (a storage layout's re-addressing map).
+    The rules that read it must bind the last column to a variable used by no other condition;
+    where one does not, the engine states the whole facts up front, as for any relation."""
+    name: str
+    sorts: tuple[str, ...]
+    holds: str
+    deferred: bool = False
+
+    def declaration(self) -> str:
+        return f"(relation {self.name} ({' '.join(self.sorts)}))"
+
+    def __call__(self, *columns) -> "Fact":
+        frame = sys._getframe(1)
+        path, line = frame.f_code.co_filename, frame.f_lineno
+        if len(columns) != len(self.sorts):
+            raise FactError(path, line, f"{self.name} takes {len(self.sorts)} columns "
+                                        f"({' '.join(self.sorts)}), got {len(columns)}")
+        values = []
+        for i, (sort, value) in enumerate(zip(self.sorts, columns)):
+            if type(value) is Later:
+                if not self.deferred or i != len(columns) - 1:
+                    raise FactError(path, line, f"{self.name} column {i + 1}: only the last "
+                                                "column of a deferred relation may be later()")
+                values.append(value)
+                continue
+            try:
+                values.append(column(sort, value))
+            except TypeError as err:
+                raise FactError(path, line, f"{self.name} column {i + 1} {err}") from None
+        return Fact(self, tuple(values), path, line)
+
+
+class Fact:
+    """One fact of a declared relation: its columns encoded (terms, ``str``, ``int``; a deferred
+    fact's last column may be a :class:`Later`), and where it was made. Equal when the relation
+    and every column are (a ``Later`` column equals only itself)."""
+    __slots__ = ("relation", "values", "path", "line", "_hash")
+
+    def __init__(self, relation: Relation, values: tuple, path: str, line: int):
+        self.relation, self.values, self.path, self.line = relation, values, path, line
+        self._hash = None
+
+    @property
+    def name(self) -> str:
+        return self.relation.name
+
+    @property
+    def key(self) -> tuple:
+        """Every column but the last: what identifies a deferred relation's fact."""
+        return self.values[:-1]
+
+    def last(self):
+        """The last column, computed now if it was deferred (and checked against its sort)."""
+        value = self.values[-1]
+        if type(value) is not Later:
+            return value
+        try:
+            return column(self.relation.sorts[-1], value.make())
+        except TypeError as err:
+            raise FactError(self.path, self.line, f"{self.relation.name} column "
+                                                  f"{len(self.values)} {err}") from None
+
+    def columns(self) -> tuple:
+        """Every column's value, a deferred last one computed."""
+        if self.values and type(self.values[-1]) is Later:
+            return self.values[:-1] + (self.last(),)
+        return self.values
+
+    def text(self) -> str:
+        """The fact's egglog text (inside ``shared_terms``, repeated subterms by their names)."""
+        return "(" + " ".join([self.relation.name, *(to_egglog(v) for v in self.columns())]) + ")"
+
+    __str__ = text
+
+    def __repr__(self) -> str:
+        return f"Fact({self.relation.name}, {self.values!r})"
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is Fact and self.relation.name == other.relation.name
+                and self.values == other.values)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((self.relation.name, self.values))
+        return self._hash
+
+
+def located(produce, produced) -> tuple[str, int | None]:
+    """Where ``produce`` (a fact producer) returned something that is no fact: the line of its
+    ``yield`` when ``produced`` is a generator still at it, else the function's first line."""
+    frame = getattr(produced, "gi_frame", None)
+    code = getattr(produce, "__code__", None)
+    if frame is not None:
+        return frame.f_code.co_filename, frame.f_lineno
+    if code is not None:
+        return code.co_filename, code.co_firstlineno
+    return "<provider>", None
+

@@ -23,46 +23,10 @@ from ..leir.ast import Leir
 from ..leir.hardware import MAX_SHARED_BYTES
 from ..leir.legality import determined_loops, fusible, independent_iterations, loops_swappable
 from ..leir.signature import dtype_bytes
-from .encoding import quoted
-from .facts import LoadedProgram
+from .facts import Fact, Relation
+from .loaded import LoadedProgram
 
-
-@dataclass(frozen=True)
-class Relation:
-    """An egglog relation a guard provides: name, column sorts, and its CoT sentence.
-
-    ``deferred``: the last column is built only for the applications a seeded draw makes
-    (``Engine.applications``): while the rules' queries run, the engine states the fact without
-    it (``<name>__key``, the other columns, which must identify the fact), and inserts the whole
-    fact only before it builds a chosen application whose reported bindings name its key. For a
-    large column most of whose facts a draw never uses (a storage layout's re-addressing map).
-    The rules that read it must bind the last column to a variable used by no other condition;
-    where one does not, the engine states the whole facts up front, as for any relation."""
-    name: str
-    sorts: tuple[str, ...]
-    holds: str
-    deferred: bool = False
-
-    def declaration(self) -> str:
-        return f"(relation {self.name} ({' '.join(self.sorts)}))"
-
-
-@dataclass(frozen=True)
-class DeferredFact:
-    """A fact of a deferred relation whose last column is written only when it is sent:
-    ``key`` holds the egglog texts of the other columns, ``last`` makes the text of the last.
-    Providers may yield one where they yield a fact's text; ``str()`` of it is that text.
-
-    >>> f = DeferredFact("StorageLayout", ('"D"', '"transposed"'), lambda: "(BNil)")
-    >>> str(f)
-    '(StorageLayout "D" "transposed" (BNil))'
-    """
-    relation: str
-    key: tuple[str, ...]
-    last: Callable[[], str] = field(compare=False)
-
-    def __str__(self) -> str:
-        return f"({self.relation} {' '.join(self.key)} {self.last()})"
+Facts = Iterable[Fact]
 
 
 @dataclass(frozen=True)
@@ -72,7 +36,7 @@ class Guard:
     doc: str
     refusal: str
     relations: tuple[Relation, ...] = ()
-    facts: Callable[[LoadedProgram], Iterable[str]] | None = None
+    facts: Callable[[LoadedProgram], Facts] | None = None
     rules: str = ""  # egglog rules (ruleset analysis) computing the relations
     structural: bool = field(default=False)  # satisfied by the rule's pattern itself
 
@@ -92,31 +56,31 @@ PATTERN_MATCH = Guard(
 
 # ---------------------------------------------------------------- 2. dependency
 
-def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _dependency_facts(loaded: LoadedProgram) -> Facts:
     leir = loaded.program.leir
     nests = list(loaded.top_nests())
     rw = [(reads(n), writes(n)) for _, _, n in nests]
     for (i, ni, a), (j, nj, b) in combinations(nests, 2):
         (ra, wa), (rb, wb) = rw[i], rw[j]
         if not (wa & rb or ra & wb or wa & wb):
-            yield f"(Independent {ni} {nj})"
-            yield f"(Independent {nj} {ni})"
+            yield INDEPENDENT(ni, nj)
+            yield INDEPENDENT(nj, ni)
         elif j == i + 1 and not (wa & rb or ra & wb) and all(
                 _disjoint_writes(a, b, t) for t in wa & wb):
-            yield f"(DisjointWrites {ni} {nj})"
+            yield DISJOINT_WRITES(ni, nj)
         if j == i + 1 and fusible(a, b):
-            yield f"(Fusible {ni} {nj})"
-    for name, nest in loaded.named_nests():
+            yield FUSIBLE(ni, nj)
+    for term, nest in loaded.term_nests():
         loops = nest.loops
         for x, y in combinations(loops, 2):
             if loops_swappable(nest, x.index, y.index):
-                yield f"(Swappable {name} {quoted(x.index)} {quoted(y.index)})"
+                yield SWAPPABLE(term, x.index, y.index)
     read_after: set[str] = set()
     names = sorted(reads(leir) | writes(leir))
     for i in reversed(range(len(leir.nests) + 1)):
         for name in names:
             if name not in read_after:
-                yield f"(UnreadIn {quoted(name)} {loaded.suffix_name(i)})"
+                yield UNREAD_IN(name, loaded.suffix_terms[i])
         if i > 0:
             read_after |= reads(leir.nests[i - 1])
 
@@ -145,22 +109,46 @@ def _disjoint_writes(first, second, tensor: str) -> bool:
     return all(any(x[1] < y[0] or y[1] < x[0] for x, y in zip(p, q)) for p in a for q in b)
 
 
-def _first_write_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _first_write_facts(loaded: LoadedProgram) -> Facts:
     """``FirstWriteIn t n``: ``t`` is no input and no nest before ``n`` writes it. A nest term
     at several top-level positions gets the fact only where it holds at every one of them."""
     inputs = set(loaded.program.signature.input_names)
     written_before: set[str] = set()
     common: dict = {}
-    for i, name, nest in loaded.top_nests():
+    for i, term, nest in loaded.top_nests():
         written = writes(nest)
         first = {t for t in written if t not in inputs and t not in written_before}
         written_before |= written
-        key = common.setdefault(nest, [name, first])
+        key = common.setdefault(nest, [term, first])
         key[1] &= first
-    for name, tensors in common.values():
+    for term, tensors in common.values():
         for tensor in sorted(tensors):
-            yield f"(FirstWriteIn {quoted(tensor)} {name})"
+            yield FIRST_WRITE_IN(tensor, term)
 
+
+INDEPENDENT = Relation(
+    "Independent", ("Nest", "Nest"),
+    "the nests {0} and {1} have no read-after-write, write-after-read or "
+    "write-after-write dependence")
+DISJOINT_WRITES = Relation(
+    "DisjointWrites", ("Nest", "Nest"),
+    "the consecutive nests {0} and {1} both write a tensor, but never the same "
+    "element of it, and neither reads a tensor the other writes")
+FUSIBLE = Relation(
+    "Fusible", ("Nest", "Nest"),
+    "every value {1} takes from {0} is read in the same iteration that writes it, "
+    "and {1} writes nothing {0} touches")
+SWAPPABLE = Relation(
+    "Swappable", ("Nest", "String", "String"),
+    "no element written in {0} is touched by iterations that differ in both "
+    "loops {1} and {2}")
+UNREAD_IN = Relation(
+    "UnreadIn", ("String", "Prog"),
+    "no later nest reads {0}")
+FIRST_WRITE_IN = Relation(
+    "FirstWriteIn", ("String", "Nest"),
+    "{0} is not an input and no nest before {1} writes it, so an accumulation "
+    "of {0} in {1} starts from the identity")
 
 DEPENDENCY = Guard(
     "dependency",
@@ -175,23 +163,12 @@ DEPENDENCY = Guard(
     "program suffix reads the tensor.",
     "a data dependence between the nests or loops involved forbids the move",
     relations=(
-        Relation("Independent", ("Nest", "Nest"),
-                 "the nests {0} and {1} have no read-after-write, write-after-read or "
-                 "write-after-write dependence"),
-        Relation("DisjointWrites", ("Nest", "Nest"),
-                 "the consecutive nests {0} and {1} both write a tensor, but never the same "
-                 "element of it, and neither reads a tensor the other writes"),
-        Relation("Fusible", ("Nest", "Nest"),
-                 "every value {1} takes from {0} is read in the same iteration that writes it, "
-                 "and {1} writes nothing {0} touches"),
-        Relation("Swappable", ("Nest", "String", "String"),
-                 "no element written in {0} is touched by iterations that differ in both "
-                 "loops {1} and {2}"),
-        Relation("UnreadIn", ("String", "Prog"),
-                 "no later nest reads {0}"),
-        Relation("FirstWriteIn", ("String", "Nest"),
-                 "{0} is not an input and no nest before {1} writes it, so an accumulation "
-                 "of {0} in {1} starts from the identity"),
+        INDEPENDENT,
+        DISJOINT_WRITES,
+        FUSIBLE,
+        SWAPPABLE,
+        UNREAD_IN,
+        FIRST_WRITE_IN,
     ),
     facts=lambda loaded: [*_dependency_facts(loaded), *_first_write_facts(loaded)])
 
@@ -209,39 +186,53 @@ OPERATION_IDENTITY = Guard(
 
 # ---------------------------------------------------------------- 4. loop nest consistency
 
-def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _consistency_facts(loaded: LoadedProgram) -> Facts:
     nests = list(loaded.top_nests())
     for (_, ni, a), (_, nj, b) in combinations(nests, 2):
         if a.loops == b.loops:
-            yield f"(SameLoops {ni} {nj})"
-            yield f"(SameLoops {nj} {ni})"
+            yield SAME_LOOPS(ni, nj)
+            yield SAME_LOOPS(nj, ni)
 
+
+SAME_LOOPS = Relation(
+    "SameLoops", ("Nest", "Nest"),
+    "the nests {0} and {1} have identical loops")
 
 LOOP_NEST_CONSISTENCY = Guard(
     "loop_nest_consistency",
     "The nests involved have exactly the same loops (kinds, extents, indices, order).",
     "the nests involved do not share the same loop structure",
-    relations=(Relation("SameLoops", ("Nest", "Nest"),
-                        "the nests {0} and {1} have identical loops"),),
+    relations=(SAME_LOOPS,),
     facts=_consistency_facts)
 
 
 # ---------------------------------------------------------------- 5. equation count
 
-def _equation_count_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest in loaded.named_nests():
-        yield f"(EquationCount {name} {len(nest.equations)})"
+def _equation_count_facts(loaded: LoadedProgram) -> Facts:
+    for term, nest in loaded.term_nests():
+        yield EQUATION_COUNT(term, len(nest.equations))
 
 
-EQUATION_COUNT = Guard(
+EQUATION_COUNT = Relation("EquationCount", ("Nest", "i64"), "the nest {0} holds {1} equations")
+
+EQUATION_COUNT_GUARD = Guard(
     "equation_count",
     "A nest holds enough equations for the strategy (e.g. at least two to split it).",
     "the nest does not hold enough equations",
-    relations=(Relation("EquationCount", ("Nest", "i64"), "the nest {0} holds {1} equations"),),
+    relations=(EQUATION_COUNT,),
     facts=_equation_count_facts)
 
 
 # ---------------------------------------------------------------- 6. loop axis count
+
+LOOP_OUTER = Relation(
+    "LoopOuter", ("Loops", "Loop", "Loop"),
+    "the loop {1} encloses the loop {2} in the same nest, so the nest has "
+    "at least two loop axes")
+LOOP_NEXT = Relation(
+    "LoopNext", ("Loops", "Loop", "Loop"),
+    "the loop {1} immediately encloses the loop {2}, so the nest has at "
+    "least two loop axes")
 
 LOOP_AXIS_COUNT = Guard(
     "loop_axis_count",
@@ -249,12 +240,8 @@ LOOP_AXIS_COUNT = Guard(
     "two loops of one nest, the first enclosing the second, and "
     "LoopNext two adjacent ones; both exist only when the nest has at least two axes.",
     "the nest does not have enough loop axes",
-    relations=(Relation("LoopOuter", ("Loops", "Loop", "Loop"),
-                        "the loop {1} encloses the loop {2} in the same nest, so the nest has "
-                        "at least two loop axes"),
-               Relation("LoopNext", ("Loops", "Loop", "Loop"),
-                        "the loop {1} immediately encloses the loop {2}, so the nest has at "
-                        "least two loop axes")))
+    relations=(LOOP_OUTER,
+               LOOP_NEXT))
 
 
 # ---------------------------------------------------------------- 7. loop range factorization
@@ -266,29 +253,35 @@ def proper_factors(n: int) -> list[int]:
     return small + large
 
 
-def _factor_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _factor_facts(loaded: LoadedProgram) -> Facts:
     extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
     for n in extents:
         for f in proper_factors(n):
-            yield f"(ProperFactor {n} {f})"
+            yield PROPER_FACTOR(n, f)
 
+
+PROPER_FACTOR = Relation("ProperFactor", ("i64", "i64"), "{1} properly divides the extent {0}")
 
 LOOP_RANGE_FACTORIZATION = Guard(
     "loop_range_factorization",
     "The loop's extent has a proper divisor f (1 < f < extent) to split it by.",
     "the loop extent has no proper divisor to split it by",
-    relations=(Relation("ProperFactor", ("i64", "i64"), "{1} properly divides the extent {0}"),),
+    relations=(PROPER_FACTOR,),
     facts=_factor_facts)
 
 
 # ---------------------------------------------------------------- 8. reduction axis
 
-def _axis_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest in loaded.named_nests():
+def _axis_facts(loaded: LoadedProgram) -> Facts:
+    for term, nest in loaded.term_nests():
         for loop in nest.loops:
             if independent_iterations(nest, loop.index):
-                yield f"(IndependentAxis {name} {quoted(loop.index)})"
+                yield INDEPENDENT_AXIS(term, loop.index)
 
+
+INDEPENDENT_AXIS = Relation(
+    "IndependentAxis", ("Nest", "String"),
+    "the iterations of loop {1} in {0} are independent (not a reduction axis)")
 
 REDUCTION_AXIS = Guard(
     "reduction_axis",
@@ -298,15 +291,14 @@ REDUCTION_AXIS = Guard(
     "so they may run in any order or at once.",
     "the loop is a reduction axis (its iterations combine into the same elements)",
     relations=(
-        Relation("IndependentAxis", ("Nest", "String"),
-                 "the iterations of loop {1} in {0} are independent (not a reduction axis)"),
+        INDEPENDENT_AXIS,
     ),
     facts=_axis_facts)
 
 
 # ---------------------------------------------------------------- 9. intermediate variable
 
-def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _intermediate_facts(loaded: LoadedProgram) -> Facts:
     known = set(loaded.program.signature.names)
     seen: dict[str, tuple[str, str]] = {}
     for site in equation_sites(loaded.program.leir):
@@ -319,10 +311,10 @@ def _intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
     shapes = program_shapes(loaded.program)
     for name, (dtype, scope) in seen.items():
         if name not in known:
-            yield f"(Intermediate {quoted(name)})"
-            yield f"(ScopeOf {quoted(name)} {quoted(scope)})"
+            yield INTERMEDIATE(name)
+            yield SCOPE_OF(name, scope)
             for fits in kernel_scopes(name, dtype, shapes.get(name), users.get(name, [])):
-                yield f"(ScopeFits {quoted(name)} {quoted(fits)})"
+                yield SCOPE_FITS(name, fits)
 
 
 def kernel_scopes(name: str, dtype: str, shape, users) -> list[str]:
@@ -351,18 +343,23 @@ def kernel_scopes(name: str, dtype: str, shape, users) -> list[str]:
     return ["g", "l"] + (["s"] if fits_shared else [])
 
 
+INTERMEDIATE = Relation("Intermediate", ("String",), "{0} is an intermediate variable")
+SCOPE_OF = Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}")
+SCOPE_FITS = Relation(
+    "ScopeFits", ("String", "String"),
+    "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
+    "the one kernel (top-level nest) that uses it, each thread touching only the "
+    "elements it writes")
+
 INTERMEDIATE_VARIABLE = Guard(
     "intermediate_variable",
     "The tensor is an intermediate (written by the program, not an input or output), so its "
     "storage may change without changing the program's interface.",
     "the tensor is a known input or output, whose storage the caller fixes",
     relations=(
-        Relation("Intermediate", ("String",), "{0} is an intermediate variable"),
-        Relation("ScopeOf", ("String", "String"), "{0} currently lives in scope {1}"),
-        Relation("ScopeFits", ("String", "String"),
-                 "{0} may live in scope {1} on CUDA: global memory, or shared or local memory of "
-                 "the one kernel (top-level nest) that uses it, each thread touching only the "
-                 "elements it writes"),
+        INTERMEDIATE,
+        SCOPE_OF,
+        SCOPE_FITS,
     ),
     facts=_intermediate_facts)
 
@@ -373,7 +370,7 @@ class GuardExtension:
     a rule file defines (docs/RULES.md §5), or a shared vocabulary module of ``extensions/``."""
     guard: str
     relations: tuple[Relation, ...] = ()
-    facts: Callable[[LoadedProgram], Iterable[str]] | None = None
+    facts: Callable[[LoadedProgram], Facts] | None = None
     rules: str = ""
     new_guard: Guard | None = None  # set to add a guard beyond the base ones
 
@@ -381,29 +378,11 @@ class GuardExtension:
 def base_guards() -> dict[str, Guard]:
     """The nine preconditions of the paper, defined in this module."""
     return {g.name: g for g in (
-        PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT,
+        PATTERN_MATCH, DEPENDENCY, OPERATION_IDENTITY, LOOP_NEST_CONSISTENCY, EQUATION_COUNT_GUARD,
         LOOP_AXIS_COUNT, LOOP_RANGE_FACTORIZATION, REDUCTION_AXIS, INTERMEDIATE_VARIABLE)}
-
-
-def shared_guard_extensions() -> list[GuardExtension]:
-    """The guard extensions of the shared vocabulary modules (``egraph/extensions/``)."""
-    from .extensions import guard_extensions
-
-    return guard_extensions()
 
 
 PAPER_PRECONDITIONS = ("pattern_match", "dependency", "operation_identity",
                        "loop_nest_consistency", "equation_count", "loop_axis_count",
                        "loop_range_factorization", "reduction_axis", "intermediate_variable")
 
-
-def __getattr__(name: str):
-    # GUARDS and RELATIONS -- the shared vocabulary's guards and relations, without any rule
-    # file's provider (see vocabulary.py) -- are assembled on first use, not at import: the
-    # shared extension modules import this module while being discovered.
-    if name in ("GUARDS", "RELATIONS"):
-        from .vocabulary import vocabulary
-
-        shared = vocabulary()
-        return shared.guards if name == "GUARDS" else shared.relations
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

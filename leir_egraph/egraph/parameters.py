@@ -13,9 +13,8 @@ from typing import Callable, Iterable
 
 from ..leir.analysis import accesses, nest_loops
 from ..leir.names import fresh, index_name_supply, tensor_name_supply
-from .encoding import quoted
-from .facts import LoadedProgram
-from .guards import Relation
+from .facts import Fact, Relation
+from .loaded import LoadedProgram
 
 FRESH_INDEX_COUNT = 3
 FRESH_TENSOR_COUNT = 4
@@ -38,44 +37,44 @@ def _enclosing_indices(loaded: LoadedProgram) -> list[frozenset[str]]:
     return out
 
 
-def _core_facts(loaded: LoadedProgram) -> Iterable[str]:
-    yield f"(Root {loaded.suffix_name(0)})"
+def _core_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    yield ROOT(loaded.suffix_terms[0])
     # A fresh index must be unused in the nest and by the loops around it (a nested nest may not
     # rebind them); a fact about a nest holds wherever it occurs, so avoid the names of every
     # occurrence's surroundings.
     used: dict = {}
     for nest, outer in zip(loaded.nests, _enclosing_indices(loaded)):
         used.setdefault(nest, {l.index for l in nest_loops(nest)}).update(outer)
-    for k, nest in enumerate(loaded.nests):
+    for term, nest in loaded.term_nests():
         for i, name in enumerate(fresh(used[nest], index_name_supply(), FRESH_INDEX_COUNT)):
-            yield f"(FreshIndex {loaded.nest_name(k)} {i} {quoted(name)})"
+            yield FRESH_INDEX(term, i, name)
     used_tensors = {v.name for v in accesses(loaded.program.leir)} | set(loaded.program.signature.names)
     for i, name in enumerate(fresh(used_tensors, tensor_name_supply(), FRESH_TENSOR_COUNT)):
-        yield f"(FreshTensor {i} {quoted(name)})"
+        yield FRESH_TENSOR(i, name)
     for old in "gsl":
         for new in "gsl":
             if old != new:
-                yield f"(ScopeChange {quoted(old)} {quoted(new)})"
+                yield SCOPE_CHANGE(old, new)
 
 
 @dataclass(frozen=True)
 class ParameterSet:
     """Parameter relations and the function producing their facts."""
     relations: tuple[Relation, ...]
-    facts: Callable[[LoadedProgram], Iterable[str]]
+    facts: Callable[[LoadedProgram], Iterable[Fact]]
 
+
+ROOT = Relation("Root", ("Prog",), "{0} is the whole program")
+FRESH_INDEX = Relation(
+    "FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}")
+FRESH_TENSOR = Relation(
+    "FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program")
+SCOPE_CHANGE = Relation("ScopeChange", ("String", "String"), "scope {0} may become scope {1}")
 
 CORE_PARAMETERS = ParameterSet((
-    Relation("Root", ("Prog",), "{0} is the whole program"),
-    Relation("FreshIndex", ("Nest", "i64", "String"), "{2} is an index name unused in {0}"),
-    Relation("FreshTensor", ("i64", "String"), "{1} is a tensor name unused in the program"),
-    Relation("ScopeChange", ("String", "String"), "scope {0} may become scope {1}"),
+    ROOT,
+    FRESH_INDEX,
+    FRESH_TENSOR,
+    SCOPE_CHANGE,
 ), _core_facts)
 
-
-def shared_parameter_sets() -> tuple[ParameterSet, ...]:
-    """The core parameters and those of the shared vocabulary modules (``egraph/extensions/``);
-    a rule file's own parameters come from its providers (vocabulary.py)."""
-    from .extensions import parameter_sets
-
-    return (CORE_PARAMETERS, *parameter_sets())

@@ -12,7 +12,8 @@ rule files. A rule file names its providers, relative to its own directory::
 
 * a ``.py`` file or a package directory (``__init__.py``) is imported from that path and may
   define ``GUARD_EXTENSIONS`` (a sequence of :class:`GuardExtension`: relations with their CoT
-  sentences, the function computing their facts from a :class:`LoadedProgram`, egglog rules of
+  sentences, the function making their facts (:class:`Fact`, by calling the declared
+  :class:`Relation`) from a :class:`LoadedProgram`, egglog rules of
   the ``analysis`` ruleset, or a whole new guard with its refusal sentence) and
   ``PARAMETER_SETS`` (a sequence of :class:`ParameterSet`);
 * a ``.egg`` file holds egglog declarations and ``analysis`` rules, loaded once into every
@@ -44,14 +45,15 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable
 
-from .facts import LoadedProgram
-from .guards import (DeferredFact, Guard, GuardExtension, Relation, base_guards,
-                     shared_guard_extensions)
-from .parameters import ParameterSet, shared_parameter_sets
+from . import extensions
+from .facts import Fact, FactError, Relation, later, located
+from .guards import Guard, GuardExtension, base_guards
+from .loaded import LoadedProgram
+from .parameters import CORE_PARAMETERS, ParameterSet
 
-__all__ = ["DeferredFact", "Guard", "GuardExtension", "LoadedProgram", "PROVIDER_TIMEOUT",
-           "ParameterSet", "Provider", "ProviderError", "Relation", "Vocabulary", "load_provider",
-           "provider_deadline", "provider_seconds", "vocabulary"]
+__all__ = ["Fact", "FactError", "Guard", "GuardExtension", "LoadedProgram", "PROVIDER_TIMEOUT",
+           "ParameterSet", "Provider", "ProviderError", "Relation", "Vocabulary", "later",
+           "load_provider", "provider_deadline", "provider_seconds", "vocabulary"]
 
 
 PROVIDER_TIMEOUT = 60.0   # seconds for a provider's import, and for each of its fact calls
@@ -97,8 +99,24 @@ def _bounded_facts(where: str, produce):
         return None
 
     def facts(loaded):
-        return _bounded(where, "computing the provider's facts", lambda: list(produce(loaded)))
+        return _bounded(where, "computing the provider's facts",
+                        lambda: checked_facts(produce, loaded))
     return facts
+
+
+def checked_facts(produce, loaded) -> list[Fact]:
+    """Every fact ``produce(loaded)`` makes, each checked to be a :class:`Fact`: anything else
+    is a :class:`FactError` at the provider's line that yielded it (the function's first line
+    when it returns a list)."""
+    produced = produce(loaded)
+    out = []
+    for fact in produced:
+        if type(fact) is not Fact:
+            raise FactError(*located(produce, produced),
+                            f"a fact provider yields facts made by calling a declared "
+                            f"Relation, got {type(fact).__name__} {str(fact)[:40]!r}")
+        out.append(fact)
+    return out
 
 
 def _with_bounded_facts(where: str, extensions, parameters):
@@ -271,18 +289,31 @@ class Vocabulary:
         every += [r for p in self.parameter_sets for r in p.relations]
         return {r.name: r for r in every if r.deferred}
 
-    def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[str]:
-        """The facts of every producer with a relation in ``wanted``, restricted to those."""
-        producers = [(g.facts, g.relations) for g in self.guards.values() if g.facts]
-        producers += [(p.facts, p.relations) for p in self.parameter_sets]
-        for produce, relations in producers:
-            if any(r.name in wanted for r in relations):
-                yield from (f for f in produce(loaded) if _head(f) in wanted)
+    @cached_property
+    def producers(self) -> list[tuple]:
+        """``(produce, its guard's or parameter set's relations by name)`` of every producer."""
+        out = [(part, {r.name: r for r in g.relations})
+               for g in self.guards.values() if g.facts
+               for part in getattr(g.facts, "parts", (g.facts,))]
+        out += [(p.facts, {r.name: r for r in p.relations}) for p in self.parameter_sets]
+        return out
 
-
-def _head(fact) -> str:
-    """The relation of a fact's text or of a :class:`DeferredFact`."""
-    return fact.relation if isinstance(fact, DeferredFact) else fact[1:fact.index(" ")]
+    def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[Fact]:
+        """The facts of every producer with a relation in ``wanted``, restricted to those.
+        Every fact such a producer makes is checked, wanted or not: one of a relation its guard
+        or parameter set does not declare, or anything that is no :class:`Fact`, is a
+        :class:`FactError` located where it was made."""
+        for produce, declared in self.producers:
+            if not any(name in wanted for name in declared):
+                continue
+            for fact in checked_facts(produce, loaded):
+                relation = declared.get(fact.relation.name)
+                if relation is not fact.relation and relation != fact.relation:
+                    raise FactError(fact.path, fact.line,
+                                    f"relation '{fact.relation.name}' is not declared by the "
+                                    "guard or parameter set whose facts this provider makes")
+                if fact.relation.name in wanted:
+                    yield fact
 
 
 def merge(guards: dict[str, Guard], extensions: Iterable[GuardExtension], where: str = ""
@@ -306,10 +337,19 @@ def merge(guards: dict[str, Guard], extensions: Iterable[GuardExtension], where:
     return out
 
 
+class _Chain:
+    """The fact producers of a guard and its extensions, called in order (``parts`` are read
+    one by one by :attr:`Vocabulary.producers`, so each is checked and located on its own)."""
+
+    def __init__(self, producers):
+        self.parts = tuple(q for p in producers for q in getattr(p, "parts", (p,)))
+
+    def __call__(self, loaded):
+        return [f for p in self.parts for f in p(loaded)]
+
+
 def _chain(producers):
-    if len(producers) == 1:
-        return producers[0]
-    return lambda loaded: [f for p in producers for f in p(loaded)]
+    return producers[0] if len(producers) == 1 else _Chain(producers)
 
 
 @lru_cache(maxsize=64)
@@ -317,8 +357,8 @@ def vocabulary(providers: tuple[str, ...] = ()) -> Vocabulary:
     """The shared vocabulary plus the given providers (resolved paths, loaded once each).
     Raises :class:`ProviderError` when a provider defines a relation the shared vocabulary or
     another provider already defines."""
-    guards = merge(base_guards(), shared_guard_extensions())
-    parameter_sets = tuple(shared_parameter_sets())
+    guards = merge(base_guards(), extensions.guard_extensions())
+    parameter_sets = (CORE_PARAMETERS, *extensions.parameter_sets())
     seen = {r.name for g in guards.values() for r in g.relations}
     seen |= {r.name for p in parameter_sets for r in p.relations}
     egglog = []

@@ -19,8 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
+from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import program_shapes
 from leir_egraph.leir.subexpressions import common_subexpressions
 from leir_egraph.leir.traverse import walk
@@ -31,60 +30,69 @@ def _common(program):
     return common_subexpressions(program.leir, program_shapes(program))
 
 
-def _repeated_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _repeated_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for c in _common(loaded.program):
         if c.repeated:
-            yield f"(RepeatedIn {loaded.suffix_name(c.position)} {expr_term(c.expr)})"
+            yield REPEATED_IN(loaded.suffix_terms[c.position], c.expr)
 
 
-def _second_group_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _second_group_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     repeated = [c for c in _common(loaded.program) if c.repeated]
     parts = {c.expr: set(walk(c.expr)) for c in repeated}  # each expression's sub-expressions
     for c in repeated:
         for d in repeated:
             if d.position < c.position or d.expr in parts[c.expr] or c.expr in parts[d.expr]:
                 continue
-            yield (f"(SecondGroup {loaded.suffix_name(c.position)} {expr_term(c.expr)} "
-                   f"{loaded.suffix_name(d.position)} {expr_term(d.expr)})")
+            yield SECOND_GROUP(loaded.suffix_terms[c.position], c.expr,
+                               loaded.suffix_terms[d.position], d.expr)
 
 
-def _frame_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _frame_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for c in _common(loaded.program):
         if c.shared_frame:
-            yield (f"(SharedFrame {loaded.suffix_name(c.position)} {expr_term(c.expr)} "
-                   f"{loops_term(c.loops)} {subs_term(c.subscripts)} {quoted(c.dtype)})")
+            yield SHARED_FRAME(loaded.suffix_terms[c.position], c.expr, c.loops, c.subscripts,
+                               c.dtype)
 
 
-def _unchanged_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _unchanged_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for c in _common(loaded.program):
         if c.unchanged:
-            yield f"(UnchangedIn {loaded.suffix_name(c.position)} {expr_term(c.expr)})"
+            yield UNCHANGED_IN(loaded.suffix_terms[c.position], c.expr)
 
+
+REPEATED_IN = Relation(
+    "RepeatedIn", ("Prog", "Expr"),
+    "{1} is computed more than once from this nest on")
+SECOND_GROUP = Relation(
+    "SecondGroup", ("Prog", "Expr", "Prog", "Expr"),
+    "{3} is another sub-expression than {1}, neither inside it nor "
+    "containing it, and computed more than once from the nest where {1} "
+    "is first shared or a later one")
+SHARED_FRAME = Relation(
+    "SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
+    "every nest using {1} from this nest on runs its indices over the "
+    "same loops {2}, and evaluates it in {4}")
+UNCHANGED_IN = Relation(
+    "UnchangedIn", ("Prog", "Expr"),
+    "no nest from this one to the last use of {1} writes a tensor it "
+    "reads, it can be evaluated at every point of its loops, and it is "
+    "not an index expression bounding reads in a condition")
 
 GUARD_EXTENSIONS = (
     GuardExtension(
         "operation_identity",
-        relations=(Relation("RepeatedIn", ("Prog", "Expr"),
-                            "{1} is computed more than once from this nest on"),),
+        relations=(REPEATED_IN,),
         facts=_repeated_facts),
     GuardExtension(
         "operation_identity",
-        relations=(Relation("SecondGroup", ("Prog", "Expr", "Prog", "Expr"),
-                            "{3} is another sub-expression than {1}, neither inside it nor "
-                            "containing it, and computed more than once from the nest where {1} "
-                            "is first shared or a later one"),),
+        relations=(SECOND_GROUP,),
         facts=_second_group_facts),
     GuardExtension(
         "loop_nest_consistency",
-        relations=(Relation("SharedFrame", ("Prog", "Expr", "Loops", "Subs", "String"),
-                            "every nest using {1} from this nest on runs its indices over the "
-                            "same loops {2}, and evaluates it in {4}"),),
+        relations=(SHARED_FRAME,),
         facts=_frame_facts),
     GuardExtension(
         "dependency",
-        relations=(Relation("UnchangedIn", ("Prog", "Expr"),
-                            "no nest from this one to the last use of {1} writes a tensor it "
-                            "reads, it can be evaluated at every point of its loops, and it is "
-                            "not an index expression bounding reads in a condition"),),
+        relations=(UNCHANGED_IN,),
         facts=_unchanged_facts),
 )

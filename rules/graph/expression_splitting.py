@@ -26,8 +26,9 @@ from __future__ import annotations
 from itertools import permutations
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import expr_term, loops_term, quoted, subs_term
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.encoding import encode_value
+from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 from leir_egraph.leir.analysis import program_shapes
 from leir_egraph.leir.ast import Idx, IName, Loop
 from leir_egraph.leir.subexpressions import SCALAR_FRAME, hoistable, subexpressions
@@ -61,12 +62,11 @@ def _bind_first(sub, loops, subs) -> tuple:
     return bound_loops, [rebuild(s, to_tx) for s in subs], rebuild(sub.expr, to_tx)
 
 
-def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
-    for i, name, nest in loaded.top_nests():
+def _split_parameters(loaded: LoadedProgram) -> Iterable[Fact]:
+    for i, term, nest in loaded.top_nests():
         for sub in subexpressions(nest):
-            e, dtype = expr_term(sub.expr), quoted(sub.dtype)
-            yield (f"(SubexpressionFrame {name} {e} {loops_term(sub.loops)} "
-                   f"{subs_term(sub.subscripts)} {dtype})")
+            e, dtype = encode_value(sub.expr), sub.dtype
+            yield SUBEXPRESSION_FRAME(term, e, sub.loops, sub.subscripts, dtype)
             if sub.loops == SCALAR_FRAME:  # one B^{1} loop and no subscript: nothing to vary
                 continue
             bindable = all(loop.kind != "B" for loop in sub.loops)
@@ -75,45 +75,54 @@ def _split_parameters(loaded: LoadedProgram) -> Iterable[str]:
                 loops = [sub.loops[k] for k in order]
                 subs = [sub.subscripts[k] for k in order]
                 if order != in_order:
-                    yield (f"(ReorderedSubexpressionFrame {name} {e} {loops_term(loops)} "
-                           f"{subs_term(subs)} {dtype})")
+                    yield REORDERED_SUBEXPRESSION_FRAME(term, e, loops, subs, dtype)
                 if bindable:
                     bound_loops, wsubs, bound = _bind_first(sub, loops, subs)
-                    yield (f"(BoundSubexpressionFrame {name} {e} {loops_term(bound_loops)} "
-                           f"{subs_term(wsubs)} {expr_term(bound)} {subs_term(subs)} {dtype})")
+                    yield BOUND_SUBEXPRESSION_FRAME(term, e, bound_loops, wsubs, bound, subs,
+                                                    dtype)
 
 
-def _hoistable_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _hoistable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     shapes = program_shapes(loaded.program)
-    for i, name, nest in loaded.top_nests():
+    for i, term, nest in loaded.top_nests():
         for sub in subexpressions(nest):
             if hoistable(nest, sub.expr, shapes):
-                yield f"(Hoistable {name} {expr_term(sub.expr)})"
+                yield HOISTABLE(term, sub.expr)
 
+
+SUBEXPRESSION_FRAME = Relation(
+    "SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+    "{1} is a compound sub-expression of {0}, evaluated in one dtype; on "
+    "its own it varies over the loops {2}, as the element {3} of a {4} "
+    "tensor")
+REORDERED_SUBEXPRESSION_FRAME = Relation(
+    "ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
+    "the same, with the frame loops in another order, {2}, and the "
+    "intermediate's subscript {3} in that order")
+BOUND_SUBEXPRESSION_FRAME = Relation(
+    "BoundSubexpressionFrame",
+    ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
+    "{1} is a compound sub-expression of {0} over loops none of which is "
+    "bound to GPU threads; computed on its own over the loops {2}, the "
+    "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
+    "{0} reads as {5}")
 
 PARAMETER_SETS = (
-    ParameterSet((Relation("SubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                           "{1} is a compound sub-expression of {0}, evaluated in one dtype; on "
-                           "its own it varies over the loops {2}, as the element {3} of a {4} "
-                           "tensor"),
-                  Relation("ReorderedSubexpressionFrame", ("Nest", "Expr", "Loops", "Subs", "String"),
-                           "the same, with the frame loops in another order, {2}, and the "
-                           "intermediate's subscript {3} in that order"),
-                  Relation("BoundSubexpressionFrame",
-                           ("Nest", "Expr", "Loops", "Subs", "Expr", "Subs", "String"),
-                           "{1} is a compound sub-expression of {0} over loops none of which is "
-                           "bound to GPU threads; computed on its own over the loops {2}, the "
-                           "first bound as tx, it is {4}, the element {3} of a {6} tensor, which "
-                           "{0} reads as {5}"),),
+    ParameterSet((SUBEXPRESSION_FRAME,
+                  REORDERED_SUBEXPRESSION_FRAME,
+                  BOUND_SUBEXPRESSION_FRAME,),
                  _split_parameters),
 )
+
+HOISTABLE = Relation(
+    "Hoistable", ("Nest", "Expr"),
+    "{1} reads nothing {0} writes, can be evaluated at every point of "
+    "its loops and is not an index expression bounding reads in a "
+    "condition, so it may be computed before {0}")
 
 GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
-        relations=(Relation("Hoistable", ("Nest", "Expr"),
-                            "{1} reads nothing {0} writes, can be evaluated at every point of "
-                            "its loops and is not an index expression bounding reads in a "
-                            "condition, so it may be computed before {0}"),),
+        relations=(HOISTABLE,),
         facts=_hoistable_facts),
 )

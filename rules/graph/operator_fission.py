@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, to_egglog
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram
+from leir_egraph.egraph.guards import FUSIBLE
+from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram
 from leir_egraph.leir.restructure import fission_points, fissionable
 
 
-def _fission_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _fission_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     seen = set()
     for nest in loaded.program.leir.nests:
         for point in fission_points(nest):
             if (point.head, point.tail) not in seen and fissionable(point):
                 seen.add((point.head, point.tail))
-                yield f"(Fusible {to_egglog(encode(point.head))} {to_egglog(encode(point.tail))})"
+                yield FUSIBLE(point.head, point.tail)
 
 
 GUARD_EXTENSIONS = (GuardExtension("dependency", facts=_fission_facts),)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import quoted
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
+from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import accesses, reads, writes
 
 
-def _fused_intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _fused_intermediate_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     signature = set(loaded.program.signature.names)
     nests = list(loaded.top_nests())
     users: dict[str, set[int]] = {}
@@ -27,14 +26,17 @@ def _fused_intermediate_facts(loaded: LoadedProgram) -> Iterable[str]:
     for (i, n1, first), (_, n2, _) in zip(nests, nests[1:]):
         for x in sorted(writes(first) - signature):
             if users[x] <= {i, i + 1} and scopes.get(x) == "g":
-                yield f"(FusedIntermediate {n1} {n2} {quoted(x)})"
+                yield FUSED_INTERMEDIATE(n1, n2, x)
 
+
+FUSED_INTERMEDIATE = Relation(
+    "FusedIntermediate", ("Nest", "Nest", "String"),
+    "{2} is a global intermediate written by {0} and used by no nest "
+    "but {0} and {1}, so once they are one kernel it lives in it alone")
 
 GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
-        relations=(Relation("FusedIntermediate", ("Nest", "Nest", "String"),
-                            "{2} is a global intermediate written by {0} and used by no nest "
-                            "but {0} and {1}, so once they are one kernel it lives in it alone"),),
+        relations=(FUSED_INTERMEDIATE,),
         facts=_fused_intermediate_facts),
 )

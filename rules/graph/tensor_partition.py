@@ -32,8 +32,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, loops_term, nests_body_term, quoted, to_egglog
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.hardware import launch_problems
 from leir_egraph.leir.ast import Equation, Leir
@@ -74,14 +74,14 @@ def _at_every_place(program: Program, per_place) -> dict:
     return out
 
 
-def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _split_point_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     extents = sorted({l.extent for nest in loaded.nests for l in nest.loops})
     for n in extents:
         for v in divisor_split_points(n):
-            yield f"(TensorSplitPoint {n} {v})"
+            yield TENSOR_SPLIT_POINT(n, v)
 
 
-def _decouplable_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _decouplable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     program = loaded.program
     implicit = _implicit(program)
 
@@ -93,7 +93,7 @@ def _decouplable_facts(loaded: LoadedProgram) -> Iterable[str]:
 
     for i, holds in _at_every_place(program, place).values():
         if holds:
-            yield f"(Decouplable {loaded.top_nest_name(i)})"
+            yield DECOUPLABLE(loaded.top_nest_term(i))
 
 
 @lru_cache(maxsize=16)
@@ -110,61 +110,57 @@ def _plans(program: Program, planner) -> tuple[tuple[int, object], ...]:
     return tuple(out)
 
 
-def _split_inputs(loaded: LoadedProgram) -> Iterable[str]:
+def _split_inputs(loaded: LoadedProgram) -> Iterable[Fact]:
     for i, plan in _plans(loaded.program, split_axes):
-        yield (f"(TensorSplitInputs {loaded.top_nest_name(i)} {quoted(plan.axis)} "
-               f"{nests_body_term(plan.copies)} {loops_term(plan.out_loops)} "
-               f"{quoted(plan.out1)} {quoted(plan.out2)})")
+        yield TENSOR_SPLIT_INPUTS(loaded.top_nest_term(i), plan.axis, plan.copies,
+                                  plan.out_loops, plan.out1, plan.out2)
 
 
-def _split_reductions(loaded: LoadedProgram) -> Iterable[str]:
+def _split_reductions(loaded: LoadedProgram) -> Iterable[Fact]:
     for i, plan in _plans(loaded.program, split_reduction_axes):
-        yield (f"(TensorSplitReduction {loaded.top_nest_name(i)} {quoted(plan.axis)} "
-               f"{quoted(plan.op)} {nests_body_term(plan.copies)} "
-               f"{to_egglog(encode(plan.first))} {to_egglog(encode(plan.second))} "
-               f"{quoted(plan.out1)} {quoted(plan.out2)})")
+        yield TENSOR_SPLIT_REDUCTION(loaded.top_nest_term(i), plan.axis, plan.op, plan.copies,
+                                     plan.first, plan.second, plan.out1, plan.out2)
 
 
-def _split_all_loops(loaded: LoadedProgram) -> Iterable[str]:
+def _split_all_loops(loaded: LoadedProgram) -> Iterable[Fact]:
     for i, plan in _plans(loaded.program, split_all_loops_axes):
-        yield (f"(TensorSplitAllLoops {loaded.top_nest_name(i)} {quoted(plan.axis)} "
-               f"{nests_body_term(plan.copies)} {to_egglog(encode(plan.first))} "
-               f"{to_egglog(encode(plan.second))} {quoted(plan.out1)} {quoted(plan.out2)})")
+        yield TENSOR_SPLIT_ALL_LOOPS(loaded.top_nest_term(i), plan.axis, plan.copies, plan.first,
+                                     plan.second, plan.out1, plan.out2)
 
 
-def _exact_split_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _exact_split_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for relation, planner, exact in (
-            ("ExactReductionSplit", split_reduction_axes, reduction_split_exact),
-            ("ExactAllLoopsSplit", split_all_loops_axes, all_loops_split_exact)):
+            (EXACT_REDUCTION_SPLIT, split_reduction_axes, reduction_split_exact),
+            (EXACT_ALL_LOOPS_SPLIT, split_all_loops_axes, all_loops_split_exact)):
         for i, plan in _plans(loaded.program, planner):
             if exact(loaded.program.leir.nests[i], plan):
-                yield f"({relation} {loaded.top_nest_name(i)} {quoted(plan.axis)})"
+                yield relation(loaded.top_nest_term(i), plan.axis)
 
 
-def _any_split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _any_split_point_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     nests = loaded.program.leir.nests
     extents = sorted({l.extent for planner in (split_reduction_axes, split_all_loops_axes)
                       for i, plan in _plans(loaded.program, planner)
                       for l in nests[i].loops if l.index == plan.axis})
     for n in extents:
         for v in reduction_split_points(n):
-            yield f"(TensorSplitAnyPoint {n} {v})"
+            yield TENSOR_SPLIT_ANY_POINT(n, v)
 
 
-def _same_operation_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _same_operation_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     nests = loaded.program.leir.nests
     for i in range(len(nests) - 1):
         a, b = nests[i], nests[i + 1]
         if (len(a.body) == 1 and len(b.body) == 1 and isinstance(a.body[0], Equation)
                 and isinstance(b.body[0], Equation) and same_operation(a.body[0], b.body[0])):
-            yield f"(IdenticalOperation {loaded.top_nest_name(i)} {loaded.top_nest_name(i + 1)})"
+            yield IDENTICAL_OPERATION(loaded.top_nest_term(i), loaded.top_nest_term(i + 1))
 
 
 def _fits_a_kernel(program: Program, nest) -> bool:
     return not launch_problems(Program(Leir((nest,)), program.signature))
 
 
-def _concat_inputs(loaded: LoadedProgram) -> Iterable[str]:
+def _concat_inputs(loaded: LoadedProgram) -> Iterable[Fact]:
     program = loaded.program
     nests = program.leir.nests
     names = _fresh_names(program)
@@ -181,67 +177,85 @@ def _concat_inputs(loaded: LoadedProgram) -> Iterable[str]:
 
     for i, plans in _at_every_place(program, place).values():
         for axis, copies, out_loops, joined in sorted(plans, key=lambda p: (p[0], repr(p))):
-            yield (f"(TensorConcatInputs {loaded.top_nest_name(i)} {loaded.top_nest_name(i + 1)} "
-                   f"{quoted(axis)} {nests_body_term(copies)} {loops_term(out_loops)} "
-                   f"{quoted(joined)})")
+            yield TENSOR_CONCAT_INPUTS(loaded.top_nest_term(i), loaded.top_nest_term(i + 1), axis,
+                                       copies, out_loops, joined)
 
+
+TENSOR_SPLIT_POINT = Relation(
+    "TensorSplitPoint", ("i64", "i64"),
+    "the extent {0} is cut into {1} and the rest, both whole multiples "
+    "of {1}")
+TENSOR_SPLIT_INPUTS = Relation(
+    "TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String", "String"),
+    "along {1}, {2} copies each input read along {1} into a first and a "
+    "second part over the loops it uses, and the output is computed in "
+    "the parts {4} and {5}, copied back over {3}")
+TENSOR_SPLIT_REDUCTION = Relation(
+    "TensorSplitReduction",
+    ("Nest", "String", "String", "Body", "Nest", "Nest", "String", "String"),
+    "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
+    "read along {1} into a first and a second part over all of {0}'s "
+    "loops, and the parts accumulate into {6} and {7}")
+TENSOR_SPLIT_ALL_LOOPS = Relation(
+    "TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest", "String", "String"),
+    "along the output loop {1}, {3} and {4} copy each input whose reads "
+    "mention {1} into a first and a second part over all of {0}'s loops, "
+    "and the parts compute into {5} and {6}")
+TENSOR_SPLIT_ANY_POINT = Relation(
+    "TensorSplitAnyPoint", ("i64", "i64"),
+    "the loop's {0} iterations are cut into {1} and the rest")
+TENSOR_CONCAT_INPUTS = Relation(
+    "TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops", "String"),
+    "along {2}, {3} copies each input of {0} and its counterpart in {1} "
+    "into one concatenated tensor, and both outputs are computed in "
+    "{5}, copied back over {4}")
 
 PARAMETER_SETS = (
-    ParameterSet((Relation("TensorSplitPoint", ("i64", "i64"),
-                           "the extent {0} is cut into {1} and the rest, both whole multiples "
-                           "of {1}"),),
+    ParameterSet((TENSOR_SPLIT_POINT,),
                  _split_point_facts),
-    ParameterSet((Relation("TensorSplitInputs", ("Nest", "String", "Body", "Loops", "String",
-                                                 "String"),
-                           "along {1}, {2} copies each input read along {1} into a first and a "
-                           "second part over the loops it uses, and the output is computed in "
-                           "the parts {4} and {5}, copied back over {3}"),),
+    ParameterSet((TENSOR_SPLIT_INPUTS,),
                  _split_inputs),
-    ParameterSet((Relation("TensorSplitReduction", ("Nest", "String", "String", "Body", "Nest",
-                                                    "Nest", "String", "String"),
-                           "{1} is {0}'s only reduction loop ({2}); {4} and {5} copy each input "
-                           "read along {1} into a first and a second part over all of {0}'s "
-                           "loops, and the parts accumulate into {6} and {7}"),),
+    ParameterSet((TENSOR_SPLIT_REDUCTION,),
                  _split_reductions),
-    ParameterSet((Relation("TensorSplitAllLoops", ("Nest", "String", "Body", "Nest", "Nest",
-                                                   "String", "String"),
-                           "along the output loop {1}, {3} and {4} copy each input whose reads "
-                           "mention {1} into a first and a second part over all of {0}'s loops, "
-                           "and the parts compute into {5} and {6}"),),
+    ParameterSet((TENSOR_SPLIT_ALL_LOOPS,),
                  _split_all_loops),
-    ParameterSet((Relation("TensorSplitAnyPoint", ("i64", "i64"),
-                           "the loop's {0} iterations are cut into {1} and the rest"),),
+    ParameterSet((TENSOR_SPLIT_ANY_POINT,),
                  _any_split_point_facts),
-    ParameterSet((Relation("TensorConcatInputs", ("Nest", "Nest", "String", "Body", "Loops",
-                                                  "String"),
-                           "along {2}, {3} copies each input of {0} and its counterpart in {1} "
-                           "into one concatenated tensor, and both outputs are computed in "
-                           "{5}, copied back over {4}"),),
+    ParameterSet((TENSOR_CONCAT_INPUTS,),
                  _concat_inputs),
 )
+
+DECOUPLABLE = Relation(
+    "Decouplable", ("Nest",),
+    "{0} never reads its output except as its own accumulation, which "
+    "starts from the identity there, so each output element depends on "
+    "the inputs alone")
+EXACT_REDUCTION_SPLIT = Relation(
+    "ExactReductionSplit", ("Nest", "String"),
+    "{1} is the only loop of {0} that does not index its output, so a "
+    "nest over the other loops adds each partial result to each output "
+    "element once, and every input copy is fixed by {0}'s parallel "
+    "loops")
+EXACT_ALL_LOOPS_SPLIT = Relation(
+    "ExactAllLoopsSplit", ("Nest", "String"),
+    "every copy and copy-back of the split of {0} along {1} is fixed by "
+    "{0}'s parallel loops")
+IDENTICAL_OPERATION = Relation(
+    "IdenticalOperation", ("Nest", "Nest"),
+    "{1} computes the same operation as {0}, on other tensors")
 
 GUARD_EXTENSIONS = (
     GuardExtension(
         "dependency",
-        relations=(Relation("Decouplable", ("Nest",),
-                            "{0} never reads its output except as its own accumulation, which "
-                            "starts from the identity there, so each output element depends on "
-                            "the inputs alone"),),
+        relations=(DECOUPLABLE,),
         facts=_decouplable_facts),
     GuardExtension(
         "dependency",
-        relations=(Relation("ExactReductionSplit", ("Nest", "String"),
-                            "{1} is the only loop of {0} that does not index its output, so a "
-                            "nest over the other loops adds each partial result to each output "
-                            "element once, and every input copy is fixed by {0}'s parallel "
-                            "loops"),
-                   Relation("ExactAllLoopsSplit", ("Nest", "String"),
-                            "every copy and copy-back of the split of {0} along {1} is fixed by "
-                            "{0}'s parallel loops"),),
+        relations=(EXACT_REDUCTION_SPLIT,
+                   EXACT_ALL_LOOPS_SPLIT,),
         facts=_exact_split_facts),
     GuardExtension(
         "operation_identity",
-        relations=(Relation("IdenticalOperation", ("Nest", "Nest"),
-                            "{1} computes the same operation as {0}, on other tensors"),),
+        relations=(IDENTICAL_OPERATION,),
         facts=_same_operation_facts),
 )

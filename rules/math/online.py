@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, encode_value, quoted, subs_term, to_egglog
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.encoding import encode, to_egglog
+from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op,
                                        equation_reads, index_names as used_indices,
                                        picked_indices, single_equation)
@@ -125,25 +126,26 @@ def scan_nest(nest: LoopNest) -> tuple[str, int] | None:
     return r, loops[r].extent
 
 
-def _reduction_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _reduction_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for k in loaded.top_level:
         nest = loaded.nests[k]
         found = scan_axis(nest)
         if found is not None:
             target, r, extent = found
-            yield f"(ScanAxis {loaded.nest_name(k)} {to_egglog(encode(target))} {quoted(r)} {extent})"
+            yield SCAN_AXIS(loaded.nest_terms[k], target, r, extent)
             pre, post = scan_gap(nest, target, r)
-            yield f"(ScanGap {loaded.nest_name(k)} {quoted(r)} {subs_term(pre)} {subs_term(post)})"
+            yield SCAN_GAP(loaded.nest_terms[k], r, pre, post)
         scan = scan_nest(nest)
         if scan is not None:
-            yield f"(ScanNest {loaded.nest_name(k)} {quoted(scan[0])} {scan[1]})"
+            yield SCAN_NEST(loaded.nest_terms[k], scan[0], scan[1])
 
 
-def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _dependency_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """Facts per top-level nest position; a nest term that occurs at several positions gets a
     fact only where it holds at every one of them (facts are keyed by the nest term)."""
     nests = loaded.program.leir.nests
-    per_position: list[set[str]] = [set() for _ in nests]
+    # per position: (relation, tensor, the read's term) -- the nest column is added at the end
+    per_position: list[set[tuple]] = [set() for _ in nests]
     # Only tensors the nest itself accesses: the rules ask about what follows the nest that
     # reads or writes them, and every fact is a command egglog has to load.
     reads: dict[str, set[Var]] = {}
@@ -152,10 +154,10 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         for name in sorted({v.name for v in accesses(nests[i])}):
             read = reads.get(name, set())
             if not read:
-                per_position[i].add(f"(UnreadAfter {quoted(name)} #)")
+                per_position[i].add((UNREAD_AFTER, name))
             elif name not in writes and len(read) == 1:
                 (var,) = read
-                per_position[i].add(f"(ReadOnlyAfter {quoted(name)} {to_egglog(encode(var))} #)")
+                per_position[i].add((READ_ONLY_AFTER, name, encode(var)))
         for eq in _equations(nests[i]):
             writes.add(eq.target.name)
             for var in equation_reads(eq):
@@ -165,8 +167,10 @@ def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
         positions.setdefault(nest, []).append(i)
     for nest, where in positions.items():
         common = set.intersection(*(per_position[i] for i in where))
-        for fact in sorted(common):
-            yield fact.replace("#", loaded.top_nest_name(where[0]))
+        term = loaded.top_nest_term(where[0])
+        for relation, *columns in sorted(common, key=lambda c: (c[0].name, c[1],
+                                                                *map(to_egglog, c[2:]))):
+            yield relation(*columns, term)
 
 
 def _plain(var: Var) -> Var:
@@ -221,7 +225,7 @@ def matmul_loops(softmax: LoopNest, matmul: LoopNest, r: str):
     return value, f, dval
 
 
-def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _consistency_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     top = loaded.top_level
     for a, b in zip(top, top[1:]):
         softmax, matmul = loaded.nests[a], loaded.nests[b]
@@ -229,17 +233,17 @@ def _consistency_facts(loaded: LoadedProgram) -> Iterable[str]:
             found = matmul_loops(softmax, matmul, loop.index)
             if found is not None:
                 value, f, dval = found
-                yield (f"(MatmulLoops {loaded.nest_name(a)} {loaded.nest_name(b)} "
-                       f"{to_egglog(encode_value(value))} {quoted(loop.index)} {quoted(f)} {quoted(dval)})")
+                yield MATMUL_LOOPS(loaded.nest_terms[a], loaded.nest_terms[b], value, loop.index,
+                                   f, dval)
 
 
-def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _fresh_index_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     top = loaded.top_level
     for a, b in zip(top, top[1:]):
         used = set(used_indices(loaded.nests[a])) | set(used_indices(loaded.nests[b]))
         used |= {l.index for n in (loaded.nests[a], loaded.nests[b]) for l in _all_loops(n)}
         (name,) = fresh(used, index_name_supply(), 1)
-        yield f"(OnlineFreshIndex {loaded.nest_name(a)} {loaded.nest_name(b)} {quoted(name)})"
+        yield ONLINE_FRESH_INDEX(loaded.nest_terms[a], loaded.nest_terms[b], name)
 
 
 def _all_loops(nest: LoopNest):
@@ -249,39 +253,54 @@ def _all_loops(nest: LoopNest):
             yield from _all_loops(item)
 
 
+SCAN_AXIS = Relation(
+    "ScanAxis", ("Nest", "Var", "String", "i64"),
+    "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
+    "and every other loop picks its own element of {1}")
+SCAN_GAP = Relation(
+    "ScanGap", ("Nest", "String", "Subs", "Subs"),
+    "in the loop order of {0}, the scan position {1} falls between the "
+    "reduced subscripts {2} and {3}")
+SCAN_NEST = Relation(
+    "ScanNest", ("Nest", "String", "i64"),
+    "{0} scans along its serial loop {1} of extent {2}: each iteration "
+    "writes its own element of each tensor, at position {1}, and reads "
+    "them only at its own or the previous position")
+READ_ONLY_AFTER = Relation(
+    "ReadOnlyAfter", ("String", "Var", "Nest"),
+    "no nest after {2} writes {0}, and every later read of {0} is {1}")
+UNREAD_AFTER = Relation("UnreadAfter", ("String", "Nest"), "no nest after {1} reads {0}")
+MATMUL_LOOPS = Relation(
+    "MatmulLoops", ("Nest", "Nest", "Expr", "String", "String", "String"),
+    "the matmul {1} runs the loops of {0} with its reduction loop {4} in "
+    "the place of {3}, plus the value loop {5}, so it reads each element "
+    "{0} writes in the iteration that wrote it and multiplies it by {2}")
+
 GUARD_EXTENSIONS = (
     GuardExtension(
         "reduction_axis",
-        relations=(Relation("ScanAxis", ("Nest", "Var", "String", "i64"),
-                            "{2} is the only reduction axis of {0}, a serial loop of extent {3}, "
-                            "and every other loop picks its own element of {1}"),
-                   Relation("ScanGap", ("Nest", "String", "Subs", "Subs"),
-                            "in the loop order of {0}, the scan position {1} falls between the "
-                            "reduced subscripts {2} and {3}"),
-                   Relation("ScanNest", ("Nest", "String", "i64"),
-                            "{0} scans along its serial loop {1} of extent {2}: each iteration "
-                            "writes its own element of each tensor, at position {1}, and reads "
-                            "them only at its own or the previous position")),
+        relations=(SCAN_AXIS,
+                   SCAN_GAP,
+                   SCAN_NEST),
         facts=_reduction_facts),
     GuardExtension(
         "dependency",
         relations=(
-            Relation("ReadOnlyAfter", ("String", "Var", "Nest"),
-                     "no nest after {2} writes {0}, and every later read of {0} is {1}"),
-            Relation("UnreadAfter", ("String", "Nest"), "no nest after {1} reads {0}"),
+            READ_ONLY_AFTER,
+            UNREAD_AFTER,
         ),
         facts=_dependency_facts),
     GuardExtension(
         "loop_nest_consistency",
-        relations=(Relation("MatmulLoops", ("Nest", "Nest", "Expr", "String", "String", "String"),
-                            "the matmul {1} runs the loops of {0} with its reduction loop {4} in "
-                            "the place of {3}, plus the value loop {5}, so it reads each element "
-                            "{0} writes in the iteration that wrote it and multiplies it by {2}"),),
+        relations=(MATMUL_LOOPS,),
         facts=_consistency_facts),
 )
 
+ONLINE_FRESH_INDEX = Relation(
+    "OnlineFreshIndex", ("Nest", "Nest", "String"),
+    "{2} is an index name unused in {0} and {1}")
+
 PARAMETER_SETS = (
-    ParameterSet((Relation("OnlineFreshIndex", ("Nest", "Nest", "String"),
-                           "{2} is an index name unused in {0} and {1}"),),
+    ParameterSet((ONLINE_FRESH_INDEX,),
                  _fresh_index_facts),
 )

@@ -17,8 +17,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import loops_term, quoted
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, Relation
+from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op, affine,
                                        picked_indices, reads, refine, single_equation,
                                        writes)
@@ -227,15 +226,14 @@ def twins(first: LoopNest, second: LoopNest) -> list[tuple[str, str]]:
     return out
 
 
-def _identity_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _identity_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     top = loaded.top_level
     for p, q in combinations(range(len(top)), 2):
         for h, i in twins(loaded.nests[top[p]], loaded.nests[top[q]]):
-            yield (f"(RenamedTwin {loaded.top_nest_name(p)} {loaded.top_nest_name(q)} "
-                   f"{quoted(h)} {quoted(i)})")
+            yield RENAMED_TWIN(loaded.top_nest_term(p), loaded.top_nest_term(q), h, i)
 
 
-def _seam_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _seam_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     top = loaded.top_level
     writer = {}
     for p in range(len(top)):
@@ -249,55 +247,60 @@ def _seam_facts(loaded: LoadedProgram) -> Iterable[str]:
             if p is None or p >= q:
                 continue
             for x, n_a, c, dlo, dhi, elo, ehi in seam_rows(loaded.nests[top[p]], stencil):
-                yield (f"(SeamRows {loaded.top_nest_name(p)} {loaded.top_nest_name(q)} {quoted(x)} "
-                       f"{n_a} {quoted(c)} {dlo} {dhi} {elo} {ehi})")
+                yield SEAM_ROWS(loaded.top_nest_term(p), loaded.top_nest_term(q), x, n_a, c,
+                                dlo, dhi, elo, ehi)
 
 
-def _write_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _write_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """``(NoWriteInto later earlier)``: the later nest writes nothing the earlier one reads
     without writing it itself (its inputs), so the earlier one may be redone after it."""
     top = loaded.top_level
     nests = [loaded.nests[k] for k in top]
     for p, q in combinations(range(len(top)), 2):
         if not writes(nests[q]) & (reads(nests[p]) - writes(nests[p])):
-            yield f"(NoWriteInto {loaded.top_nest_name(q)} {loaded.top_nest_name(p)})"
+            yield NO_WRITE_INTO(loaded.top_nest_term(q), loaded.top_nest_term(p))
 
 
-def _stencil_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _stencil_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     for p in range(len(loaded.top_level)):
         nest = loaded.nests[loaded.top_level[p]]
         k = stencil_loops(nest)
         if k is not None:
-            out = loops_term(nest.loops[:k])
-            red = loops_term(nest.loops[k:])
-            yield f"(StencilLoops {loaded.top_nest_name(p)} {out} {red})"
+            yield STENCIL_LOOPS(loaded.top_nest_term(p), nest.loops[:k], nest.loops[k:])
 
 
+RENAMED_TWIN = Relation(
+    "RenamedTwin", ("Nest", "Nest", "String", "String"),
+    "{1} computes what {0} computes, on {3} instead of {2}")
+SEAM_ROWS = Relation(
+    "SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64", "i64", "i64"),
+    "the padding {0} puts its input's {3} values between zeros along "
+    "{2}, and {1} slides along it with its output loop {4}: once two such "
+    "inputs are concatenated and padded together, only output rows "
+    "{5}..{6} of the first and {7}..{8} of the second read the seam")
+NO_WRITE_INTO = Relation(
+    "NoWriteInto", ("Nest", "Nest"),
+    "{0} writes none of the inputs of {1}")
+STENCIL_LOOPS = Relation(
+    "StencilLoops", ("Nest", "Loops", "Loops"),
+    "the loops of {0} are its output loops {1} followed by its reduction "
+    "loops {2}")
 
 GUARD_EXTENSIONS = (
     GuardExtension(
         "operation_identity",
-        relations=(Relation("RenamedTwin", ("Nest", "Nest", "String", "String"),
-                            "{1} computes what {0} computes, on {3} instead of {2}"),),
+        relations=(RENAMED_TWIN,),
         facts=_identity_facts),
     GuardExtension(
         "dependency",
-        relations=(Relation("SeamRows", ("Nest", "Nest", "String", "i64", "String", "i64", "i64",
-                                         "i64", "i64"),
-                            "the padding {0} puts its input's {3} values between zeros along "
-                            "{2}, and {1} slides along it with its output loop {4}: once two such "
-                            "inputs are concatenated and padded together, only output rows "
-                            "{5}..{6} of the first and {7}..{8} of the second read the seam"),),
+        relations=(SEAM_ROWS,),
         facts=_seam_facts),
     GuardExtension(
         "dependency",
-        relations=(Relation("NoWriteInto", ("Nest", "Nest"),
-                            "{0} writes none of the inputs of {1}"),),
+        relations=(NO_WRITE_INTO,),
         facts=_write_facts),
     GuardExtension(
         "reduction_axis",
-        relations=(Relation("StencilLoops", ("Nest", "Loops", "Loops"),
-                            "the loops of {0} are its output loops {1} followed by its reduction "
-                            "loops {2}"),),
+        relations=(STENCIL_LOOPS,),
         facts=_stencil_facts),
 )

@@ -41,9 +41,8 @@ from typing import Iterable
 
 import sympy
 
-from leir_egraph.egraph.encoding import encode, encode_value, quoted, to_egglog
-from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
-                                           Relation)
+from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
+                                           ParameterSet, Relation)
 from leir_egraph.leir.ast import Bin, Call, Equation, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import exact_normal_form
 from leir_egraph.leir.parser import parse
@@ -355,27 +354,32 @@ def _program_forms(program) -> tuple:
     return tuple(out)
 
 
-def _form_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _form_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for i, eq, fn, new, *_ in _program_forms(loaded.program):
-        name = loaded.top_nest_name(i)
-        out[f"(SympyForm {name} {to_egglog(encode(eq))} {quoted(fn)} "
-            f"{to_egglog(encode_value(eq.value))} {to_egglog(encode_value(new))})"] = None
+        out[SYMPY_FORM(loaded.top_nest_term(i), eq, fn, eq.value, new)] = None
     return list(out)
 
 
-def _defined_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _defined_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for i, eq, fn, new, defined, bound in _program_forms(loaded.program):
-        name = loaded.top_nest_name(i)
-        args = f"{name} {to_egglog(encode(eq))} {to_egglog(encode_value(eq.value))} " \
-               f"{to_egglog(encode_value(new))}"
+        nest = loaded.top_nest_term(i)
         if defined:
-            out[f"(SympyDefined {args})"] = None
+            out[SYMPY_DEFINED(nest, eq, eq.value, new)] = None
         if bound:
-            out[f"(SympyBounded {args})"] = None
+            out[SYMPY_BOUNDED(nest, eq, eq.value, new)] = None
     return list(out)
 
+
+SYMPY_DEFINED = Relation(
+    "SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
+    "{2} and {3} are defined for every finite input and compute the same "
+    "exponentials")
+SYMPY_BOUNDED = Relation(
+    "SympyBounded", ("Nest", "Eqn", "Expr", "Expr"),
+    "{2} and {3} are defined like that, read the same tensor elements, and no value either "
+    "side computes is ever infinite")
 
 DEFINED_VALUES = Guard(
     "defined_values",
@@ -388,17 +392,15 @@ DEFINED_VALUES = Guard(
     "exp(x)*exp(-m) gives inf*0), a removed one can hide the original's overflow.",
     "a side may divide by zero, take a logarithm or root outside its domain, or the sides "
     "compute different exponentials of tensor values",
-    relations=(Relation("SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
-                        "{2} and {3} are defined for every finite input and compute the same "
-                        "exponentials"),
-               Relation("SympyBounded", ("Nest", "Eqn", "Expr", "Expr"),
-                        "{2} and {3} are defined like that, read the same tensor elements, and "
-                        "no value either side computes is ever infinite")),
+    relations=(SYMPY_DEFINED, SYMPY_BOUNDED),
     facts=_defined_facts)
 
 GUARD_EXTENSIONS = (GuardExtension("defined_values", new_guard=DEFINED_VALUES),)
 
+SYMPY_FORM = Relation(
+    "SympyForm", ("Nest", "Eqn", "String", "Expr", "Expr"),
+    "sympy's {2} turns the value {3} of {1} into {4}")
+
 PARAMETER_SETS = (ParameterSet((
-    Relation("SympyForm", ("Nest", "Eqn", "String", "Expr", "Expr"),
-             "sympy's {2} turns the value {3} of {1} into {4}"),
+    SYMPY_FORM,
 ), _form_facts),)

@@ -10,23 +10,25 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import quoted
-from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.vocabulary import Fact, LoadedProgram, ParameterSet, Relation
 from leir_egraph.leir.scheduling import binding_names
 
 
-def _binding_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest, kernels in loaded.distinct_nests():
+def _binding_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    for term, nest, kernels in loaded.distinct_nests():
         for loop in nest.loops:
             if loop.kind != "L":
                 continue
             valid = set.intersection(*(set(binding_names(k, nest, loop)) for k in kernels))
             for bound in sorted(valid):
-                yield f"(BindingName {name} {quoted(loop.index)} {quoted(bound)})"
+                yield BINDING_NAME(term, loop.index, bound)
 
 
-PARAMETER_SETS = (ParameterSet((Relation("BindingName", ("Nest", "String", "String"),
-                                         "{2} binds the loop {1} of {0} to a GPU axis no other "
-                                         "loop of its kernel uses, within CUDA's limits on "
-                                         "threads and blocks"),),
+BINDING_NAME = Relation(
+    "BindingName", ("Nest", "String", "String"),
+    "{2} binds the loop {1} of {0} to a GPU axis no other "
+    "loop of its kernel uses, within CUDA's limits on "
+    "threads and blocks")
+
+PARAMETER_SETS = (ParameterSet((BINDING_NAME,),
                                _binding_facts),)

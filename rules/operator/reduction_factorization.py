@@ -15,28 +15,29 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode_value, quoted, to_egglog
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.encoding import encode_value
+from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 from leir_egraph.leir.ast import IConst, IName
 from leir_egraph.leir.scheduling import factorizable_reduction, reduction_split_points
 
 
-def _factorizable_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest, _ in loaded.distinct_nests():
+def _factorizable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    for term, nest, _ in loaded.distinct_nests():
         found = factorizable_reduction(nest)
         if found is not None:
             op, operand, axes = found
-            term = to_egglog(encode_value(operand))
+            value = encode_value(operand)
             for axis in axes:
-                yield f"(FactorizableReduction {name} {quoted(axis.index)} {quoted(op)} {term})"
+                yield FACTORIZABLE_REDUCTION(term, axis.index, op, value)
 
 
-def _whole_partial_facts(loaded: LoadedProgram) -> Iterable[str]:
-    for name, nest, _ in loaded.distinct_nests():
+def _whole_partial_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    for term, nest, _ in loaded.distinct_nests():
         found = factorizable_reduction(nest)
         for axis in found[2] if found is not None else ():
             if whole_partials(nest, axis.index):
-                yield f"(WholePartials {name} {quoted(axis.index)})"
+                yield WHOLE_PARTIALS(term, axis.index)
 
 
 def whole_partials(nest, axis: str) -> bool:
@@ -63,7 +64,7 @@ def whole_partials(nest, axis: str) -> bool:
     return all(l.index in named or l.extent == 1 for l in others)
 
 
-def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _split_point_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     extents = set()
     for nest in loaded.nests:
         found = factorizable_reduction(nest)
@@ -71,26 +72,34 @@ def _split_point_facts(loaded: LoadedProgram) -> Iterable[str]:
             extents.update(axis.extent for axis in found[2])
     for n in sorted(extents):
         for first in reduction_split_points(n):
-            yield f"(SplitPoint {n} {first})"
+            yield SPLIT_POINT(n, first)
 
+
+FACTORIZABLE_REDUCTION = Relation(
+    "FactorizableReduction", ("Nest", "String", "String", "Expr"),
+    "{0} is a single accumulation of {3} with the order-free operator {2} "
+    "over the reduction axis {1}, and {3} never reads the accumulated "
+    "tensor")
+WHOLE_PARTIALS = Relation(
+    "WholePartials", ("Nest", "String"),
+    "every loop of {0} but {1} picks an element of the accumulated "
+    "tensor or runs once, so partial results with the tensor's own "
+    "subscripts, combined over those loops, add each term once")
 
 GUARD_EXTENSIONS = (GuardExtension(
     guard="reduction_axis",
-    relations=(Relation("FactorizableReduction", ("Nest", "String", "String", "Expr"),
-                        "{0} is a single accumulation of {3} with the order-free operator {2} "
-                        "over the reduction axis {1}, and {3} never reads the accumulated "
-                        "tensor"),),
+    relations=(FACTORIZABLE_REDUCTION,),
     facts=_factorizable_facts),
     GuardExtension(
         guard="loop_nest_consistency",
-        relations=(Relation("WholePartials", ("Nest", "String"),
-                            "every loop of {0} but {1} picks an element of the accumulated "
-                            "tensor or runs once, so partial results with the tensor's own "
-                            "subscripts, combined over those loops, add each term once"),),
+        relations=(WHOLE_PARTIALS,),
         facts=_whole_partial_facts),
 )
 
-PARAMETER_SETS = (ParameterSet((Relation("SplitPoint", ("i64", "i64"),
-                                         "the {0} iterations split into the first {1} and the "
-                                         "rest"),),
+SPLIT_POINT = Relation(
+    "SplitPoint", ("i64", "i64"),
+    "the {0} iterations split into the first {1} and the "
+    "rest")
+
+PARAMETER_SETS = (ParameterSet((SPLIT_POINT,),
                                _split_point_facts),)

@@ -46,9 +46,10 @@ from ...leir.ast import (Bin, Call, Compare, Equation, IfThenElse, Logic, Neg, V
 from ...leir.program import Program
 from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join, written_before
 from ...leir.traverse import value_children, walk_values
-from ..encoding import Term, decode, encode_value, quoted, to_egglog
-from ..facts import LoadedProgram
-from ..guards import Guard, GuardExtension, Relation
+from ..encoding import Term, decode, encode_value, to_egglog
+from ..facts import Fact, Relation
+from ..guards import Guard, GuardExtension
+from ..loaded import LoadedProgram
 
 # The dtypes whose equations the math rules rewrite (see the module docstring for f16).
 REWRITABLE = ("f32", "f64", "bf16")
@@ -158,44 +159,43 @@ def natural_literal(text: str) -> bool:
 
 
 
-def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     sites, _ = rewrite_sites(loaded.program)
     for term in sorted(sites, key=to_egglog):
-        yield f"(MathSite {to_egglog(term)})"
+        yield MATH_SITE(term)
 
 
-def _range_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _range_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     analysis = analyse_ranges(loaded.program)
     formats = [FORMATS[d] for d in analysis.formats]
     naturals = set()
     for term, span in sorted(analysis.values.items(), key=lambda kv: to_egglog(kv[0])):
-        text = to_egglog(term)
         if span.empty:
             continue
         if span.finite:
-            yield f"(MathFinite {text})"
+            yield MATH_FINITE(term)
         if not span.empty and (span.lo > -math.inf or span.lo_open):
-            yield f"(MathAboveNegInf {text})"
+            yield MATH_ABOVE_NEG_INF(term)
         if span.nonzero:
-            yield f"(MathNonZero {text})"
+            yield MATH_NON_ZERO(term)
         if span.nonnegative:
-            yield f"(MathNonNegative {text})"
+            yield MATH_NON_NEGATIVE(term)
         if span.positive:
-            yield f"(MathPositive {text})"
+            yield MATH_POSITIVE(term)
         if span.negative:
-            yield f"(MathNegative {text})"
+            yield MATH_NEGATIVE(term)
         if formats and all(-f.exp_arg <= span.lo and span.hi <= f.exp_arg for f in formats):
-            yield f"(MathExpArg {text})"
+            yield MATH_EXP_ARG(term)
         if term[0] == "Num" and natural_literal(term[1]):
             naturals.add(term[1])
         if _closed(term) and formats:
             spans = [_constant_span(term, d) for d in analysis.formats]
             if all(s.finite and not s.nan for s in spans):
-                yield f"(MathConstTerm {text})"
+                yield MATH_CONST_TERM(term)
                 if all(s.nonzero for s in spans):
-                    yield f"(MathConstFactor {text})"
+                    yield MATH_CONST_FACTOR(term)
     for text in sorted(naturals):
-        yield f"(MathNatural {quoted(text)})"
+        yield MATH_NATURAL(text)
     yield from _created_facts(analysis)
 
 
@@ -227,7 +227,7 @@ def _bounds(analysis: RangeAnalysis):
             max(f.smallest_normal for f in formats))
 
 
-def _created_facts(analysis: RangeAnalysis) -> Iterable[str]:
+def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
     """Facts bounding the intermediates a rewrite creates or removes, for finite operands
     (the existing guards already settle ±inf, NaN and zero): every shape the math rules
     rewrite, over the spans of its operands, so that a rule can require that no intermediate
@@ -249,44 +249,45 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[str]:
         return (small(c) > 0 and big(a) * big(c) + big(b) <= top
                 and big(a) + big(b) / small(c) <= top)
 
-    out: set[str] = set()
+    out: dict[Fact, None] = {}   # in the order found: deterministic, no duplicates
     factors = [t for t in values if _closed(t) and values[t].real and values[t].nonzero]
     for term in values:
         head, args = term[0], term[1:]
         if head in ("Add", "Sub") and all(isinstance(a, tuple) for a in args):
             (x, y) = args
             if x[0] == "Div" and y[0] == "Div" and x[2] == y[2] and quotients(x[1], y[1], x[2]):
-                out.add(f"(MathQuotientsInRange {to_egglog(x[1])} {to_egglog(y[1])} "
-                        f"{to_egglog(x[2])})")
+                out[MATH_QUOTIENTS_IN_RANGE(x[1], y[1], x[2])] = None
             if head == "Add" and y[0] == "Div" and whole(x, y[1], y[2]):
-                out.add(f"(MathWholeInRange {to_egglog(x)} {to_egglog(y[1])} "
-                        f"{to_egglog(y[2])})")
+                out[MATH_WHOLE_IN_RANGE(x, y[1], y[2])] = None
             if x[0] == "Log" and y[0] == "Log":
                 a, b = x[1], y[1]
                 ok = small(a) > 0 and small(b) > 0 and (
                     big(a) * big(b) <= top and small(a) * small(b) >= normal if head == "Add"
                     else big(a) / small(b) <= top and small(a) / big(b) >= normal)
                 if ok:
-                    name = "MathProductNormal" if head == "Add" else "MathQuotientNormal"
-                    out.add(f"({name} {to_egglog(a)} {to_egglog(b)})")
+                    normal_of = MATH_PRODUCT_NORMAL if head == "Add" else MATH_QUOTIENT_NORMAL
+                    out[normal_of(a, b)] = None
         if head == "Div" and isinstance(args[0], tuple):
             inner, c = args
             if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
-                out.add(f"(MathQuotientsInRange {to_egglog(inner[1])} {to_egglog(inner[2])} "
-                        f"{to_egglog(c)})")
+                out[MATH_QUOTIENTS_IN_RANGE(inner[1], inner[2], c)] = None
             if inner[0] == "Add" and inner[1][0] == "Mul" and inner[1][2] == c and \
                     whole(inner[1][1], inner[2], c):
-                out.add(f"(MathWholeInRange {to_egglog(inner[1][1])} {to_egglog(inner[2])} "
-                        f"{to_egglog(c)})")
+                out[MATH_WHOLE_IN_RANGE(inner[1][1], inner[2], c)] = None
             if inner[0] == "Mul" and inner[2] == c and big(inner[1]) * big(c) <= top:
-                out.add(f"(MathScaleInRange {to_egglog(inner[1])} {to_egglog(c)})")
+                out[MATH_SCALE_IN_RANGE(inner[1], c)] = None
         if head in ("Num", "Idx") or _closed(term):
             continue
         for b in factors:   # a -> (a*b)/b
             if big(term) * big(b) <= top:
-                out.add(f"(MathScaleInRange {to_egglog(term)} {to_egglog(b)})")
-    yield from sorted(out)
+                out[MATH_SCALE_IN_RANGE(term, b)] = None
+    yield from out
 
+
+MATH_SITE = Relation(
+    "MathSite", ("Expr",),
+    "{0} is computed in float value arithmetic wherever it occurs, outside "
+    "conditions and accumulation forms")
 
 FLOAT_ARITHMETIC = Guard(
     "float_arithmetic",
@@ -298,10 +299,37 @@ FLOAT_ARITHMETIC = Guard(
     "implicit initial value (docs/LEIR.md section 3).",
     "the sub-expression is computed in integer or f16 arithmetic, inside a condition, or "
     "decides an accumulation's implicit initialisation",
-    relations=(Relation("MathSite", ("Expr",),
-                        "{0} is computed in float value arithmetic wherever it occurs, outside "
-                        "conditions and accumulation forms"),),
+    relations=(MATH_SITE,),
     facts=_site_facts)
+
+MATH_FINITE = Relation("MathFinite", ("Expr",), "{0} is never infinite")
+MATH_ABOVE_NEG_INF = Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf")
+MATH_NON_ZERO = Relation("MathNonZero", ("Expr",), "{0} is never zero")
+MATH_NON_NEGATIVE = Relation("MathNonNegative", ("Expr",), "{0} is never negative")
+MATH_POSITIVE = Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)")
+MATH_NEGATIVE = Relation("MathNegative", ("Expr",), "{0} is always negative (or NaN)")
+MATH_EXP_ARG = Relation(
+    "MathExpArg", ("Expr",),
+    "{0} is small enough in magnitude that exp of it never overflows or "
+    "underflows")
+MATH_CONST_TERM = Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN")
+MATH_CONST_FACTOR = Relation(
+    "MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN")
+MATH_NATURAL = Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64")
+MATH_SCALE_IN_RANGE = Relation(
+    "MathScaleInRange", ("Expr", "Expr"), "{0}*{1} never overflows for a finite {0}")
+MATH_QUOTIENTS_IN_RANGE = Relation(
+    "MathQuotientsInRange", ("Expr", "Expr", "Expr"),
+    "for finite {0} and {1}, neither {0}±{1} nor {0}/{2}, {1}/{2} or their sum overflows")
+MATH_WHOLE_IN_RANGE = Relation(
+    "MathWholeInRange", ("Expr", "Expr", "Expr"),
+    "for finite {0} and {1}, neither {0}*{2}+{1} nor {0}+{1}/{2} overflows")
+MATH_PRODUCT_NORMAL = Relation(
+    "MathProductNormal", ("Expr", "Expr"),
+    "{0}*{1} is a normal number (no overflow, no underflow) for finite {0} and {1}")
+MATH_QUOTIENT_NORMAL = Relation(
+    "MathQuotientNormal", ("Expr", "Expr"),
+    "{0}/{1} is a normal number (no overflow, no underflow) for finite {0} and {1}")
 
 OPERAND_RANGE = Guard(
     "operand_range",
@@ -312,30 +340,21 @@ OPERAND_RANGE = Guard(
     "an operand may be infinite, zero, negative, NaN or too large, where the identity would "
     "put NaN or inf where the program had none, or remove them",
     relations=(
-        Relation("MathFinite", ("Expr",), "{0} is never infinite"),
-        Relation("MathAboveNegInf", ("Expr",), "{0} is never -inf"),
-        Relation("MathNonZero", ("Expr",), "{0} is never zero"),
-        Relation("MathNonNegative", ("Expr",), "{0} is never negative"),
-        Relation("MathPositive", ("Expr",), "{0} is always positive (or NaN)"),
-        Relation("MathNegative", ("Expr",), "{0} is always negative (or NaN)"),
-        Relation("MathExpArg", ("Expr",),
-                 "{0} is small enough in magnitude that exp of it never overflows or "
-                 "underflows"),
-        Relation("MathConstTerm", ("Expr",), "{0} is a finite constant, never NaN"),
-        Relation("MathConstFactor", ("Expr",), "{0} is a finite non-zero constant, never NaN"),
-        Relation("MathNatural", ("String",), "{0} is a whole number from 0 to 64"),
-        Relation("MathScaleInRange", ("Expr", "Expr"),
-                 "{0}*{1} never overflows for a finite {0}"),
-        Relation("MathQuotientsInRange", ("Expr", "Expr", "Expr"),
-                 "for finite {0} and {1}, neither {0}±{1} nor {0}/{2}, {1}/{2} or their sum "
-                 "overflows"),
-        Relation("MathWholeInRange", ("Expr", "Expr", "Expr"),
-                 "for finite {0} and {1}, neither {0}*{2}+{1} nor {0}+{1}/{2} overflows"),
-        Relation("MathProductNormal", ("Expr", "Expr"),
-                 "{0}*{1} is a normal number (no overflow, no underflow) for finite {0} and {1}"),
-        Relation("MathQuotientNormal", ("Expr", "Expr"),
-                 "{0}/{1} is a normal number (no overflow, no underflow) for finite {0} and "
-                 "{1}"),
+        MATH_FINITE,
+        MATH_ABOVE_NEG_INF,
+        MATH_NON_ZERO,
+        MATH_NON_NEGATIVE,
+        MATH_POSITIVE,
+        MATH_NEGATIVE,
+        MATH_EXP_ARG,
+        MATH_CONST_TERM,
+        MATH_CONST_FACTOR,
+        MATH_NATURAL,
+        MATH_SCALE_IN_RANGE,
+        MATH_QUOTIENTS_IN_RANGE,
+        MATH_WHOLE_IN_RANGE,
+        MATH_PRODUCT_NORMAL,
+        MATH_QUOTIENT_NORMAL,
     ),
     facts=_range_facts)
 

@@ -47,8 +47,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
-from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
-from leir_egraph.egraph.vocabulary import GuardExtension, LoadedProgram, ParameterSet, Relation
+from leir_egraph.egraph.encoding import encode, encode_value
+from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
+                                           Relation)
 from leir_egraph.leir.analysis import accesses, program_shapes
 from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, IName, LoopNest,
                                   Neg, Num, Var)
@@ -57,7 +58,8 @@ from leir_egraph.leir.ranges import ANY, point
 from leir_egraph.leir.signature import is_float
 from leir_egraph.leir.traverse import walk_values
 from leir_egraph.leir.values import index_as_value
-from .splits import _analysis, _flat_nests, _term, operands, split_sites, whole_value
+from .splits import (FINITE_OPERAND, NON_ZERO_OPERAND, _analysis, _flat_nests, operands,
+                     split_sites, whole_value)
 
 IDENTITY = {"add": "0", "mul": "1"}
 
@@ -219,25 +221,24 @@ def _extra_of(program) -> tuple:
     return tuple(_extra(LoadedProgram(program)))
 
 
-def _split_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _split_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for name, eq, x, m, kind, _ in _extra_of(loaded.program):
-        out[f"(ExtraSplitBy {name} {to_egglog(encode(eq))} {_term(x)} {_term(m)} "
-            f"\"{kind}\")"] = None
+        out[EXTRA_SPLIT_BY(name, eq, x, m, kind)] = None
     return list(out)
 
 
-def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for name, _, x, m, _, spans in _extra_of(loaded.program):
         if all(s.real for s in spans):
-            out[f"(FiniteOperand {name} {_term(m)})"] = None
+            out[FINITE_OPERAND(name, m)] = None
             if all(s.nonzero for s in spans):
-                out[f"(NonZeroOperand {name} {_term(m)})"] = None
+                out[NON_ZERO_OPERAND(name, m)] = None
     return list(out)
 
 
-def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _exp_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """``ExpSafeOperand n e m``: splitting any exponential of ``e`` by ``m`` keeps every factor
     a normal number wherever the original exponential is one. The FLOAT range analysis
     (intervals: inputs of any size; every value a tensor ever holds) bounds the numbers of m,
@@ -275,7 +276,7 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
     for name, eq, _, m, kind, _ in _extra_of(loaded.program):
         if kind == "exp":
             extra.setdefault((name, eq), []).append(m)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
         for eq in nest.equations:
             if not is_float(eq.target.dtype):
@@ -284,10 +285,10 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[str]:
             parts = _exponent_parts(eq)
             if not parts or not all(small(p, half) for p in parts):
                 continue
-            e = to_egglog(encode(eq))
+            e = encode(eq)
             for m in (*split_sites(eq)[1], *extra.get((name, eq), ())):
                 if read_small(m, half):
-                    out[f"(ExpSafeOperand {name} {e} {_term(m)})"] = None
+                    out[EXP_SAFE_OPERAND(name, e, m)] = None
     return list(out)
 
 
@@ -324,21 +325,27 @@ def _evaluated_reads(eq) -> dict:
                          and not op.condition and op.node.name != eq.target.name)
 
 
+EXP_SAFE_OPERAND = Relation(
+    "ExpSafeOperand", ("Nest", "Eqn", "Expr"),
+    "{2} and the arguments of {1}'s exponentials and their operands are at most "
+    "half the exp range in magnitude wherever they are evaluated (any inputs), so "
+    "every exponential of the split stays a normal number")
+
 GUARD_EXTENSIONS = (
     GuardExtension("finite_operand", facts=_finite_facts),
     GuardExtension("finite_operand", relations=(
-        Relation("ExpSafeOperand", ("Nest", "Eqn", "Expr"),
-                 "{2} and the arguments of {1}'s exponentials and their operands are at most "
-                 "half the exp range in magnitude wherever they are evaluated (any inputs), so "
-                 "every exponential of the split stays a normal number"),),
+        EXP_SAFE_OPERAND,),
         facts=_exp_facts),
 )
 
+EXTRA_SPLIT_BY = Relation(
+    "ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
+    "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
+    "{2} (or, for a whole value, of one of its reads) along its last dimension (the "
+    "split's identity before the first), a result "
+    "of an earlier nest with the same loops read where it was written, or an element "
+    "of an input or of a finished earlier result, in bounds")
+
 PARAMETER_SETS = (ParameterSet((
-    Relation("ExtraSplitBy", ("Nest", "Eqn", "Expr", "Expr", "String"),
-             "{3} is defined wherever {1} is evaluated (for a split by '{4}'): the neighbour of "
-             "{2} (or, for a whole value, of one of its reads) along its last dimension (the "
-             "split's identity before the first), a result "
-             "of an earlier nest with the same loops read where it was written, or an element "
-             "of an input or of a finished earlier result, in bounds"),
+    EXTRA_SPLIT_BY,
 ), _split_facts),)

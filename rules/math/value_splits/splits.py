@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Iterator
 
-from leir_egraph.egraph.encoding import encode, encode_value, to_egglog
-from leir_egraph.egraph.vocabulary import (Guard, GuardExtension, LoadedProgram, ParameterSet,
-                                           Relation)
+from leir_egraph.egraph.encoding import encode
+from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
+                                           ParameterSet, Relation)
 from leir_egraph.leir.analysis import equation_sites, reads
 from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
 from leir_egraph.leir.program import Program
@@ -103,20 +103,16 @@ def _analysis(program: Program):
 def _flat_nests(loaded: LoadedProgram):
     for i, nest in enumerate(loaded.program.leir.nests):
         if not any(isinstance(item, LoopNest) for item in nest.body):
-            yield loaded.top_nest_name(i), nest
-
-
-def _term(node) -> str:
-    return to_egglog(encode_value(node))
+            yield loaded.top_nest_term(i), nest
 
 
 def _positive(span) -> bool:
     return span.real and span.positive
 
 
-def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     ranges = _analysis(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
         reads = ranges.reads_outside({eq.target.name for eq in nest.equations})
         loops = {l.index: (0, l.extent - 1) for l in nest.loops}
@@ -124,23 +120,37 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[str]:
             if not is_float(eq.target.dtype):
                 continue
             sites, splitters = split_sites(eq)
-            e = to_egglog(encode(eq))
+            e = encode(eq)
             for m in splitters:
                 known = reads.get(m.name, ANY)
                 if known.real:
-                    out[f"(FiniteOperand {name} {_term(m)})"] = None
+                    out[FINITE_OPERAND(name, m)] = None
                 if known.real and known.nonzero:
-                    out[f"(NonZeroOperand {name} {_term(m)})"] = None
+                    out[NON_ZERO_OPERAND(name, m)] = None
             for site in sites:
                 if not site.singular:
-                    out[f"(ShiftableOperand {name} {e} {_term(site.node)})"] = None
+                    out[SHIFTABLE_OPERAND(name, e, site.node)] = None
                 if all(_positive(expression_range(d, reads, loops, FINITE))
                        for d in site.singular):
-                    out[f"(ScalableOperand {name} {e} {_term(site.node)})"] = None
+                    out[SCALABLE_OPERAND(name, e, site.node)] = None
     return list(out)
 
 
-FINITE_OPERAND = Guard(
+FINITE_OPERAND = Relation(
+    "FiniteOperand", ("Nest", "Expr"),
+    "{1} is finite wherever {0} reads it (for finite inputs)")
+NON_ZERO_OPERAND = Relation(
+    "NonZeroOperand", ("Nest", "Expr"),
+    "{1} is finite and never zero wherever {0} reads it (for finite inputs)")
+SHIFTABLE_OPERAND = Relation(
+    "ShiftableOperand", ("Nest", "Eqn", "Expr"),
+    "{2} sits in no divisor, logarithm argument or power base of {1}")
+SCALABLE_OPERAND = Relation(
+    "ScalableOperand", ("Nest", "Eqn", "Expr"),
+    "every divisor, logarithm argument or power base of {1} around {2} is "
+    "provably positive")
+
+FINITE_OPERAND_GUARD = Guard(
     "finite_operand",
     "Extra soundness guard (not one of the paper's nine): a split keeps every value finite where "
     "it was. FiniteOperand/NonZeroOperand: the splitting value is provably finite (and non-zero "
@@ -154,19 +164,14 @@ FINITE_OPERAND = Guard(
     "the split could put NaN or inf where the program had none: the splitting value may be "
     "infinite, NaN or zero, or the operand sits where rounding could reach a singularity",
     relations=(
-        Relation("FiniteOperand", ("Nest", "Expr"),
-                 "{1} is finite wherever {0} reads it (for finite inputs)"),
-        Relation("NonZeroOperand", ("Nest", "Expr"),
-                 "{1} is finite and never zero wherever {0} reads it (for finite inputs)"),
-        Relation("ShiftableOperand", ("Nest", "Eqn", "Expr"),
-                 "{2} sits in no divisor, logarithm argument or power base of {1}"),
-        Relation("ScalableOperand", ("Nest", "Eqn", "Expr"),
-                 "every divisor, logarithm argument or power base of {1} around {2} is "
-                 "provably positive"),
+        FINITE_OPERAND,
+        NON_ZERO_OPERAND,
+        SHIFTABLE_OPERAND,
+        SCALABLE_OPERAND,
     ),
     facts=_finite_facts)
 
-GUARD_EXTENSIONS = (GuardExtension("finite_operand", new_guard=FINITE_OPERAND),)
+GUARD_EXTENSIONS = (GuardExtension("finite_operand", new_guard=FINITE_OPERAND_GUARD),)
 
 
 @lru_cache(maxsize=16)
@@ -193,30 +198,37 @@ def whole_value(program: Program, eq: Equation) -> bool:
     return eq.target.name not in reads(eq) or eq in _onto_written(program)
 
 
-def _site_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
         for eq in nest.equations:
             if not is_float(eq.target.dtype):
                 continue
             sites, splitters = split_sites(eq)
-            e = to_egglog(encode(eq))
+            e = encode(eq)
             for site in sites:
-                out[f"(SplitSite {name} {e} {_term(site.node)})"] = None
+                out[SPLIT_SITE(name, e, site.node)] = None
             for m in splitters:
-                out[f"(SplitBy {name} {e} {_term(m)})"] = None
+                out[SPLIT_BY(name, e, m)] = None
             if whole_value(loaded.program, eq):   # no accumulation from an initial value
-                out[f"(WholeValueSite {name} {e} {_term(eq.value)})"] = None
+                out[WHOLE_VALUE_SITE(name, e, eq.value)] = None
     return list(out)
 
 
+SPLIT_SITE = Relation(
+    "SplitSite", ("Nest", "Eqn", "Expr"),
+    "{2} occurs once in {1}, outside any condition, and is not the equation's target")
+SPLIT_BY = Relation(
+    "SplitBy", ("Nest", "Eqn", "Expr"),
+    "{2} is read by {1} whenever it is evaluated")
+WHOLE_VALUE_SITE = Relation(
+    "WholeValueSite", ("Nest", "Eqn", "Expr"),
+    "{2} is the whole right-hand side of {1}, which reads nothing it writes, or reads "
+    "only values written before it (no accumulation from an initial value, whose "
+    "form X=X op e must stay)")
+
 PARAMETER_SETS = (ParameterSet((
-    Relation("SplitSite", ("Nest", "Eqn", "Expr"),
-             "{2} occurs once in {1}, outside any condition, and is not the equation's target"),
-    Relation("SplitBy", ("Nest", "Eqn", "Expr"),
-             "{2} is read by {1} whenever it is evaluated"),
-    Relation("WholeValueSite", ("Nest", "Eqn", "Expr"),
-             "{2} is the whole right-hand side of {1}, which reads nothing it writes, or reads "
-             "only values written before it (no accumulation from an initial value, whose "
-             "form X=X op e must stay)"),
+    SPLIT_SITE,
+    SPLIT_BY,
+    WHOLE_VALUE_SITE,
 ), _site_facts),)

@@ -42,9 +42,8 @@ from leir_egraph.leir.legality import determined_loops
 from leir_egraph.leir.memory import layouts, loops_used, parallel_loops_determined
 from leir_egraph.leir.traverse import walk
 from leir_egraph.leir.names import index_name_supply
-from leir_egraph.egraph.encoding import encode_index, loops_term, quoted, subs_term, to_egglog
-from leir_egraph.egraph.vocabulary import LoadedProgram, ParameterSet, Relation
-from .regions import _stageable_read, _var, _view, compound_indices
+from leir_egraph.egraph.vocabulary import Fact, LoadedProgram, ParameterSet, Relation
+from .regions import _stageable_read, _view, compound_indices
 
 #: threadIdx.x's limit; the copy binds a loop only strictly below it, as the reference does.
 BIND_LIMIT = AXIS_LIMITS["tx"]
@@ -151,42 +150,45 @@ def bound_forms(x: Var, loops: tuple[Loop, ...], shape):
         yield f"{lay.label}, copied by threads", copy_loops, write, read, new
 
 
-def _copy_form_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _copy_form_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for n in view.nests:
-        name = loaded.top_nest_name(n.position)
+        name = loaded.top_nest_term(n.position)
         for x in n.reads:
             shape = view.shapes.get(x.name)
             if shape is None or not _stageable_read(x, n.nest.loops, shape):
                 continue
             for label, cl, w, r, new in [*bound_forms(x, n.nest.loops, shape),
                                          *split_forms(x, n.nest.loops)]:
-                out[f"(CopyForm {name} {_var(x)} {quoted(label)} {loops_term(cl)} {subs_term(w)} "
-                    f"{subs_term(r)} {subs_term(new)})"] = None
+                out[COPY_FORM(name, x, label, cl, w, r, new)] = None
     return list(out)
 
 
-def _index_table_facts(loaded: LoadedProgram) -> Iterable[str]:
-    out: dict[str, None] = {}
+def _index_table_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    out: dict[Fact, None] = {}
     for name, nest, e in compound_indices(loaded):
         bound = bind_first(loops_used(nest.loops, (e,)), (e,))
         if bound is not None:
             loops, ((renamed,),) = bound
-            out[f"(BoundIndexTable {name} {to_egglog(encode_index(e))} {loops_term(loops)} "
-                f"{to_egglog(encode_index(renamed))})"] = None
+            out[BOUND_INDEX_TABLE(name, e, loops, renamed)] = None
     return list(out)
 
 
+BOUND_INDEX_TABLE = Relation(
+    "BoundIndexTable", ("Nest", "IExpr", "Loops", "IExpr"),
+    "the index table of {1} read in {0} can be computed by threads: "
+    "over {2}, its first loop bound as tx, storing {3}")
+COPY_FORM = Relation(
+    "CopyForm", ("Nest", "Var", "String", "Loops", "Subs", "Subs", "Subs"),
+    "a copy of the read {1} of {0} ({2}) runs over {3}, writing the "
+    "fresh tensor at {4} from the element at {5}, and {0} then reads the "
+    "copy at {6}: every slot is written once, from the element read "
+    "there")
+
 PARAMETER_SETS = (
-    ParameterSet((Relation("BoundIndexTable", ("Nest", "IExpr", "Loops", "IExpr"),
-                           "the index table of {1} read in {0} can be computed by threads: "
-                           "over {2}, its first loop bound as tx, storing {3}"),),
+    ParameterSet((BOUND_INDEX_TABLE,),
                  _index_table_facts),
-    ParameterSet((Relation("CopyForm", ("Nest", "Var", "String", "Loops", "Subs", "Subs", "Subs"),
-                           "a copy of the read {1} of {0} ({2}) runs over {3}, writing the "
-                           "fresh tensor at {4} from the element at {5}, and {0} then reads the "
-                           "copy at {6}: every slot is written once, from the element read "
-                           "there"),),
+    ParameterSet((COPY_FORM,),
                  _copy_form_facts),
 )

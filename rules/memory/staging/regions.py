@@ -35,16 +35,12 @@ from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape
                             parallel_loops_determined, staged_extent)
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.signature import dtype_bytes
-from leir_egraph.egraph.encoding import encode, encode_index, loops_term, quoted, subs_term, to_egglog
-from leir_egraph.egraph.vocabulary import (DeferredFact, Guard, GuardExtension, LoadedProgram,
-                                           ParameterSet, Relation)
+from leir_egraph.egraph.encoding import encode
+from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
+                                           ParameterSet, Relation, later)
 
 
 
-
-
-def _var(var: Var) -> str:
-    return to_egglog(encode(var))
 
 
 def value_reads(expr) -> list[Var]:
@@ -148,34 +144,34 @@ def relayout_sound(layout: Layout, found) -> bool:
 
 # ---------------------------------------------------------------- access_region
 
-def _region_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _region_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for n in view.nests:
-        name = loaded.top_nest_name(n.position)
+        name = loaded.top_nest_term(n.position)
         loops = n.nest.loops
         for x in n.reads:
             shape = view.shapes.get(x.name)
             if shape is None or has_gather(x) or not in_bounds(x.subscripts, loops, shape):
                 continue
             if loops_used(loops, x.subscripts) and parallel_loops_determined(x, loops):
-                out[f"(StageableRead {name} {_var(x)})"] = None
+                out[STAGEABLE_READ(name, x)] = None
             if kernel_staging_loops(loops, x) is not None:
-                out[f"(StageableInKernel {name} {_var(x)})"] = None
+                out[STAGEABLE_IN_KERNEL(name, x)] = None
         for x in n.targets:
             shape = view.shapes.get(x.name)
             if shape is None or has_gather(x) or kernel_staging_loops(loops, x) is None:
                 continue
             if x.name in _names_read(n) and not covers_shape(x, loops, shape):
                 continue
-            out[f"(StageableWrite {name} {_var(x)})"] = None
+            out[STAGEABLE_WRITE(name, x)] = None
     known = set(loaded.program.signature.names)
     for tensor, shape in view.shapes.items():
         if tensor in known or not shape:
             continue
         vars_ = [v for v in accesses(loaded.program.leir) if v.name == tensor]
         if all(v.rank == len(shape) and not has_gather(v) for v in vars_):
-            out[f"(RelayoutableTensor {quoted(tensor)})"] = None
+            out[RELAYOUTABLE_TENSOR(tensor)] = None
     return list(out)
 
 
@@ -188,6 +184,24 @@ def _names_read(n: _Nest) -> set[str]:
     return {v.name for eq in n.nest.equations for v in accesses(eq.value)} | {
         v.name for eq in n.nest.equations for s in eq.target.subscripts for v in accesses(s)}
 
+
+STAGEABLE_READ = Relation(
+    "StageableRead", ("Nest", "Var"),
+    "the read {1} in {0} stays in bounds for every value of the loops it uses and "
+    "determines each parallel loop among them")
+STAGEABLE_IN_KERNEL = Relation(
+    "StageableInKernel", ("Nest", "Var"),
+    "the read {1} in {0} stays in bounds for every value of the loops, and a copy "
+    "of it inside the kernel writes each element from one iteration of every "
+    "parallel loop")
+STAGEABLE_WRITE = Relation(
+    "StageableWrite", ("Nest", "Var"),
+    "the write {1} in {0} has no gather, a copy of it inside the kernel writes "
+    "each element from one iteration of every parallel loop, and it covers the "
+    "whole tensor wherever the nest accumulates into it")
+RELAYOUTABLE_TENSOR = Relation(
+    "RelayoutableTensor", ("String",),
+    "every access of {0} has its full rank and no gather")
 
 ACCESS_REGION = Guard(
     "access_region",
@@ -207,75 +221,74 @@ ACCESS_REGION = Guard(
     "guarded out-of-range read, a gather, an undetermined parallel loop or a partial "
     "accumulation)",
     relations=(
-        Relation("StageableRead", ("Nest", "Var"),
-                 "the read {1} in {0} stays in bounds for every value of the loops it uses and "
-                 "determines each parallel loop among them"),
-        Relation("StageableInKernel", ("Nest", "Var"),
-                 "the read {1} in {0} stays in bounds for every value of the loops, and a copy "
-                 "of it inside the kernel writes each element from one iteration of every "
-                 "parallel loop"),
-        Relation("StageableWrite", ("Nest", "Var"),
-                 "the write {1} in {0} has no gather, a copy of it inside the kernel writes "
-                 "each element from one iteration of every parallel loop, and it covers the "
-                 "whole tensor wherever the nest accumulates into it"),
-        Relation("RelayoutableTensor", ("String",),
-                 "every access of {0} has its full rank and no gather"),
+        STAGEABLE_READ,
+        STAGEABLE_IN_KERNEL,
+        STAGEABLE_WRITE,
+        RELAYOUTABLE_TENSOR,
     ),
     facts=_region_facts)
 
 
 # ---------------------------------------------------------------- dependency
 
-def _dependency_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _dependency_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for n in view.nests:
-        name = loaded.top_nest_name(n.position)
+        name = loaded.top_nest_term(n.position)
         for x in n.reads:
             if x.name not in n.written:
-                out[f"(ReadOnlyIn {name} {quoted(x.name)})"] = None
+                out[READ_ONLY_IN(name, x.name)] = None
         for x in n.targets:
             same = all(v == x for v in accesses(n.nest) if v.name == x.name)
             reads_it = x.name in _names_read(n)
             if same and (not reads_it or view.first_writer.get(x.name) == n.position):
-                out[f"(CacheableTarget {loaded.suffix_name(n.position)} {_var(x)})"] = None
+                out[CACHEABLE_TARGET(loaded.suffix_terms[n.position], x)] = None
     return list(out)
 
+
+READ_ONLY_IN = Relation(
+    "ReadOnlyIn", ("Nest", "String"),
+    "{0} reads {1} and never writes it, so a copy made just before the nest holds "
+    "every value the nest reads")
+CACHEABLE_TARGET = Relation(
+    "CacheableTarget", ("Prog", "Var"),
+    "every access of that tensor in the first nest of {0} is {1}, and if the nest "
+    "reads it back, no earlier nest wrote it")
 
 DEPENDENCY_EXTENSION = GuardExtension(
     "dependency",
     relations=(
-        Relation("ReadOnlyIn", ("Nest", "String"),
-                 "{0} reads {1} and never writes it, so a copy made just before the nest holds "
-                 "every value the nest reads"),
-        Relation("CacheableTarget", ("Prog", "Var"),
-                 "every access of that tensor in the first nest of {0} is {1}, and if the nest "
-                 "reads it back, no earlier nest wrote it"),
+        READ_ONLY_IN,
+        CACHEABLE_TARGET,
     ),
     facts=_dependency_facts)
 
 
 # ---------------------------------------------------------------- pattern_match
 
-def compound_indices(loaded: LoadedProgram) -> Iterable[tuple[str, LoopNest, object]]:
-    """``(nest name, nest, index)`` for every compound index a top-level nest reads at
+def compound_indices(loaded: LoadedProgram) -> Iterable[tuple[tuple, LoopNest, object]]:
+    """``(nest term, nest, index)`` for every compound index a top-level nest reads at
     (``leir.memory.compound_read_indices``): what precompute_indices may store."""
     for n in _view(loaded.program).nests:
-        name = loaded.top_nest_name(n.position)
+        name = loaded.top_nest_term(n.position)
         for e in compound_read_indices(n.nest):
             yield name, n.nest, e
 
 
-def _pattern_facts(loaded: LoadedProgram) -> Iterable[str]:
-    return list(dict.fromkeys(f"(CompoundIndexRead {name} {to_egglog(encode_index(e))})"
+def _pattern_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    return list(dict.fromkeys(COMPOUND_INDEX_READ(name, e)
                               for name, _, e in compound_indices(loaded)))
 
 
+COMPOUND_INDEX_READ = Relation(
+    "CompoundIndexRead", ("Nest", "IExpr"),
+    "{0} reads tensors at the compound index {1}, which no write of the "
+    "nest uses")
+
 PATTERN_EXTENSION = GuardExtension(
     "pattern_match",
-    relations=(Relation("CompoundIndexRead", ("Nest", "IExpr"),
-                        "{0} reads tensors at the compound index {1}, which no write of the "
-                        "nest uses"),),
+    relations=(COMPOUND_INDEX_READ,),
     facts=_pattern_facts)
 
 GUARD_EXTENSIONS = (GuardExtension("access_region", new_guard=ACCESS_REGION),
@@ -284,54 +297,54 @@ GUARD_EXTENSIONS = (GuardExtension("access_region", new_guard=ACCESS_REGION),
 
 # ---------------------------------------------------------------- parameters
 
-def _staging_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _staging_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for n in view.nests:
-        name = loaded.top_nest_name(n.position)
+        name = loaded.top_nest_term(n.position)
         loops = n.nest.loops
         subs_lists = [x.subscripts for x in n.reads + n.targets if not has_gather(x)]
         subs_lists += [(e,) for e in compound_read_indices(n.nest)]
         for subs in subs_lists:
             used = loops_used(loops, subs)
             if used:
-                out[f"(StagingLoops {name} {subs_term(subs)} {loops_term(used)})"] = None
+                out[STAGING_LOOPS(name, subs, used)] = None
     return list(out)
 
 
-def _kernel_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _kernel_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """How a nest splits into its kernel's loops and the loops inside them, the inner loops
     each access uses, and the scopes a copy of an access may take: local memory always, shared
     memory when the copy fits one block's share (lower.cuda.MAX_SHARED_BYTES)."""
 
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[Fact, None] = {}
     for n in view.nests:
         split = kernel_split(n.nest.loops)
         if split is None:
             continue
         outer, inner = split
-        name = loaded.top_nest_name(n.position)
-        out[f"(KernelLoops {name} {loops_term(outer)} {loops_term(inner)})"] = None
+        name = loaded.top_nest_term(n.position)
+        out[KERNEL_LOOPS(name, outer, inner)] = None
         for x in n.reads + n.targets:
             copy = kernel_staging_loops(n.nest.loops, x)
             if has_gather(x) or copy is None:
                 continue
-            out[f"(InnerLoopsUsed {name} {subs_term(x.subscripts)} {loops_term(copy)})"] = None
+            out[INNER_LOOPS_USED(name, x.subscripts, copy)] = None
             extent = staged_extent(x, outer + copy)
             if extent is None:
                 continue
             size = int(np.prod(extent)) * dtype_bytes(x.dtype)
             for scope in ("s", "l"):
                 if scope != x.scope and (scope == "l" or size <= MAX_SHARED_BYTES):
-                    out[f"(StagingScope {name} {_var(x)} {quoted(scope)})"] = None
+                    out[STAGING_SCOPE(name, x, scope)] = None
     return list(out)
 
 
-def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """Layouts for the reads a copy nest could stage (StageableRead's subscripts)."""
     view = _view(loaded.program)
-    out: dict[str, None] = {}
+    out: dict[tuple, Fact] = {}  # by key: one fact per (tensor, subscripts, layout)
     for n in view.nests:
         for x in n.reads:
             shape = view.shapes.get(x.name)
@@ -341,20 +354,15 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
             # alone or followed by a merge (bound_forms offers them where it binds a loop
             # itself; here the nest's own B loop is among the copy's loops)
             bound = any(l.kind == "B" for l in loops_used(n.nest.loops, x.subscripts))
-            subs = subs_term(x.subscripts)
             for lay in layouts(shape, merged_ranks=(5,) if bound else (),
                                permutations_up_to=5 if bound else 4):
-                fact = DeferredFact("NewLayout", (quoted(x.name), subs, quoted(lay.label)),
-                                    partial(_new_subs, lay, x.subscripts))
-                out.setdefault(fact, None)
-    return list(out)
+                key = (x.name, x.subscripts, lay.label)
+                if key not in out:
+                    out[key] = NEW_LAYOUT(*key, later(partial(lay.apply, x.subscripts)))
+    return list(out.values())
 
 
-def _new_subs(layout, subscripts) -> str:
-    return subs_term(layout.apply(subscripts))
-
-
-def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """Each sound layout of each intermediate with its map: one equation X_{old}=X_{new} per
     distinct access of X."""
     leir = loaded.program.leir
@@ -362,21 +370,21 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[str]:
     for tensor, options in storage_layouts(loaded.program).items():
         forms = list(dict.fromkeys(v for v in accesses(leir) if v.name == tensor))
         for lay in options:
-            out.append(DeferredFact("StorageLayout", (quoted(tensor), quoted(lay.label)),
-                                    partial(_relayout_map, lay, tuple(forms))))
+            out.append(STORAGE_LAYOUT(tensor, lay.label,
+                                      later(partial(_relayout_map, lay, tuple(forms)))))
     return out
 
 
-def _relayout_map(layout, forms) -> str:
+def _relayout_map(layout, forms) -> tuple:
     """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access."""
     body: tuple = ("BNil",)
     for v in reversed(forms):
         new = Var(v.name, v.dtype, v.scope, layout.apply(v.subscripts))
         body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
-    return to_egglog(body)
+    return body
 
 
-def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
+def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """For every intermediate with a storage layout, and every top-level nest and every program
     suffix, whether it accesses the intermediate anywhere (nested nests and gathers in
     subscripts included); and the suffix that begins with its first access."""
@@ -385,53 +393,72 @@ def _tensor_use_facts(loaded: LoadedProgram) -> Iterable[str]:
     if not tensors:
         return out
     nests = list(loaded.top_nests())
-    later: set[str] = set()  # tensors accessed by suffix i (nest i and every nest after it)
+    accessed: set[str] = set()  # tensors accessed by suffix i (nest i and every nest after it)
     first: dict[str, int] = {}  # tensor -> the position of the first nest accessing it
-    for i, name, nest in reversed(nests):
+    for i, term, nest in reversed(nests):
         used = tensor_names(nest)
-        later |= used
+        accessed |= used
         first.update((tensor, i) for tensor in used)
         for tensor in tensors:
-            out.append(f"({'TensorInNest' if tensor in used else 'TensorNotInNest'} {name} "
-                       f"{quoted(tensor)})")
-            out.append(f"({'TensorInSuffix' if tensor in later else 'TensorNotInSuffix'} "
-                       f"{loaded.suffix_name(i)} {quoted(tensor)})")
+            out.append((TENSOR_IN_NEST if tensor in used else TENSOR_NOT_IN_NEST)(term, tensor))
+            out.append((TENSOR_IN_SUFFIX if tensor in accessed else TENSOR_NOT_IN_SUFFIX)(
+                loaded.suffix_terms[i], tensor))
     for tensor in tensors:
-        out.append(f"(TensorNotInSuffix {loaded.suffix_name(len(nests))} {quoted(tensor)})")
+        out.append(TENSOR_NOT_IN_SUFFIX(loaded.suffix_terms[len(nests)], tensor))
         if tensor in first:
-            out.append(f"(FirstAccessSuffix {loaded.suffix_name(first[tensor])} {quoted(tensor)})")
+            out.append(FIRST_ACCESS_SUFFIX(loaded.suffix_terms[first[tensor]], tensor))
     return out
 
 
+STAGING_LOOPS = Relation(
+    "StagingLoops", ("Nest", "Subs", "Loops"),
+    "the subscripts {1} use the loops {2} of {0}")
+KERNEL_LOOPS = Relation(
+    "KernelLoops", ("Nest", "Loops", "Loops"),
+    "the kernel of {0} runs the loops {1} (up to its last B loop) around the loops "
+    "{2}")
+INNER_LOOPS_USED = Relation(
+    "InnerLoopsUsed", ("Nest", "Subs", "Loops"),
+    "the subscripts {1} use the inner loops {2} of {0}")
+STAGING_SCOPE = Relation(
+    "StagingScope", ("Nest", "Var", "String"),
+    "a copy of {1} made in the kernel of {0} fits scope {2}")
+NEW_LAYOUT = Relation(
+    "NewLayout", ("String", "Subs", "String", "Subs"),
+    "with its {2}, the element of {0} at {1} is stored at {3}",
+    deferred=True)
+STORAGE_LAYOUT = Relation(
+    "StorageLayout", ("String", "String", "Body"),
+    "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
+    "its writes still filling exactly the new shape", deferred=True)
+TENSOR_IN_NEST = Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}")
+TENSOR_NOT_IN_NEST = Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}")
+TENSOR_IN_SUFFIX = Relation("TensorInSuffix", ("Prog", "String"), "a nest of {0} accesses {1}")
+TENSOR_NOT_IN_SUFFIX = Relation(
+    "TensorNotInSuffix", ("Prog", "String"),
+    "no nest of {0} accesses {1}")
+FIRST_ACCESS_SUFFIX = Relation(
+    "FirstAccessSuffix", ("Prog", "String"),
+    "{1} is first accessed where the match begins")
+
 PARAMETER_SETS = (
-    ParameterSet((Relation("StagingLoops", ("Nest", "Subs", "Loops"),
-                           "the subscripts {1} use the loops {2} of {0}"),), _staging_facts),
+    ParameterSet((STAGING_LOOPS,), _staging_facts),
     ParameterSet((
-        Relation("KernelLoops", ("Nest", "Loops", "Loops"),
-                 "the kernel of {0} runs the loops {1} (up to its last B loop) around the loops "
-                 "{2}"),
-        Relation("InnerLoopsUsed", ("Nest", "Subs", "Loops"),
-                 "the subscripts {1} use the inner loops {2} of {0}"),
-        Relation("StagingScope", ("Nest", "Var", "String"),
-                 "a copy of {1} made in the kernel of {0} fits scope {2}"),
+        KERNEL_LOOPS,
+        INNER_LOOPS_USED,
+        STAGING_SCOPE,
     ), _kernel_facts),
     # deferred: the new subscripts of a layout of a stageable read are only written, and sent
     # to egglog, for the drawn copies (Relation.deferred)
-    ParameterSet((Relation("NewLayout", ("String", "Subs", "String", "Subs"),
-                           "with its {2}, the element of {0} at {1} is stored at {3}",
-                           deferred=True),),
+    ParameterSet((NEW_LAYOUT,),
                  _copy_layout_facts),
     # deferred: a map restates every access of the tensor, for each of up to 595 layouts
-    ParameterSet((Relation("StorageLayout", ("String", "String", "Body"),
-                           "{0} can be stored with its {1}, its accesses re-addressed as {2}, "
-                           "its writes still filling exactly the new shape", deferred=True),),
+    ParameterSet((STORAGE_LAYOUT,),
                  _storage_layout_facts),
-    ParameterSet((Relation("TensorInNest", ("Nest", "String"), "{0} accesses {1}"),
-                  Relation("TensorNotInNest", ("Nest", "String"), "{0} never accesses {1}"),
-                  Relation("TensorInSuffix", ("Prog", "String"), "a nest of {0} accesses {1}"),
-                  Relation("TensorNotInSuffix", ("Prog", "String"),
-                           "no nest of {0} accesses {1}"),
-                  Relation("FirstAccessSuffix", ("Prog", "String"),
-                           "{1} is first accessed where the match begins")),
+    ParameterSet((TENSOR_IN_NEST,
+                  TENSOR_NOT_IN_NEST,
+                  TENSOR_IN_SUFFIX,
+                  TENSOR_NOT_IN_SUFFIX,
+                  FIRST_ACCESS_SUFFIX),
                  _tensor_use_facts),
 )
