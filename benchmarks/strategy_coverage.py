@@ -35,7 +35,7 @@ from leir_egraph.egraph.engine import engine_for  # noqa: E402
 from leir_egraph.egraph.steps import default_strategies  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 
 
 def golden_programs(n: int | None, seed: int) -> list[Program]:

@@ -1,4 +1,5 @@
-"""Shared fixtures: the corpora of ../shared/data (LEIR emitted by the paper authors' translator)."""
+"""Shared fixtures: the corpora of tests/data (LEIR emitted by the paper authors' translator, see
+tests/data/README.md) and one verification worker per module."""
 
 from __future__ import annotations
 
@@ -8,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(os.environ.get("LEIR_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(__file__).resolve().parent / "data"
 REFERENCE_CORPUS = DATA / "reference_corpus.jsonl"
 GOLDEN_DIR = DATA / "golden"
 GOLDEN_CORPUS = GOLDEN_DIR / "golden_corpus.jsonl"
 
 
 def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        pytest.fail(f"test data missing: {path} (set LEIR_DATA to the shared data folder)")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
