@@ -15,6 +15,28 @@ GOLDEN_DIR = DATA / "golden"
 GOLDEN_CORPUS = GOLDEN_DIR / "golden_corpus.jsonl"
 
 
+# ---------------------------------------------------------------- the fast loop
+
+# ``pytest -m "not slow"`` leaves these out. Slow are the modules that run whole pipelines,
+# explorations, searches, zoo-wide or corpus-wide checks and wheel builds, and every test that
+# verifies on TVM through a verifier or draws its programs from the golden corpus.
+SLOW_MODULES = frozenset({
+    "test_explore.py", "test_frontend_networks.py", "test_lower_build.py",
+    "test_lower_golden.py", "test_lower_segments.py", "test_packaging.py",
+    "test_recall_checks.py", "test_sample_pipeline.py", "test_search.py",
+    "test_soundness_core.py", "test_workloads.py",
+})
+SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+# ---------------------------------------------------------------- the corpora
+
 def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -68,9 +90,9 @@ def golden_sample(rows: list[dict], sid: str, *, seed, usable, programs: int,
     return picked
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def verifier():
-    """One verification worker process for a test module."""
+    """One verification worker process per test process (per xdist worker)."""
     from leir_egraph.verify import Verifier
 
     with Verifier() as v:
