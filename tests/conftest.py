@@ -18,8 +18,9 @@ GOLDEN_CORPUS = GOLDEN_DIR / "golden_corpus.jsonl"
 # ---------------------------------------------------------------- the fast loop
 
 # ``pytest -m "not slow"`` leaves these out. Slow are the modules that run whole pipelines,
-# explorations, searches, zoo-wide or corpus-wide checks and wheel builds, and every test that
-# verifies on TVM through a verifier or draws its programs from the golden corpus.
+# explorations, searches, zoo-wide or corpus-wide checks and wheel builds, every test that
+# verifies on TVM through a verifier or draws its programs from the golden corpus, and the
+# tests named in SLOW_TESTS (each parametrization of them runs for seconds).
 SLOW_MODULES = frozenset({
     "test_explore.py", "test_frontend_networks.py", "test_lower_build.py",
     "test_lower_golden.py", "test_lower_segments.py", "test_packaging.py",
@@ -27,11 +28,15 @@ SLOW_MODULES = frozenset({
     "test_soundness_core.py", "test_workloads.py",
 })
 SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
+SLOW_TESTS = frozenset({
+    "test_rule_file_examples_and_counterexamples",   # every rule file's examples (43 strategies)
+})
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (item.path.name in SLOW_MODULES or getattr(item, "originalname", None) in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
 
 
