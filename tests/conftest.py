@@ -30,6 +30,10 @@ SLOW_MODULES = frozenset({
 SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
 SLOW_TESTS = frozenset({
     "test_rule_file_examples_and_counterexamples",   # every rule file's examples (43 strategies)
+    "test_examples_verify_equal",                    # every math example verified on TVM
+    "test_finite_spans_contain_every_real_value",    # the longest hypothesis runs
+    "test_random_asts_survive_print_then_parse",
+    "test_timeout_is_a_result_and_the_worker_recovers",  # waits out verification timeouts
 })
 
 
