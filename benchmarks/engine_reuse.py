@@ -31,7 +31,7 @@ from leir_egraph.egraph.engine import engine_for  # noqa: E402
 from leir_egraph.leir import Program, Signature, parse  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-GOLDEN = ROOT.parent / "shared" / "data" / "golden" / "golden_corpus.jsonl"
+GOLDEN = ROOT / "tests" / "data" / "golden" / "golden_corpus.jsonl"
 
 
 def golden_programs(limit: int) -> list[tuple[str, Program]]:

@@ -117,7 +117,7 @@ from leir_egraph.leir.parser import parse  # noqa: E402
 from leir_egraph.leir.canonical import exact_canonical_text  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 SOURCES = {"golden": DATA / "golden" / "golden_corpus.jsonl",
            "corpus": DATA / "reference_corpus.jsonl"}
 

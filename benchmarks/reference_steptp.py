@@ -1,6 +1,6 @@
 """Run the Step-TP authors' reference strategies from a checkout the user gives, side by side
 with ours. Nothing of the reference is vendored: ``--reference-dir`` points at a checkout of
-github.com/LIUMENGFAN-gif/StepTP (commit 2bd4888 was studied, REFERENCE_NOTES.md), and this
+github.com/LIUMENGFAN-gif/StepTP (commit 2bd4888 was studied, docs/REFERENCE.md), and this
 module imports its ``strategies`` package from there and calls
 ``apply_<strategy>_to_IR`` exactly as its own ``apply_strategy_to_IR.py`` does.
 
@@ -90,7 +90,7 @@ class ReferenceResult:
     #: The original is not always the program it was given: the sympy strategies also rewrite
     #: its 1- and 2-step compute_inline results and pair each rewrite with the inlined
     #: program, and the swapped strategies (expand_powsimp, apart, loop_fusion, ...) return
-    #: their forward strategy's pairs reversed (REFERENCE_NOTES.md §4.24-4.35, §5).
+    #: their forward strategy's pairs reversed (docs/REFERENCE.md §3).
     pairs: tuple[tuple[str, str], ...] = ()
 
 

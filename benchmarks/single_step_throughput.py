@@ -55,7 +55,7 @@ from leir_egraph.egraph.steps import default_strategies, resolve  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 CORPORA = {"reference": DATA / "reference_corpus.jsonl",
            "golden": DATA / "golden" / "golden_corpus.jsonl"}
 

@@ -36,7 +36,7 @@ from leir_egraph.egraph.steps import default_strategies  # noqa: E402
 from leir_egraph.leir import Program  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "tests" / "data"
 
 
 def golden_programs(n: int | None, seed: int) -> list[Program]:

@@ -6,7 +6,7 @@
 
 Programs: every kind the zoo lists (``--zoo '*'``, the default, so a family added to the zoo is
 included without touching this file), ``--count`` instances each at ``--size`` shapes, and the
-605 programs of the reference corpus (``../shared/data/reference_corpus.jsonl``; big shapes:
+605 programs of the reference corpus (``tests/data/reference_corpus.jsonl``; big shapes:
 nothing is run, the texts are generated only). For each program:
 
 * LEIR: the canonical text of the program;
@@ -59,7 +59,7 @@ from leir_egraph.lower import clear_cache  # noqa: E402
 from leir_egraph.workloads import KINDS  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-DATA = Path(os.environ.get("LEIR_DATA", ROOT.parent / "shared" / "data"))
+DATA = ROOT / "tests" / "data"
 MAIN = "o200k_base"
 
 # Figures measured elsewhere, printed beside ours (mean tokens per program). None: not given.

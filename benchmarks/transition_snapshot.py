@@ -12,7 +12,7 @@ snapshots and exits 1 when they differ.
     (--shard 0/2 and --shard 1/2 in two processes split the work; --compare takes the
     concatenation)
 
-The corpus: every valid program of ``../shared/data/golden/golden_corpus.jsonl`` (``--golden``)
+The corpus: every valid program of ``tests/data/golden/golden_corpus.jsonl`` (``--golden``)
 and the 20 zoo programs of benchmarks/exploration.py at their smallest shapes.
 """
 
@@ -29,7 +29,7 @@ from results_file import recorded  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's leir_egraph
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "data" / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "data" / "golden"
 
 
 def corpus(golden_dir: Path, limit: int | None):

@@ -1,4 +1,5 @@
-"""Shared fixtures: the corpora of ../shared/data (LEIR emitted by the paper authors' translator)."""
+"""Shared fixtures: the corpora of tests/data (LEIR emitted by the paper authors' translator, see
+tests/data/README.md) and one verification worker per module."""
 
 from __future__ import annotations
 
@@ -8,15 +9,44 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(os.environ.get("LEIR_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(__file__).resolve().parent / "data"
 REFERENCE_CORPUS = DATA / "reference_corpus.jsonl"
 GOLDEN_DIR = DATA / "golden"
 GOLDEN_CORPUS = GOLDEN_DIR / "golden_corpus.jsonl"
 
 
+# ---------------------------------------------------------------- the fast loop
+
+# ``pytest -m "not slow"`` leaves these out. Slow are the modules that run whole pipelines,
+# explorations, searches, zoo-wide or corpus-wide checks and wheel builds, every test that
+# verifies on TVM through a verifier or draws its programs from the golden corpus, and the
+# tests named in SLOW_TESTS (each parametrization of them runs for seconds).
+SLOW_MODULES = frozenset({
+    "test_explore.py", "test_frontend_networks.py", "test_lower_build.py",
+    "test_lower_golden.py", "test_lower_segments.py", "test_packaging.py",
+    "test_recall_checks.py", "test_sample_pipeline.py", "test_search.py",
+    "test_soundness_core.py", "test_workloads.py",
+})
+SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
+SLOW_TESTS = frozenset({
+    "test_rule_file_examples_and_counterexamples",   # every rule file's examples (43 strategies)
+    "test_examples_verify_equal",                    # every math example verified on TVM
+    "test_finite_spans_contain_every_real_value",    # the longest hypothesis runs
+    "test_random_asts_survive_print_then_parse",
+    "test_timeout_is_a_result_and_the_worker_recovers",  # waits out verification timeouts
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (item.path.name in SLOW_MODULES or getattr(item, "originalname", None) in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
+
+
+# ---------------------------------------------------------------- the corpora
+
 def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        pytest.fail(f"test data missing: {path} (set LEIR_DATA to the shared data folder)")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -69,9 +99,9 @@ def golden_sample(rows: list[dict], sid: str, *, seed, usable, programs: int,
     return picked
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def verifier():
-    """One verification worker process for a test module."""
+    """One verification worker process per test process (per xdist worker)."""
     from leir_egraph.verify import Verifier
 
     with Verifier() as v:

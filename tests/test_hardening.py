@@ -21,7 +21,7 @@ import pytest
 from conftest import marked_processes
 from leir_egraph import cli, sample
 from leir_egraph.dataset.shards import OutputFolder, OutputFolderError
-from leir_egraph.leir import Program, Signature, check, parse, to_text
+from leir_egraph.leir import Program, check, parse, to_text
 from leir_egraph.leir.limits import MAX_EXPRESSION_DEPTH, MAX_NEST_DEPTH
 
 ROOT = Path(__file__).resolve().parents[1]

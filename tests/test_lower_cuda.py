@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN_CORPUS
 
 from leir_egraph.leir import Program, Signature
 from leir_egraph.lower import CudaInvalid, cuda_source, lower
@@ -90,8 +91,7 @@ def test_cuda_source_is_what_a_full_tvm_build_prints():
     """cuda_source compiles only the device side (no host LLVM build); the text must be the
     one a whole ``build(program, "cuda")`` module holds, on real programs of several kinds."""
     from leir_egraph.lower import build, clear_cache
-    golden = Path(__file__).resolve().parents[2] / "shared" / "data" / "golden" / "golden_corpus.jsonl"
-    rows = [json.loads(line) for line in golden.read_text().splitlines()[:40]]
+    rows = [json.loads(line) for line in GOLDEN_CORPUS.read_text().splitlines()[:40]]
     programs = [Program.parse((EXAMPLES / "softmax.leir").read_text(),
                               json.loads((EXAMPLES / "softmax.sig.json").read_text()))]
     programs += [Program.parse(r["leir"], r["signature"], r["name"]) for r in rows[::8]]

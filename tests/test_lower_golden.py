@@ -6,24 +6,21 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import GOLDEN_DIR
 
-from leir_egraph.lower.golden import DEFAULT_DIR, KNOWN_FAILING, check_entry, load_corpus
+from leir_egraph.lower.golden import KNOWN_FAILING, check_entry, load_corpus
 
 SAMPLE_SIZE = 60
 REQUIRED_RATE = 0.95
 
-pytestmark = pytest.mark.skipif(not (DEFAULT_DIR / "golden_corpus.jsonl").exists(),
-                                reason="golden corpus not present")
-
-
 @pytest.fixture(scope="module")
 def corpus():
-    return load_corpus()
+    return load_corpus(GOLDEN_DIR)
 
 
 def test_golden_sample_matches_pytorch(corpus):
     sample = random.Random(20261122).sample(corpus, SAMPLE_SIZE)
-    outcomes = [check_entry(entry) for entry in sample]
+    outcomes = [check_entry(entry, GOLDEN_DIR) for entry in sample]
     invalid = [o for o in outcomes if o.status == "invalid"]
     ran = [o for o in outcomes if o.status != "invalid"]
     failing = [o for o in ran if o.status != "equal"]
@@ -39,15 +36,15 @@ def test_golden_sample_matches_pytorch(corpus):
 def test_known_failing_entries_still_fail_for_the_stated_reason(corpus):
     by_id = {entry["id"]: entry for entry in corpus}
     for ident in ("gold-0102", "gold-0164"):  # literal/eps differences: small, not zero
-        outcome = check_entry(by_id[ident])
+        outcome = check_entry(by_id[ident], GOLDEN_DIR)
         assert outcome.status == "mismatch"
         assert outcome.max_abs_err < 1e-6
     # float32 entries: the exact value of the same LEIR is as far from PyTorch as ours is
-    widened = check_entry(by_id["gold-0195"], widen=True)
+    widened = check_entry(by_id["gold-0195"], GOLDEN_DIR, widen=True)
     assert widened.status == "mismatch" and widened.max_abs_err > 1e-5
 
 
 def test_invalid_entries_are_the_add_add_translator_bug(corpus):
-    invalid = [check_entry(e) for e in corpus if "_{}" in e["leir"]]
+    invalid = [check_entry(e, GOLDEN_DIR) for e in corpus if "_{}" in e["leir"]]
     assert invalid and all(o.status == "invalid" and "empty subscript" in o.detail
                            for o in invalid)

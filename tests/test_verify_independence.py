@@ -84,11 +84,11 @@ def test_gather_in_a_write_is_not_provable():
 
 
 def test_golden_corpus_b_loops():
-    from leir_egraph.lower.golden import DEFAULT_DIR, load_corpus
-    if not (DEFAULT_DIR / "golden_corpus.jsonl").exists():
-        pytest.skip("golden corpus not present")
+    from conftest import GOLDEN_DIR
+
+    from leir_egraph.lower.golden import load_corpus
     wanted = {"softmax": True, "Matmul3D": True, "Hingeloss": False, "CrossEntropyLoss": False}
-    entries = {e["name"]: e for e in load_corpus()
+    entries = {e["name"]: e for e in load_corpus(GOLDEN_DIR)
                if e["dtype"] == "float32" and e["name"] in wanted}
     for name, expected in wanted.items():
         program_ = Program.parse(entries[name]["leir"], entries[name]["signature"])

@@ -1,4 +1,4 @@
-"""Chat-template examples in the Step-TP format (shared REFERENCE_NOTES.md section 5).
+"""Chat-template examples in the Step-TP format (docs/REFERENCE.md §4).
 
 Each example is one JSON line ``{"messages": [{"role": "user", "content": PROMPT},
 {"role": "assistant", "content": ANSWER}]}`` -- the ``messages`` format that Hugging Face

@@ -229,7 +229,7 @@ def _module_and_inputs(scope: dict, path: str):
     else:
         raise FrontendFailure("instantiate", f"{path} defines neither get_inputs() nor "
                                              "example_inputs")
-    # The reference's convention (shared/data/README.md): batch statistics for modules with
+    # The reference's convention (tests/data/README.md): batch statistics for modules with
     # BatchNorm, eval mode (no dropout) for all others.
     module.train(any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                      for m in module.modules()))

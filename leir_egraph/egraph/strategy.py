@@ -16,13 +16,25 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from .encoding import SORT_OF
 from .vocabulary import ProviderError, Vocabulary, provider_path, vocabulary
 
-DEFAULT_RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+
+def builtin_rules_dir() -> Path:
+    """The built-in strategies: ``leir_egraph/rules/`` inside an installed package (the wheel
+    maps the repository's top-level ``rules/`` there, see pyproject.toml), else ``rules/`` of the
+    checkout beside the package (a source tree on ``PYTHONPATH`` or an editable install)."""
+    packaged = Path(str(files("leir_egraph") / "rules"))
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+DEFAULT_RULES_DIR = builtin_rules_dir()
 CATEGORIES = ("graph", "operator", "memory", "math")
 VALUE_SORTS = ("String", "i64")
 TERM_SORTS = ("Prog", "Nest", "Loops", "Loop", "Body", "Eqn", "Var", "Subs", "IExpr", "Expr",

@@ -9,7 +9,7 @@ import sys
 EXAMPLE = """examples:
   leir eval leir-out/chat/single.jsonl --answers answers.jsonl
   leir eval leir-out/chat/single.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 4
-  leir eval ../shared/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
+  leir eval tests/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
   leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)
   leir eval out/cases/test.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 8
       the held-out test split of `python -m leir_egraph.sample --split`, pass@1..8"""

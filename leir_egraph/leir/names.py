@@ -1,4 +1,4 @@
-"""LEIR names as the reference hands them out (REFERENCE_NOTES section 1.3/1.4), in one place.
+"""LEIR names as the reference hands them out (docs/REFERENCE.md §1), in one place.
 
 Tensors: ``A C D E F G H I J K M N O Q R S W X Y Z`` (no ``L P V B U T``), then two letters,
 first capital: ``Aa Ac ... Az Ca ...`` -- bijective base 20.  Loop indices:

@@ -1,5 +1,6 @@
 """Check the lowering against the golden corpus: real reference-translator LEIR with the
-inputs it was run on and PyTorch's output (``data/golden/``, see its README).
+inputs it was run on and PyTorch's output (the checkout's ``tests/data/golden/``, see
+tests/data/README.md).
 
     >>> outcome = check_entry(load_corpus()[2])                    # doctest: +SKIP
     >>> outcome.status, outcome.max_abs_err                        # doctest: +SKIP
@@ -19,7 +20,8 @@ import numpy as np
 from ..leir.program import Program
 from ..leir.validate import LeirValidationError, check
 
-DEFAULT_DIR = Path(os.environ.get("LEIR_GOLDEN_DIR", "/work/shared/data/golden"))
+DEFAULT_DIR = Path(os.environ.get("LEIR_GOLDEN_DIR",
+                                  Path(__file__).resolve().parents[2] / "tests" / "data" / "golden"))
 
 # relative tolerance per dtype (atol is the same number): the corpus README's guidance
 GOLDEN_RTOL = {"float32": 1e-5, "float64": 1e-10}

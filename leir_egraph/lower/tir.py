@@ -284,7 +284,6 @@ class _Lowering:
                 self._fill(name, identity(op, self.plan.dtypes[name]), kernel=False)
 
     def _nest(self, nest: LoopNest, ctx: "_Context", kernel_locals=None):
-        T = self.T
         with ExitStack() as stack:
             env = dict(ctx.env)
             last_bound = max((i for i, l in enumerate(nest.loops) if l.kind == "B"), default=-1)

@@ -1,4 +1,4 @@
-"""The seven search algorithms of the paper (its Appendix C; REFERENCE_NOTES.md §6).
+"""The seven search algorithms of the paper (its Appendix C; docs/REFERENCE.md §5).
 
 Defaults are the paper's budgets: 20 iterations for greedy, beam, MCTS and both chain
 variants; depth 20 and 2 candidates per node for BFS and DFS; greedy breadth 2; beam 3

@@ -1,5 +1,5 @@
-"""Reading a model's answer: the JSON between ``<answer>`` and ``</answer>`` (REFERENCE_NOTES.md
-§5-§6), as a list of ``(transformed IR, claimed strategy)``.
+"""Reading a model's answer: the JSON between ``<answer>`` and ``</answer>`` (docs/REFERENCE.md
+§4-§5), as a list of ``(transformed IR, claimed strategy)``.
 
 The paper's label key is ``applied_strategy``; its prompt asked for ``applied_strategies`` (a
 list or a string), so both are read. A multi-answer is a JSON list of such objects (``idx``

@@ -1,4 +1,4 @@
-"""The paper's search prompt (REFERENCE_NOTES.md §6), built from the dataset's single- and
+"""The paper's search prompt (docs/REFERENCE.md §5), built from the dataset's single- and
 multi-answer prompts (``dataset.chat``), so that a model fine-tuned on the paper's data or
 ours sees the wording it was trained on.
 

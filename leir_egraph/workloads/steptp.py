@@ -1,7 +1,8 @@
 """The Step-TP paper's 100 multi-step test workloads (its Appendix C), mapped to zoo kinds.
 
-``../shared/data/steptp_test_workloads.jsonl`` lists each test program by name and known
-tensors (LEIR name, dtype, shape). ``mapping(entry)`` finds the zoo kind of the name and reads
+``steptp_test_workloads.jsonl`` beside this module (package data: it ships in the wheel) lists
+each test program by name and known tensors (LEIR name, dtype, shape), in the paper's order,
+as its Appendix C writes them (tests/data/README.md says how the file was made). ``mapping(entry)`` finds the zoo kind of the name and reads
 the kind's dimensions off the listed shapes; ``instantiate(entry, size)`` builds the module at
 
 * ``"paper"``: the listed shapes exactly (inputs on the meta device: translating a 3 GB
@@ -26,9 +27,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,11 +48,8 @@ SCALED_KEYS = frozenset({"batch", "dim", "dim1", "dim2", "features", "M", "N", "
 
 
 def default_path() -> Path:
-    base = os.environ.get("LEIR_DATA")
-    if base:
-        return Path(base) / "steptp_test_workloads.jsonl"
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data" / \
-        "steptp_test_workloads.jsonl"
+    """The paper's list as the package ships it."""
+    return Path(str(files(__package__) / "steptp_test_workloads.jsonl"))
 
 
 @dataclass(frozen=True)
