@@ -42,6 +42,7 @@ from leir_egraph.dataset.report import markdown_table  # noqa: E402
 from leir_egraph.dataset.shards import OutputFolder  # noqa: E402
 from leir_egraph.dataset.sources import select_programs  # noqa: E402
 from leir_egraph.dataset.splits import DEFAULT_FRACTIONS, assign  # noqa: E402
+from results_file import recorded  # noqa: E402  (benchmarks/ is the script's folder)
 
 SAMPLE = ("ReLU", "softmax", "LayerNorm", "Sum_reduction_over_a_dimension",
           "Argmin_over_a_dimension", "Gemm_Add_ReLU", "GroupNorm", "cumsum")
@@ -212,4 +213,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recorded(main))

@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from results_file import recorded  # noqa: E402  (benchmarks/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -189,4 +190,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(recorded(main))
