@@ -25,7 +25,8 @@ SLOW_MODULES = frozenset({
     "test_explore.py", "test_frontend_networks.py", "test_lower_build.py",
     "test_lower_golden.py", "test_lower_segments.py", "test_packaging.py",
     "test_recall_checks.py", "test_sample_pipeline.py", "test_search.py",
-    "test_soundness_core.py", "test_workloads.py",
+    "test_soundness_core.py", "test_workloads.py", "test_dataset_splits.py",
+    "test_dataset_trajectories.py",
 })
 SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
 SLOW_TESTS = frozenset({
@@ -34,6 +35,13 @@ SLOW_TESTS = frozenset({
     "test_finite_spans_contain_every_real_value",    # the longest hypothesis runs
     "test_random_asts_survive_print_then_parse",
     "test_timeout_is_a_result_and_the_worker_recovers",  # waits out verification timeouts
+    "test_a_user_strategy_with_a_new_fact_is_verified_on_tvm_from_the_command_line",
+    "test_recognition_on_the_reference_corpus",      # every reference corpus program
+    "test_sampler_records_an_unsound_user_rule_as_failures",   # a whole sampler run
+    "test_sigkill_of_the_sampler_leaves_no_worker_behind",
+    "test_llm_search_over_http_with_failures_recorded",
+    "test_programs_at_the_depth_limits_go_through_every_stage",
+    "test_the_environment_sets_the_count",           # a TVM process per thread count
 })
 
 
