@@ -24,7 +24,6 @@ are verified whatever the measurements were. Programs run one after another in t
 from __future__ import annotations
 
 import json
-import os
 import platform
 from typing import Any
 
@@ -35,7 +34,8 @@ MAX_PAIRS_PER_STATE = 2
 
 def machine() -> dict[str, Any]:
     """Where the timings were taken: CPU model, LLVM's CPU name (the timing builds' target),
-    the cores this process may use and TVM's thread setting, the platform and TVM's version."""
+    the cores this process may use and the thread count TVM's pool runs with
+    (``lower.threads``), the platform and TVM's version."""
     model = platform.processor() or ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -46,12 +46,9 @@ def machine() -> dict[str, Any]:
     import tvm
 
     from ..lower.targets import host_cpu
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 0
-    return {"cpu": model, "llvm_mcpu": host_cpu() or "generic", "cores": cores,
-            "tvm_num_threads": os.environ.get("TVM_NUM_THREADS") or f"default ({cores})",
+    from ..lower.threads import machine_threads, wanted
+    return {"cpu": model, "llvm_mcpu": host_cpu() or "generic", "cores": machine_threads(),
+            "tvm_num_threads": wanted(),   # the pool size every timing worker configures
             "platform": platform.platform(), "tvm": tvm.__version__}
 
 
