@@ -625,3 +625,33 @@ def test_from_torch_output_is_only_the_leir(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];\n"
     assert "at import" in done.stderr and "in forward" in done.stderr and "raw" in done.stderr
+
+
+LOOP_STRATEGIES = ["loop_reorder", "loop_split", "loop_tiling", "loop_unrolling",
+                   "loop_parallelization", "loop_vectorization", "loop_binding", "loop_fusion"]
+
+
+@pytest.mark.parametrize("kind, strategies, method", [
+    ("ScaledDotProductAttention", LOOP_STRATEGIES, "factored"),
+    ("Average_Pooling_2D", None, "egraph")])
+def test_a_small_time_limit_cuts_the_round_in_progress(kind, strategies, method):
+    """``--time-limit`` is checked inside a round (engine runs sized to the time left, the
+    space e-graph's flush, the factored graph's materialisation), so a round that would take
+    many times the limit is cut and says so in its statistics."""
+    from leir_egraph.explore import explore
+    from leir_egraph.frontend import from_torch
+    from leir_egraph.workloads import instantiate
+    module, inputs, _ = instantiate(kind, seed=0, size="small")
+    program = from_torch(module, inputs, name=kind)
+    explore(program, strategies, depth=1)   # the engine is built (and cached) outside the limit
+    space = explore(program, strategies, depth=3, time_limit=3.0)
+    assert space.method == method and space.stopped == "time_limit"
+    assert not space.space_complete
+    assert [r.stopped for r in space.rounds] == [""] * (len(space.rounds) - 1) + ["time_limit"]
+    # round 2 alone takes several times the limit: it is cut part way through its frontier
+    last = space.rounds[-1]
+    if space.factored is not None:
+        frontier = sum(k.distance.count(last.depth - 1) for k in space.factored.kernels)
+    else:
+        frontier = space.counts()[last.depth - 1]
+    assert last.expanded < frontier or last.depth == 1

@@ -104,12 +104,23 @@ class SpaceEGraph:
         if self._programs.union(a, b):
             self._pending.append(f"(union (P {self._handle[ra]}) (P {self._handle[rb]}))")
 
-    def flush(self) -> None:
-        """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
-        for batch in batches(self._pending, 4000):
+    def flush(self, deadline=None) -> bool:
+        """Send the pending insertions and unions (bounded batches, see ``engine.batches``);
+        with a ``space.Deadline``, stop between two batches once it has passed and keep the
+        rest pending. True when everything was sent."""
+        texts = batches(self._pending, 4000)
+        sent = 0
+        for batch in texts:
+            if deadline is not None and deadline.passed():
+                break
             self._run(batch)
-        self._pending.clear()
+            chars = len(batch) + 1        # the batch is its commands joined by newlines
+            while chars > 0:
+                chars -= len(self._pending[sent]) + 1
+                sent += 1
+        del self._pending[:sent]
         self._run("(run 1)")   # rebuild: canonicalise after the unions
+        return not self._pending
 
     def size(self) -> dict[str, tuple[int, int]]:
         """Constructor -> (e-nodes, e-classes of its rows); ``"total"`` over all constructors."""
