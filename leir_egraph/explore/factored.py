@@ -72,7 +72,6 @@ KERNEL_LOCAL_RELATIONS = frozenset({
 })
 _CONSTRUCTORS = frozenset(re.findall(r"\(constructor (\w+)", SCHEMA_FILE.read_text()))
 BATCH_NESTS = 64   # kernel variants matched in one engine run
-CHECK_EVERY = 256  # programs materialised between two looks at the deadline
 PROBE_NESTS = 4    # ... in the first run under a time limit, before a pace is measured
 
 
@@ -404,7 +403,8 @@ def explore_factored(program: Program, strategies, *, depth: int,
 class _Pace:
     """How many kernel variants the next engine run may take: all of a batch without a time
     limit; under one, as many as the seconds per variant measured so far say fit in the time
-    left (``PROBE_NESTS`` before anything is measured), never fewer than one."""
+    left (``PROBE_NESTS`` before anything is measured), never fewer than one. The estimate
+    aims at half the time left, as the time per variant varies from run to run."""
 
     def __init__(self):
         self.nests, self.seconds = 0, 0.0
@@ -414,7 +414,8 @@ class _Pace:
             return available
         if not self.nests:
             return min(available, PROBE_NESTS)
-        fits = int(deadline.left() * self.nests / max(self.seconds, 1e-9))
+        # half the time left: the pace of one engine run varies with its variants and load
+        fits = int(deadline.left() / 2 * self.nests / max(self.seconds, 1e-9))
         return max(1, min(available, fits))
 
     def record(self, nests: int, seconds: float) -> None:
@@ -427,9 +428,9 @@ def materialise(space: FactoredSpace, exploration: Exploration, max_programs: in
     """Fill ``exploration`` (its graph and programs) with the product's programs in depth order,
     at most ``max_programs`` of them, and the steps between them. Returns ``""`` when all fit,
     ``"max_programs"`` when the graph holds the first ``max_programs``, ``"time_limit"`` when
-    ``deadline`` passed first (checked every ``CHECK_EVERY`` programs, while programs are
-    added and then while their steps are: the root is always held, and a graph cut while its
-    steps are added holds its programs with part of the steps between them)."""
+    ``deadline`` passed first (checked before each program is added and before the steps of
+    each are: the root is always held, and a graph cut while its steps are added holds its
+    programs with part of the steps between them)."""
     deadline = Deadline(None) if deadline is None else deadline
     cut = ""
     keys: dict[tuple[int, ...], str] = {}
@@ -437,7 +438,7 @@ def materialise(space: FactoredSpace, exploration: Exploration, max_programs: in
         if max_programs is not None and len(keys) >= max_programs:
             cut = "max_programs"
             break
-        if keys and len(keys) % CHECK_EVERY == 0 and deadline.passed():
+        if keys and deadline.passed():
             cut = "time_limit"
             break
         keys[choice] = key = space.text(choice)
@@ -446,7 +447,7 @@ def materialise(space: FactoredSpace, exploration: Exploration, max_programs: in
         exploration.add_node(space.program(choice), d, key)
     depth_of = {key: d for key, d in exploration.graph.nodes(data="depth")}
     for n, (choice, key) in enumerate(keys.items()):
-        if n and n % CHECK_EVERY == 0 and deadline.passed():
+        if n and deadline.passed():
             return "time_limit"
         if depth_of[key] >= space.depth:
             continue
