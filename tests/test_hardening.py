@@ -655,3 +655,27 @@ def test_a_small_time_limit_cuts_the_round_in_progress(kind, strategies, method)
     else:
         frontier = space.counts()[last.depth - 1]
     assert last.expanded < frontier or last.depth == 1
+
+
+def test_eval_bounds_each_answers_parsing_by_its_timeout(tmp_path, capsys):
+    """`leir eval --timeout`: an answer whose LEIR takes longer than the bound to parse (20,000
+    nests, under the size cap) is scored none with one line on stderr, and the batch goes
+    on to the next answer."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"leir": COPY4, "signature": SIG4, "name": "copy"}) + "\n")
+    huge = COPY4 * 20_000
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"answers": [
+        "<answer>" + json.dumps({"transformed_IR": huge, "applied_strategy": "x"}) + "</answer>",
+        "no answer at all"]}) + "\n")
+    code = cli.main(["eval", str(cases), "--answers", str(answers), "--timeout", "0.5",
+                     "--json", "--no-attribution"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    scored = json.loads(out)["scored"]
+    assert [s["level"] for s in scored] == ["none", "none"]
+    assert "parsing took over 0.5 s (--timeout)" in scored[0]["reason"]
+    assert "unparsable answer" in scored[1]["reason"]
+    lines = err.strip().splitlines()
+    assert lines == ["leir eval: case 0 answer 0: parsing took over 0.5 s (--timeout); "
+                     "scored none"]
