@@ -385,6 +385,19 @@ class OutputFolder:
                 "sha256": {k: self._sums[k] for k in sorted(self._sums)}}
         atomic_write(self.root / MANIFEST, (json.dumps(body, indent=0) + "\n").encode())
 
+    def kept(self, rel: str) -> bytes | None:
+        """The bytes of ``rel`` when the resumed run wrote it whole -- listed in the manifest
+        with a checksum its bytes match -- else None (the file is to be made again). A new run
+        keeps nothing."""
+        want = self._sums.get(rel)
+        if want is None:
+            return None
+        try:
+            data = (self.root / rel).read_bytes()
+        except OSError:
+            return None
+        return data if sha256(data) == want else None
+
     # ---------------------------------------------------------------- shards
 
     def complete_shards(self) -> set[int]:
