@@ -679,3 +679,24 @@ def test_eval_bounds_each_answers_parsing_by_its_timeout(tmp_path, capsys):
     lines = err.strip().splitlines()
     assert lines == ["leir eval: case 0 answer 0: parsing took over 0.5 s (--timeout); "
                      "scored none"]
+
+
+def test_a_removed_out_folder_is_noticed_at_the_next_programs_result(tmp_path):
+    """Deleting --out is noticed when the next program's result arrives, not only at the next
+    shard write (here the one shard would be written after both programs)."""
+    import shutil
+
+    from leir_egraph.dataset import DatasetConfig, Execution, build_dataset
+    out = tmp_path / "out"
+    seen = []
+
+    def remove_after_first(result):
+        seen.append(result["program"]["program_id"])
+        shutil.rmtree(out)
+
+    config = DatasetConfig(programs=("ReLU", "Sum_reduction_over_a_dimension"),
+                           strategies=("loop_reorder",), per_strategy_cap=1, cuda_source=False)
+    with pytest.raises(OutputFolderError, match="removed or replaced while this run"):
+        build_dataset(config, Execution(out=out, workers=1, quiet=True),
+                      on_program=remove_after_first)
+    assert len(seen) == 1 and not out.exists()

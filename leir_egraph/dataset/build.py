@@ -108,6 +108,7 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
                        execution.ray_address, execution.program_timeout)
         try:
             for index, result in run.run(tasks):
+                folder.check_held()   # --out removed: stop now, not at the shard's write
                 n = shard_of[index]
                 buffers.setdefault(n, {})[index] = result
                 counts["programs"] += 1

@@ -356,6 +356,15 @@ class OutputFolder:
 
     # ---------------------------------------------------------------- writing
 
+    def check_held(self) -> None:
+        """Raise OutputFolderError when the folder was removed or replaced since the run took
+        it (its lock file is no longer the one the run holds): checked before every write and
+        as each program's result arrives, so a removal is noticed within one program."""
+        if not self.lock.held():
+            raise OutputFolderError(
+                f"--out {self.root}: the folder was removed or replaced while this run was "
+                "writing it (the files written so far went with it); run again")
+
     def write(self, rel: str, data: bytes) -> None:
         """Write one file of the layout (recorded in the manifest before it exists)."""
         self.write_many({rel: data})
@@ -364,10 +373,7 @@ class OutputFolder:
         """Record ``files`` in the manifest, then write each atomically, in the given order,
         then record their checksums. Raises OutputFolderError when the folder was removed or
         replaced since the run took it."""
-        if not self.lock.held():
-            raise OutputFolderError(
-                f"--out {self.root}: the folder was removed or replaced while this run was "
-                "writing it (the files written so far went with it); run again")
+        self.check_held()
         new = set(files) - self._files
         if new or any(rel in self._sums for rel in files):
             self._files |= new
