@@ -36,7 +36,7 @@ def in_process(kind: str, strategies: str | None, limit: float) -> dict:
                     time_limit=limit)
     wall = time.perf_counter() - start
     return {"wall": wall, "stopped": space.stopped, "method": space.method,
-            "rounds": [(r.depth, r.expanded, r.stopped) for r in space.rounds],
+            "rounds": [(r.depth, r.expanded, getattr(r, "stopped", "?")) for r in space.rounds],
             "held": len(space)}
 
 

@@ -152,7 +152,9 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     """Every program reachable from ``program`` in at most ``depth`` single steps of
     ``strategies`` (ids or Strategy objects; default all), up to renaming, with the state graph
     and per-round statistics. Stops at closure, ``depth``, ``max_programs`` distinct programs
-    (the root counts) or ``time_limit`` seconds, and says which (``Exploration.stopped``).
+    (the root counts) or ``time_limit`` seconds counted from this call (checked inside every
+    long loop; one egglog call is the piece that may overrun it: docs/EXPLORE.md, "Time
+    limit"), and says which (``Exploration.stopped``; a cut round's ``Round.stopped``).
     ``seed`` is kept for the seeded choices made on the result (``sample``).
 
     ``method``: ``"factored"`` matches each kernel variant once and counts the product space
