@@ -214,8 +214,8 @@ def run_records(path: str | Path) -> dict[str, dict[str, Any]]:
                         for part in parts for _, row in jsonl_objects(part) if "id" in row}
             except OutsideInputError as err:
                 raise CaseError(str(err)) from None
-    raise CaseError(f"{path}: a TIR case's original is read from the dictionary/ of its "
-                    "sampler run, and no folder above the file has one")
+    raise CaseError("a TIR case's original is read from the dictionary/ of its sampler run, "
+                    "and no folder above the file has one")
 
 
 def tir_original(prompt: str, where: dict[str, Any], records: dict[str, dict[str, Any]]
