@@ -18,7 +18,8 @@ not hold (a suffix's meaning depends on what runs before it).
 >>> p = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
 >>> q = Program.parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
 >>> g = SpaceEGraph()
->>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()
+>>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()   # all sent
+True
 >>> g.size()["State"]   # two State e-nodes, one e-class
 (2, 1)
 >>> g.find(q.text) == g.find(p.text)
