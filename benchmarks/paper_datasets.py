@@ -131,6 +131,9 @@ def main(argv=None) -> int:
     p.add_argument("--max-samples", type=int, default=6)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--merge-equal-kinds", action="store_true",
+                   help="split kinds that are one program up to shape together (needed for "
+                        "selections holding such kinds, e.g. 'level1:*')")
     p.add_argument("--zoo-leaks", action="store_true",
                    help="translate every zoo kind and list shape-free forms shared by kinds")
     p.add_argument("--only-zoo", action="store_true", help="sections 1 (and the scan) only")
@@ -163,7 +166,8 @@ def main(argv=None) -> int:
     folder.start(run_identity(plain, sources), resume=True)
     _, base_wall, base_cpu = timed(lambda: finalize(folder, plain))
     split = DatasetConfig(**{**plain.to_dict(), "split": DEFAULT_FRACTIONS,
-                             "variants": "paper"})
+                             "variants": "paper",
+                             "merge_equal_kinds": args.merge_equal_kinds})
     (summary, _), var_wall, var_cpu = timed(lambda: finalize(folder, split))
     print("## 3. Split and the four variants from the same shards\n")
     print(f"finalize of the plain run: {base_wall:.2f} s wall ({base_cpu:.2f} CPU s); with "
@@ -195,8 +199,10 @@ def main(argv=None) -> int:
     if args.trajectories:
         from leir_egraph.dataset.trajectories import build_trajectories
         tconfig = DatasetConfig(**{**plain.to_dict(), "dtypes": (plain.dtypes[0],), "count": 1,
-                                   "programs": tuple(args.programs[:args.trajectories]),
-                                   "split": DEFAULT_FRACTIONS})
+                                   "programs": tuple(dict.fromkeys(
+                                       src.name for src in sources))[:args.trajectories],
+                                   "split": DEFAULT_FRACTIONS,
+                                   "merge_equal_kinds": args.merge_equal_kinds})
         tout = out.parent / "trajectories"
         t, t_wall, t_cpu = timed(lambda: build_trajectories(
             tconfig, Execution(out=tout, quiet=True), max_samples=args.max_samples))

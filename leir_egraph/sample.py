@@ -150,7 +150,9 @@ def parser() -> argparse.ArgumentParser:
                    help="Ray cluster to join ('auto' or host:port); default: a local Ray with "
                         "--workers CPUs")
     g.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run in --out (same settings required)")
+                   help="continue an interrupted run in --out (same settings required): "
+                        "files that match their manifest checksums are kept (finished shards; "
+                        "with --trajectories, finished programs' searches)")
     g.add_argument("--shard-size", type=positive_int, default=8,
                    help="programs per output shard (default 8)")
     g.add_argument("--program-timeout", type=positive_float, default=3600.0, metavar="S",
@@ -218,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:  # a full disk, a read-only --out, an unreadable input
         where = err.filename if err.filename is not None else args.out
         raise InputError(f"{where}: {err.strerror or err}") from None
-    except SplitLeakError as err:  # the shards stay in --out for inspection
+    except SplitLeakError as err:  # refused before any work (build.refuse_leaks_early)
         raise InputError(f"{args.out}: {err}") from None
     s, rates = result.summary, result.rates()
     rows = [
@@ -243,10 +245,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_trajectories(args: argparse.Namespace, config: DatasetConfig) -> int:
     from .dataset.trajectories import build_trajectories
-    execution = Execution(out=args.out, overwrite=args.overwrite, quiet=args.quiet)
-    if args.resume:
-        raise InputError("argument --resume: not available with --trajectories (a search is "
-                         "measured, not resumable)")
+    execution = Execution(out=args.out, overwrite=args.overwrite, quiet=args.quiet,
+                          resume=args.resume)
 
     def shown(line):
         if not args.quiet:

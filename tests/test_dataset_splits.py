@@ -184,8 +184,8 @@ def test_a_leaked_copy_is_refused(out, tmp_path):
                  count=1, dtypes=("f32",), variants=None, strategies=("loop_reorder",))
     with pytest.raises(SplitLeakError, match="LeakedCopy.*Argmin_over_a_dimension"):
         build_dataset(cfg, Execution(out=tmp_path / "o1", workers=1, quiet=True))
-    assert not (tmp_path / "o1" / "chat").exists()
-    assert list((tmp_path / "o1" / "dictionary").glob("*.parquet"))   # the work is kept
+    # refused before any work: the output folder was never touched
+    assert not (tmp_path / "o1").exists()
     # the command line: one line, exit status 2
     got = subprocess.run([sys.executable, "-m", "leir_egraph.sample", "--programs",
                           "Argmin_over_a_dimension", str(tmp_path / "LeakedCopy.leir"),
@@ -291,3 +291,45 @@ def test_eval_reports_per_split_and_variant_with_pass_at_k_on_test(out, tmp_path
     assert on_test.cases == 4 and on_test.pass_at == {1: 0.5, 2: 1.0}
     assert report.groups["split=train variant=full"].pass_at == {1: 0.0, 2: 0.0}
     assert "split=test" in report.table() and report.to_dict()["groups"]["split=test"]["cases"] == 4
+
+
+def test_eval_scores_tir_answers_against_the_leir_original(out, tmp_path, capsys):
+    """The TIR variant's test set is scored for real: a TIR answer is parsed by TVM, compiled
+    and compared with the LEIR original of the record its meta line names. The dataset's own
+    answer is Equal; the same TIR with min turned into max is not; text that is not TVMScript
+    is refused in one line. Reported per split and variant, beside the LEIR variant."""
+    from leir_egraph import cli
+    chats = [out / "chat" / v / "test" / "single.jsonl" for v in ("tir-nocot", "leir-nocot")]
+    rows = {path: jsonl(path) for path in chats}
+    lines = []
+    for path in chats:
+        for row in rows[path]:
+            right = row["messages"][1]["content"]
+            if "tir" in str(path):
+                assert "@T.prim_func" in right
+                wrong = right.replace("T.min(", "T.max(")
+                assert wrong != right
+                garbage = right.replace("@T.prim_func", "@T.prim_func\\ndef broken(:")
+                lines.append({"answers": [right, wrong, garbage]})
+            else:
+                lines.append({"answers": [right, right, right]})
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    code = cli.main(["eval", *map(str, chats), "--answers", str(answers), "--json",
+                     "--trials", "2"])
+    got, err = capsys.readouterr()
+    assert code == 0, err
+    report = json.loads(got)
+    n_tir = len(rows[chats[0]])
+    tir = report["scored"][:3 * n_tir]
+    assert [s["level"] for s in tir[0::3]] == ["equal"] * n_tir
+    assert all(s["level"] in ("build", "execute") and "equal: trial" in s["reason"]
+               for s in tir[1::3])
+    assert all(s["level"] == "none" and "not TVMScript TIR" in s["reason"]
+               and "\n" not in s["reason"] for s in tir[2::3])
+    groups = report["groups"]
+    assert set(groups) == {"split=test variant=tir-nocot", "split=test variant=leir-nocot"}
+    assert groups["split=test variant=tir-nocot"]["rates"]["equal"] == pytest.approx(1 / 3)
+    assert groups["split=test variant=tir-nocot"]["pass_at"]["3"] == 1.0
+    assert groups["split=test variant=leir-nocot"]["rates"]["equal"] == 1.0
+    assert report["attribution"]["tir"] == n_tir

@@ -20,12 +20,15 @@ from leir_egraph.leir.program import Program
 LOOPS = ("loop_split", "loop_reorder", "loop_parallelization", "loop_vectorization")
 
 
+def config() -> DatasetConfig:
+    return DatasetConfig(programs=("Sum_reduction_over_a_dimension",), strategies=LOOPS,
+                         split=(0.8, 0.1, 0.1), seed=0)
+
+
 @pytest.fixture(scope="module")
 def out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trajectories") / "out"
-    config = DatasetConfig(programs=("Sum_reduction_over_a_dimension",), strategies=LOOPS,
-                           split=(0.8, 0.1, 0.1), seed=0)
-    summary = build_trajectories(config, Execution(out=out, quiet=True), max_samples=6)
+    summary = build_trajectories(config(), Execution(out=out, quiet=True), max_samples=6)
     assert summary["trajectories"] == 1 and summary["failures"] == 0
     return out
 
@@ -103,7 +106,32 @@ def test_trajectory_files_load_with_datasets(out, tmp_path):
         assert len(ds) == len(rows(out, name)) and "machine" in ds.column_names
 
 
-def test_trajectories_refuse_resume_in_one_line(tmp_path):
+def test_a_killed_run_resumes_to_the_same_files(out, tmp_path):
+    """A run killed after a program's search was written (its outcome file in the manifest)
+    but before the final files: --resume searches nothing again and writes the very files of
+    the uninterrupted run; a damaged outcome file is searched again."""
+    import shutil
+    final = ("trajectories.jsonl", "preferences.jsonl", "failures.jsonl", "summary.json")
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    for name in final:
+        (copy / "trajectories" / name).unlink()
+    searched = []
+    build_trajectories(config(), Execution(out=copy, quiet=True, resume=True), max_samples=6,
+                       on_program=searched.append)
+    assert searched == []
+    for name in final:
+        assert (copy / "trajectories" / name).read_bytes() == \
+            (out / "trajectories" / name).read_bytes(), name
+    part = copy / "trajectories" / "programs" / "part-00000.json"
+    part.write_bytes(part.read_bytes()[:40])   # torn by a kill mid-write
+    summary = build_trajectories(config(), Execution(out=copy, quiet=True, resume=True),
+                                 max_samples=6, on_program=searched.append)
+    assert len(searched) == 1 and summary["trajectories"] == 1
+    assert json.loads(part.read_text())["trajectory"]["program_id"] == searched[0]["program_id"]
+
+
+def test_trajectories_resume_refuses_a_folder_without_a_run_in_one_line(tmp_path):
     import subprocess
     import sys
     got = subprocess.run([sys.executable, "-m", "leir_egraph.sample", "--trajectories",
@@ -111,4 +139,4 @@ def test_trajectories_refuse_resume_in_one_line(tmp_path):
                          capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])
     assert got.returncode == 2 and len(got.stderr.strip().splitlines()) == 1
-    assert "--resume" in got.stderr and not (tmp_path / "o").exists()
+    assert "--resume" in got.stderr and "no run of this tool" in got.stderr

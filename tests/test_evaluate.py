@@ -55,7 +55,7 @@ def test_recorded_answers_give_the_known_rates(tmp_path):
     assert report.pass_at[1] == pytest.approx(2 / 6)
     assert report.pass_at[6] == 1.0
     assert [s.attributed for s in report.answers[:2]] == [True, False]
-    assert report.attribution == {"equal": 2, "attributed": 1, "unknown": 0}
+    assert report.attribution == {"equal": 2, "attributed": 1, "unknown": 0, "tir": 0}
     assert report.categories == {"operator": 2}
     assert "pass@k" in report.table()
 

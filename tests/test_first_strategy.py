@@ -96,8 +96,8 @@ def test_eval_attributes_an_answer_to_a_user_strategy_only_with_its_rules(in_wal
         assert cli.main(["eval", "cases.jsonl", "--answers", "answers.jsonl", "--json",
                          *rules]) == 0
         found[bool(rules)] = json.loads(capsys.readouterr().out)["attribution"]
-    assert found[False] == {"equal": 1, "attributed": 0, "unknown": 1}
-    assert found[True] == {"equal": 1, "attributed": 1, "unknown": 0}
+    assert found[False] == {"equal": 1, "attributed": 0, "unknown": 1, "tir": 0}
+    assert found[True] == {"equal": 1, "attributed": 1, "unknown": 0, "tir": 0}
 
 
 def test_loading_a_folder_makes_its_ids_work_in_every_api_call():

@@ -625,3 +625,78 @@ def test_from_torch_output_is_only_the_leir(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=max(A^{f32,g}_{tx,a},0);];\n"
     assert "at import" in done.stderr and "in forward" in done.stderr and "raw" in done.stderr
+
+
+LOOP_STRATEGIES = ["loop_reorder", "loop_split", "loop_tiling", "loop_unrolling",
+                   "loop_parallelization", "loop_vectorization", "loop_binding", "loop_fusion"]
+
+
+@pytest.mark.parametrize("kind, strategies, method", [
+    ("ScaledDotProductAttention", LOOP_STRATEGIES, "factored"),
+    ("Average_Pooling_2D", None, "egraph")])
+def test_a_small_time_limit_cuts_the_round_in_progress(kind, strategies, method):
+    """``--time-limit`` is checked inside a round (engine runs sized to the time left, the
+    space e-graph's flush, the factored graph's materialisation), so a round that would take
+    many times the limit is cut and says so in its statistics."""
+    from leir_egraph.explore import explore
+    from leir_egraph.frontend import from_torch
+    from leir_egraph.workloads import instantiate
+    module, inputs, _ = instantiate(kind, seed=0, size="small")
+    program = from_torch(module, inputs, name=kind)
+    explore(program, strategies, depth=1)   # the engine is built (and cached) outside the limit
+    space = explore(program, strategies, depth=3, time_limit=3.0)
+    assert space.method == method and space.stopped == "time_limit"
+    assert not space.space_complete
+    assert [r.stopped for r in space.rounds] == [""] * (len(space.rounds) - 1) + ["time_limit"]
+    # round 2 alone takes several times the limit: it is cut part way through its frontier
+    last = space.rounds[-1]
+    if space.factored is not None:
+        frontier = sum(k.distance.count(last.depth - 1) for k in space.factored.kernels)
+    else:
+        frontier = space.counts()[last.depth - 1]
+    assert last.expanded < frontier or last.depth == 1
+
+
+def test_eval_bounds_each_answers_parsing_by_its_timeout(tmp_path, capsys):
+    """`leir eval --timeout`: an answer whose LEIR takes longer than the bound to parse (20,000
+    nests, under the size cap) is scored none with one line on stderr, and the batch goes
+    on to the next answer."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"leir": COPY4, "signature": SIG4, "name": "copy"}) + "\n")
+    huge = COPY4 * 20_000
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"answers": [
+        "<answer>" + json.dumps({"transformed_IR": huge, "applied_strategy": "x"}) + "</answer>",
+        "no answer at all"]}) + "\n")
+    code = cli.main(["eval", str(cases), "--answers", str(answers), "--timeout", "0.5",
+                     "--json", "--no-attribution"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    scored = json.loads(out)["scored"]
+    assert [s["level"] for s in scored] == ["none", "none"]
+    assert "parsing took over 0.5 s (--timeout)" in scored[0]["reason"]
+    assert "unparsable answer" in scored[1]["reason"]
+    lines = err.strip().splitlines()
+    assert lines == ["leir eval: case 0 answer 0: parsing took over 0.5 s (--timeout); "
+                     "scored none"]
+
+
+def test_a_removed_out_folder_is_noticed_at_the_next_programs_result(tmp_path):
+    """Deleting --out is noticed when the next program's result arrives, not only at the next
+    shard write (here the one shard would be written after both programs)."""
+    import shutil
+
+    from leir_egraph.dataset import DatasetConfig, Execution, build_dataset
+    out = tmp_path / "out"
+    seen = []
+
+    def remove_after_first(result):
+        seen.append(result["program"]["program_id"])
+        shutil.rmtree(out)
+
+    config = DatasetConfig(programs=("ReLU", "Sum_reduction_over_a_dimension"),
+                           strategies=("loop_reorder",), per_strategy_cap=1, cuda_source=False)
+    with pytest.raises(OutputFolderError, match="removed or replaced while this run"):
+        build_dataset(config, Execution(out=out, workers=1, quiet=True),
+                      on_program=remove_after_first)
+    assert len(seen) == 1 and not out.exists()

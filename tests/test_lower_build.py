@@ -39,7 +39,7 @@ def programs(golden_rows):
 
 
 def outputs(executable, program, inputs, reverse: int) -> list[bytes]:
-    args, outs = builds._tensors(program, inputs)
+    args, outs = builds.call_tensors(program, inputs)
     executable(*args, *outs, reverse)
     return [o.numpy().tobytes() for o in outs]
 

@@ -28,8 +28,8 @@ from .records import jsonl_bytes
 from .report import plots, summarize, write_report
 from .shards import OutputFolder
 from .sources import SourceError, select_programs
-from .splits import (ALL_SPLITS, chat_count, check_leaks, kind_splits, split_file,
-                     split_table, test_case)
+from .splits import (ALL_SPLITS, chat_count, check_leaks, checked_splits, kind_splits,
+                     split_file, split_table, test_case)
 from .tokens import dataset_tokens
 
 RUN_FORMAT = 1
@@ -89,6 +89,8 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
                               dtype=config.dtype, seed=config.seed, dtypes=config.dtypes)
     if not sources:
         raise SourceError("no programs selected")
+    if config.split is not None:
+        refuse_leaks_early(sources, config, execution.program_timeout)
     folder = OutputFolder(execution.out)
     done = folder.start(run_identity(config, sources), execution.resume, execution.overwrite,
                         input_files(sources, config.rules))
@@ -106,6 +108,7 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
                        execution.ray_address, execution.program_timeout)
         try:
             for index, result in run.run(tasks):
+                folder.check_held()   # --out removed: stop now, not at the shard's write
                 n = shard_of[index]
                 buffers.setdefault(n, {})[index] = result
                 counts["programs"] += 1
@@ -125,6 +128,25 @@ def build_dataset(config: DatasetConfig, execution: Execution | None = None,
                            counts["transitions"], counts["verified"], counts["failures"], files)
     finally:
         folder.close()  # the lock on --out, held from start to end
+
+
+def refuse_leaks_early(sources, config: DatasetConfig, timeout: float | None) -> None:
+    """Load every selected program (the frontend alone, each within ``timeout`` seconds) and
+    refuse a split leak (``splits.SplitLeakError``) before the output folder is touched or any
+    program is enumerated: the check ``finalize`` repeats on the finished shards, done first.
+    A program that does not load is left to the pipeline, which records why."""
+    from ..outside import OutsideInputError, bounded
+    from .sources import FrontendFailure, load_program
+    summaries = []
+    for src in sources:
+        try:
+            program = (load_program(src) if timeout is None else
+                       bounded(lambda: load_program(src), timeout, "loading took too long"))
+        except (FrontendFailure, OutsideInputError):
+            continue
+        summaries.append({"program_id": src.program_id, "program": src.name,
+                          "leir": program.text})
+    checked_splits(summaries, config)
 
 
 def finalize(folder: OutputFolder, config: DatasetConfig) -> tuple[dict[str, Any], list[str]]:

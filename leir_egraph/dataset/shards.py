@@ -356,6 +356,15 @@ class OutputFolder:
 
     # ---------------------------------------------------------------- writing
 
+    def check_held(self) -> None:
+        """Raise OutputFolderError when the folder was removed or replaced since the run took
+        it (its lock file is no longer the one the run holds): checked before every write and
+        as each program's result arrives, so a removal is noticed within one program."""
+        if not self.lock.held():
+            raise OutputFolderError(
+                f"--out {self.root}: the folder was removed or replaced while this run was "
+                "writing it (the files written so far went with it); run again")
+
     def write(self, rel: str, data: bytes) -> None:
         """Write one file of the layout (recorded in the manifest before it exists)."""
         self.write_many({rel: data})
@@ -364,10 +373,7 @@ class OutputFolder:
         """Record ``files`` in the manifest, then write each atomically, in the given order,
         then record their checksums. Raises OutputFolderError when the folder was removed or
         replaced since the run took it."""
-        if not self.lock.held():
-            raise OutputFolderError(
-                f"--out {self.root}: the folder was removed or replaced while this run was "
-                "writing it (the files written so far went with it); run again")
+        self.check_held()
         new = set(files) - self._files
         if new or any(rel in self._sums for rel in files):
             self._files |= new
@@ -384,6 +390,19 @@ class OutputFolder:
         body = {"written_by": _WRITER, "files": sorted(self._files),
                 "sha256": {k: self._sums[k] for k in sorted(self._sums)}}
         atomic_write(self.root / MANIFEST, (json.dumps(body, indent=0) + "\n").encode())
+
+    def kept(self, rel: str) -> bytes | None:
+        """The bytes of ``rel`` when the resumed run wrote it whole -- listed in the manifest
+        with a checksum its bytes match -- else None (the file is to be made again). A new run
+        keeps nothing."""
+        want = self._sums.get(rel)
+        if want is None:
+            return None
+        try:
+            data = (self.root / rel).read_bytes()
+        except OSError:
+            return None
+        return data if sha256(data) == want else None
 
     # ---------------------------------------------------------------- shards
 

@@ -167,6 +167,17 @@ def shape_free_form(leir_text: str) -> str:
     return to_text(rebuild(canonical_leir(parse(leir_text), ()), blank))
 
 
+def checked_splits(programs: list[dict[str, Any]], config) -> dict[str, str]:
+    """Kind name -> split for the run's program summaries (``program_id``, ``program``,
+    ``leir``) under ``config``'s split options, after ``check_leaks`` found no leak (raises
+    :class:`SplitLeakError`). Runs before the expensive work, so that a leak is refused
+    before anything is enumerated, verified or searched."""
+    split = kind_splits(programs, config.seed, config.split, config.hold_steptp,
+                        config.merge_equal_kinds)
+    check_leaks(programs, split)
+    return split
+
+
 def check_leaks(programs: Iterable[dict[str, Any]], split: dict[str, str]) -> dict[str, int]:
     """Refuse a leak: ``programs`` are the run's program summaries (``program_id``,
     ``program``, ``leir``), ``split`` maps a kind name to its split. Returns the number of

@@ -136,66 +136,92 @@ def build_trajectories(config, execution, *, algorithm: str = "greedy",
     """Search every program of ``config`` (its selection, seed, strategies, split) and write
     the two files into ``execution.out`` (an ``OutputFolder``, as the sampler's). Returns the
     summary written to ``trajectories/summary.json``. A program that fails to load or to be
-    searched is a line of ``trajectories/failures.jsonl``, never the end of the run."""
+    searched is a line of ``trajectories/failures.jsonl``, never the end of the run.
+
+    Each program's outcome is written as soon as it is searched
+    (``trajectories/programs/part-NNNNN.json``, its checksum in the manifest), and the final
+    files are made from these; ``execution.resume`` keeps every outcome whose file matches its
+    checksum and searches only the others, so a run killed at any point and resumed ends with
+    the files an uninterrupted run with the same measurements writes."""
     from ..verify import Verifier
     from .pipeline import select_strategies
     from .records import failure, jsonl_bytes
-    from .shards import OutputFolder
+    from .shards import OutputFolder, shard_name
     from .sources import FrontendFailure, SourceError, load_program, select_programs
-    from .splits import check_leaks, kind_splits
+    from .splits import checked_splits
 
     sources = select_programs(list(config.programs), count=config.count, size=config.size,
                               dtype=config.dtype, seed=config.seed, dtypes=config.dtypes)
     if not sources:
         raise SourceError("no programs selected")
     strategies = tuple(s.id for s in select_strategies(config.strategies, config.rules))
-    folder = OutputFolder(execution.out)
-    identity = {"mode": "trajectories", "config": config.to_dict(), "algorithm": algorithm,
-                "max_samples": max_samples, "programs": [s.to_dict() for s in sources]}
-    folder.start(identity, False, execution.overwrite, [f for s in sources for f in s.files()])
-    where = machine()
     lines, pairs, failures, loaded = [], [], [], []
-    for src in sources:   # every program first: the split and its leakage check need them all
+    for i, src in enumerate(sources):   # every program first: the split and its leak check
         try:
-            loaded.append((src, load_program(src)))
+            loaded.append((i, src, load_program(src)))
         except FrontendFailure as err:
             failures.append(failure(src.program_id, src.name, err.stage, err.reason))
     split: dict[str, str] = {}
-    if config.split is not None:
+    if config.split is not None:   # refused before the folder is touched
         summaries = [{"program_id": src.program_id, "program": src.name, "leir": p.text}
-                     for src, p in loaded]
-        split = kind_splits(summaries, config.seed, config.split, config.hold_steptp,
-                            config.merge_equal_kinds)
-        check_leaks(summaries, split)
-    verifier = Verifier()
+                     for _, src, p in loaded]
+        split = checked_splits(summaries, config)
+    folder = OutputFolder(execution.out)
+    identity = {"mode": "trajectories", "config": config.to_dict(), "algorithm": algorithm,
+                "max_samples": max_samples, "programs": [s.to_dict() for s in sources]}
+    folder.start(identity, execution.resume, execution.overwrite,
+                 [f for s in sources for f in s.files()])
     try:
-        for src, program in loaded:
-            meta = {"program_id": src.program_id, "program": src.name,
-                    "split": split.get(src.name), "machine": where}
-            try:
-                line, found = search_program(program, meta, algorithm=algorithm,
-                                             max_samples=max_samples, seed=config.seed,
-                                             trials=config.trials,
-                                             timeout=config.verify_timeout,
-                                             verifier=verifier, strategies=strategies)
-            except Exception as err:  # noqa: BLE001 -- one program's failure is recorded
-                failures.append(failure(src.program_id, src.name, "search",
-                                        f"{type(err).__name__}: {err}"))
-                continue
-            lines.append(line)
-            pairs.extend(found)
-            if on_program is not None:
-                on_program(line)
+        where = machine()
+        verifier = None
+        try:
+            for i, src, program in loaded:
+                rel = f"trajectories/programs/{shard_name(i)}.json"
+                data = folder.kept(rel)
+                if data is None:
+                    verifier = verifier or Verifier()
+                    meta = {"program_id": src.program_id, "program": src.name,
+                            "split": split.get(src.name), "machine": where}
+                    outcome = _searched(program, src, meta, algorithm, max_samples, config,
+                                        verifier, strategies)
+                    folder.write(rel, (json.dumps(outcome) + "\n").encode())
+                    if on_program is not None and outcome["trajectory"] is not None:
+                        on_program(outcome["trajectory"])
+                else:
+                    outcome = json.loads(data)
+                if outcome["trajectory"] is not None:
+                    lines.append(outcome["trajectory"])
+                pairs.extend(outcome["pairs"])
+                failures.extend(outcome["failures"])
+        finally:
+            if verifier is not None:
+                verifier.close()
+        summary = {"programs": len(sources), "trajectories": len(lines),
+                   "with_speedup": sum(t["final_speedup"] > 1 for t in lines),
+                   "steps": sum(len(t["steps"]) for t in lines),
+                   "preference_pairs": len(pairs), "failures": len(failures), "machine": where}
+        folder.write_many({
+            "trajectories/trajectories.jsonl": jsonl_bytes(lines),
+            "trajectories/preferences.jsonl": jsonl_bytes(pairs),
+            "trajectories/failures.jsonl": jsonl_bytes(failures),
+            "trajectories/summary.json": (json.dumps(summary, indent=1) + "\n").encode(),
+        })
+        return summary
     finally:
-        verifier.close()
-    summary = {"programs": len(sources), "trajectories": len(lines),
-               "with_speedup": sum(t["final_speedup"] > 1 for t in lines),
-               "steps": sum(len(t["steps"]) for t in lines), "preference_pairs": len(pairs),
-               "failures": len(failures), "machine": where}
-    folder.write_many({
-        "trajectories/trajectories.jsonl": jsonl_bytes(lines),
-        "trajectories/preferences.jsonl": jsonl_bytes(pairs),
-        "trajectories/failures.jsonl": jsonl_bytes(failures),
-        "trajectories/summary.json": (json.dumps(summary, indent=1) + "\n").encode(),
-    })
-    return summary
+        folder.close()
+
+
+def _searched(program: Program, src, meta: dict[str, Any], algorithm: str,
+              max_samples: int | None, config, verifier, strategies) -> dict[str, Any]:
+    """One program's outcome: its trajectory line and pairs, or its failure row."""
+    from .records import failure
+    try:
+        line, found = search_program(program, meta, algorithm=algorithm,
+                                     max_samples=max_samples, seed=config.seed,
+                                     trials=config.trials, timeout=config.verify_timeout,
+                                     verifier=verifier, strategies=strategies)
+    except Exception as err:  # noqa: BLE001 -- one program's failure is recorded
+        return {"trajectory": None, "pairs": [],
+                "failures": [failure(src.program_id, src.name, "search",
+                                     f"{type(err).__name__}: {err}")]}
+    return {"trajectory": line, "pairs": found, "failures": []}

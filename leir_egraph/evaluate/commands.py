@@ -12,11 +12,14 @@ EXAMPLE = """examples:
   leir eval tests/data/golden/golden_corpus.jsonl --limit 20 --answers answers.jsonl --json
   leir eval cases.jsonl --answers answers.jsonl --rules my_rules/   (attribute to your strategies too)
   leir eval out/cases/test.jsonl --base-url http://127.0.0.1:8000/v1 --model stepTP -k 8
-      the held-out test split of `python -m leir_egraph.sample --split`, pass@1..8"""
+      the held-out test split of `python -m leir_egraph.sample --split`, pass@1..8
+  leir eval out/chat/tir-nocot/test/single.jsonl out/chat/full/test/single.jsonl --answers a.jsonl
+      the TIR and LEIR variants' test sets, reported per split and variant (a TIR answer is
+      parsed by TVM, compiled for the CPU and compared with the LEIR original it transforms)"""
 
 
 def register(sub) -> None:
-    from ..cli import add_rules_option, natural, natural_float, positive_int
+    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
     from ..search.commands import add_llm_bounds
     p = sub.add_parser("eval", help="single-step evaluation: pass rates, pass@k, attribution",
                        description="Score a model's single-step answers: Different / Build / "
@@ -36,6 +39,10 @@ def register(sub) -> None:
     add_llm_bounds(p)
     p.add_argument("--limit", type=positive_int, help="only the first N cases")
     p.add_argument("--trials", type=positive_int, default=3, help="random input sets per verification")
+    p.add_argument("--timeout", type=positive_float, default=60.0, metavar="S",
+                   help="seconds per answer for reading it (JSON, LEIR parsing and checks) and "
+                        "again for verifying it (a TIR answer is parsed in the verification); "
+                        "an answer over it is scored none with one line on stderr")
     p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--no-attribution", action="store_true", help="skip strategy attribution")
     add_rules_option(p)   # answers that name a user strategy are attributed to it
@@ -66,7 +73,10 @@ def run_eval(args) -> int:
         else:
             raise CaseError("give --answers FILE or --base-url and --model")
         report = evaluate(cases, answers, trials=args.trials, seed=args.seed,
-                          attribution=not args.no_attribution, strategies=strategies)
+                          attribution=not args.no_attribution, strategies=strategies,
+                          timeout=args.timeout,
+                          warn=lambda line: print(f"leir eval: {line}", file=sys.stderr,
+                                                  flush=True))
     except (CaseError, OSError) as err:
         print(f"leir eval: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2

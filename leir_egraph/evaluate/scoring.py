@@ -48,9 +48,10 @@ class CaseError(ValueError):
 @dataclass(frozen=True)
 class Case:
     number: int
-    program: Program
+    program: Program          # the original, in LEIR (for a TIR case: its record's)
     prompt: str
     group: tuple[tuple[str, str], ...] = ()   # (("split", "test"), ("variant", "full"))
+    original_tir: str | None = None   # a TIR case's original as its prompt shows it
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Scored:
     reason: str | None
     strategy: str = ""
     attributed: bool | None = None
+    representation: str = "leir"   # "tir": a TIR answer (not attributed)
 
     def passed(self, level: str) -> bool:
         return self.level != "none" and LEVELS.index(self.level) >= LEVELS.index(level)
@@ -96,7 +98,8 @@ class Report:
         a = self.attribution
         lines += ["", f"strategy attribution: {a.get('attributed', 0)} of {a.get('equal', 0)} "
                       f"Equal answers are a single step of the strategy they claim "
-                      f"({a.get('unknown', 0)} claim no known strategy)"]
+                      f"({a.get('unknown', 0)} claim no known strategy"
+                      + (f", {a['tir']} in TIR are not checked" if a.get("tir") else "") + ")"]
         if self.categories:
             lines.append("categories: " + ", ".join(f"{k} {v}" for k, v in
                                                      sorted(self.categories.items())))
@@ -161,11 +164,13 @@ def load_cases(path: str | Path, limit: int | None = None, start: int = 0) -> li
     """Cases from a chat JSONL (``messages``) or a program JSONL (``leir`` + ``signature``),
     numbered from ``start``, read through the bounded outside-input path. A case's split and
     variant come from the row (the sampler's ``cases/<split>.jsonl``) or from the chat file's
-    ``.meta.jsonl`` beside it."""
+    ``.meta.jsonl`` beside it. A chat case in TIR (the ``tir`` variant) takes its LEIR
+    original from the run's dictionary record its meta line names (``run_records``)."""
     from ..outside import OutsideInputError, jsonl_objects
     cases: list[Case] = []
     meta = _sidecar(path)
     rows = jsonl_objects(path)
+    records: dict[str, dict[str, Any]] | None = None   # read at the first TIR case
     while limit is None or len(cases) < limit:
         try:
             n, row = next(rows)
@@ -173,14 +178,16 @@ def load_cases(path: str | Path, limit: int | None = None, start: int = 0) -> li
             break
         except OutsideInputError as err:
             raise CaseError(str(err)) from None
+        tir = None
         try:
             if "messages" in row:
                 prompt = next(m["content"] for m in row["messages"] if m["role"] == "user")
-                if "@T.prim_func" in prompt:
-                    raise CaseError("a TIR prompt (the tir variant): leir eval verifies "
-                                    "LEIR answers; score the LEIR variant's test set")
-                program = program_from_prompt(prompt)
                 where = meta[len(cases)] if len(cases) < len(meta) else {}
+                if "@T.prim_func" in prompt:
+                    records = records if records is not None else run_records(path)
+                    program, tir = tir_original(prompt, where, records)
+                else:
+                    program = program_from_prompt(prompt)
             else:
                 program = Program.parse(row["leir"], row["signature"], row.get("name", ""))
                 prompt = single_prompt(program.name or "the program", program.text,
@@ -189,8 +196,44 @@ def load_cases(path: str | Path, limit: int | None = None, start: int = 0) -> li
         except (KeyError, TypeError, StopIteration, CaseError, LeirSyntaxError,
                 ValueError) as err:
             raise CaseError(f"{path}:{n}: {type(err).__name__}: {err}") from None
-        cases.append(Case(start + len(cases), program, prompt, _group(where)))
+        cases.append(Case(start + len(cases), program, prompt, _group(where), tir))
     return cases
+
+
+def run_records(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The dictionary records (by id) of the sampler run a chat file belongs to: the
+    ``dictionary/part-*.jsonl`` of the nearest folder above it that has one (a TIR case's
+    original LEIR program is read from its record)."""
+    from ..outside import OutsideInputError, jsonl_objects
+    for folder in list(Path(path).resolve().parents)[:5]:
+        parts = sorted((folder / "dictionary").glob("part-*.jsonl"))
+        if parts:
+            keep = ("before_leir", "before_tir", "signature", "program")
+            try:
+                return {row["id"]: {k: row.get(k) for k in keep}
+                        for part in parts for _, row in jsonl_objects(part) if "id" in row}
+            except OutsideInputError as err:
+                raise CaseError(str(err)) from None
+    raise CaseError("a TIR case's original is read from the dictionary/ of its sampler run, "
+                    "and no folder above the file has one")
+
+
+def tir_original(prompt: str, where: dict[str, Any], records: dict[str, dict[str, Any]]
+                 ) -> tuple[Program, str]:
+    """The LEIR original and the TIR text of a TIR prompt, from the record its ``.meta.jsonl``
+    line names (``ids``); the record's ``before_tir`` must be the prompt's."""
+    ids = where.get("ids") or []
+    if not ids:
+        raise CaseError("a TIR prompt without its .meta.jsonl line (the record ids)")
+    record = records.get(ids[0])
+    if record is None:
+        raise CaseError(f"record {ids[0]} is not in the run's dictionary")
+    if not record.get("before_tir") or f"'{record['before_tir']}'" not in prompt:
+        raise CaseError(f"the prompt's TIR is not the original TIR of record {ids[0]}")
+    signature = record["signature"]   # the records' JSON text
+    signature = Signature.from_json(signature) if isinstance(signature, str) else signature
+    program = Program.parse(record["before_leir"], signature, record["program"])
+    return program, record["before_tir"]
 
 
 def load_answers(path: str | Path, n_cases: int | None = None, *,
@@ -257,22 +300,46 @@ def ask_model(cases: list[Case], client, k: int = 1) -> list[list[str]]:
 
 # ---------------------------------------------------------------- scoring
 
-def _level(case: Case, answer: str, verifier, trials: int, seed: int) -> tuple[str, str | None, str, Program | None]:
+def _level(case: Case, answer: str, verifier, trials: int, seed: int, timeout: float
+           ) -> tuple[str, str | None, str, Program | None]:
+    """The level one answer reaches: its text read (size-capped) and, for a LEIR answer,
+    parsed and checked against the signature within ``timeout`` seconds; verified in the
+    worker within ``timeout`` (a TIR answer is parsed there too)."""
+    from ..outside import OutsideInputError, bounded
+    overrun = f"parsing took over {timeout:g} s (--timeout)"
     try:
-        ir, strategy = parse_answer(answer)[0]
+        ir, strategy = bounded(lambda: parse_answer(answer)[0], timeout, overrun)
     except AnswerError as err:
         return "none", f"unparsable answer: {err}", "", None
+    except OutsideInputError as err:
+        raise _OverTime(str(err)) from None
+    if case.original_tir is not None:
+        r = verifier.verify_tir(case.program, ir, case.original_tir, trials=trials,
+                                timeout=timeout, seed=seed)
+        return _LEVEL_NAMES.get(r.level, "different"), r.reason, strategy, None
     try:
-        after = Program(parse(ir), case.program.signature, case.program.name,
-                        case.program.values)
+        after = bounded(lambda: Program(parse(ir), case.program.signature, case.program.name,
+                                        case.program.values), timeout, overrun)
     except LeirSyntaxError as err:
         return "none", f"not LEIR: {err}", strategy, None
+    except OutsideInputError as err:
+        raise _OverTime(str(err)) from None
+    except (RecursionError, MemoryError) as err:
+        return "none", f"not usable LEIR: {type(err).__name__}", strategy, None
     if after.text == case.program.text:
         return "none", "same as the original", strategy, None
-    r = verifier.verify(case.program, after, trials=trials, seed=seed, timing=False)
-    level = {"diff": "different", "build": "build", "exec": "execute", "equal": "equal",
-             "independent": "equal"}.get(r.level, "different")
-    return level, r.reason, strategy, after
+    r = verifier.verify(case.program, after, trials=trials, seed=seed, timing=False,
+                        timeout=timeout)
+    return _LEVEL_NAMES.get(r.level, "different"), r.reason, strategy, after
+
+
+# verification levels -> the paper's (a LEIR answer's Independent is Equal here)
+_LEVEL_NAMES = {"none": "none", "diff": "different", "build": "build", "exec": "execute",
+                "equal": "equal", "independent": "equal"}
+
+
+class _OverTime(Exception):
+    """An answer whose reading took over the per-answer time bound (scored none)."""
 
 
 def _attributed(case: Case, after: Program, strategy: str, known: dict) -> bool | None:
@@ -294,10 +361,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, seed: int = 0,
-             verifier=None, attribution: bool = True, strategies=None) -> Report:
+             verifier=None, attribution: bool = True, strategies=None, timeout: float = 60.0,
+             warn=None) -> Report:
     """Score ``answers[i]`` (the answers to ``cases[i]``). An answer is attributed to the
     strategy it names among ``strategies`` (Strategy objects; None: the built-in ones, pass
-    ``load_strategies(dir)`` to include yours); a name outside them counts as unknown."""
+    ``load_strategies(dir)`` to include yours); a name outside them counts as unknown, and a
+    TIR answer is not attributed (it counts as unknown: the engine's steps are LEIR).
+    ``timeout`` bounds each answer's parsing and its verification; an answer over it is
+    scored none and ``warn`` (a callable taking one line) is told, the batch going on."""
     from ..egraph.steps import default_strategies
     from ..verify import Verifier
     if len(answers) < len(cases):
@@ -309,8 +380,15 @@ def evaluate(cases: list[Case], answers: list[list[str]], *, trials: int = 3, se
     try:
         for case, group in zip(cases, answers):
             for j, answer in enumerate(group):
-                level, reason, strategy, after = _level(case, answer, verifier, trials, seed)
-                s = Scored(case.number, j, level, reason, strategy)
+                try:
+                    level, reason, strategy, after = _level(case, answer, verifier, trials,
+                                                            seed, timeout)
+                except _OverTime as err:
+                    level, reason, strategy, after = "none", str(err), "", None
+                    if warn is not None:
+                        warn(f"case {case.number} answer {j}: {err}; scored none")
+                s = Scored(case.number, j, level, reason, strategy,
+                           representation="leir" if case.original_tir is None else "tir")
                 if attribution and level == "equal" and after is not None:
                     s.attributed = _attributed(case, after, strategy, known)
                 scored.append(s)
@@ -347,8 +425,10 @@ def summarize(scored: list[Scored], n_cases: int, k: int, known: dict) -> Report
                 for g in by_case.values() if len(g) >= kk]
         pass_at[kk] = sum(vals) / len(vals) if vals else 0.0
     equal = [s for s in scored if s.passed("equal")]
+    tir = sum(s.representation == "tir" for s in equal)
     attribution = {"equal": len(equal), "attributed": sum(bool(s.attributed) for s in equal),
-                   "unknown": sum(s.attributed is None for s in equal)}
+                   "unknown": sum(s.attributed is None for s in equal) - tir,
+                   "tir": tir}
     categories: Counter = Counter()
     classes: Counter = Counter()
     for s in equal:
@@ -360,4 +440,5 @@ def summarize(scored: list[Scored], n_cases: int, k: int, known: dict) -> Report
 
 
 __all__ = ["Case", "CaseError", "Report", "Scored", "evaluate", "load_cases", "load_answers",
+           "run_records", "tir_original",
            "ask_model", "program_from_prompt", "pass_at_k", "LEVELS"]

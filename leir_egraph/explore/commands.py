@@ -41,7 +41,11 @@ def register(sub) -> None:
                    help="stop at this many programs (factored: hold this many in the graph, "
                         "100000 by default, and count the rest)")
     p.add_argument("--time-limit", type=positive_float, metavar="S",
-                   help="stop exploring after S seconds")
+                   help="stop exploring after S seconds, counted from the start of the "
+                        "exploration (engine set-up, matching, the space e-graph, the "
+                        "factored graph's materialisation); it may overrun by one indivisible "
+                        "egglog run (one program's matching, or one factored engine run sized "
+                        "to the time left); --top's verification and timing come after it")
     p.add_argument("--top", type=natural, default=0, metavar="K",
                    help="verify and time the K best by the cost model")
     p.add_argument("--timeout", type=positive_float, default=60.0,
@@ -89,7 +93,9 @@ def run_explore(args) -> int:
     def progress(r):
         print(f"leir explore: depth {r.depth}: expanded {r.expanded}, {r.steps} steps, "
               f"{r.new_programs} new programs, e-graph {r.eclasses} classes / {r.enodes} nodes, "
-              f"{r.seconds:.2f} s, peak {r.peak_rss_mb:.0f} MB", file=sys.stderr, flush=True)
+              f"{r.seconds:.2f} s, peak {r.peak_rss_mb:.0f} MB"
+              + (f"; cut by {r.stopped.replace('_', ' ')}" if r.stopped else ""),
+              file=sys.stderr, flush=True)
 
     budget = dict(depth=args.depth, max_programs=args.max_programs, time_limit=args.time_limit,
                   seed=args.seed, progress=progress)

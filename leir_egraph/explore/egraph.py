@@ -18,7 +18,8 @@ not hold (a suffix's meaning depends on what runs before it).
 >>> p = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
 >>> q = Program.parse("L^{2}_{c=0}L^{4}_{a=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
 >>> g = SpaceEGraph()
->>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()
+>>> g.add(p.text, p); g.add(q.text, q); g.union(p.text, q.text); g.flush()   # all sent
+True
 >>> g.size()["State"]   # two State e-nodes, one e-class
 (2, 1)
 >>> g.find(q.text) == g.find(p.text)
@@ -104,12 +105,23 @@ class SpaceEGraph:
         if self._programs.union(a, b):
             self._pending.append(f"(union (P {self._handle[ra]}) (P {self._handle[rb]}))")
 
-    def flush(self) -> None:
-        """Send the pending insertions and unions (bounded batches, see ``engine.batches``)."""
-        for batch in batches(self._pending, 4000):
+    def flush(self, deadline=None) -> bool:
+        """Send the pending insertions and unions (bounded batches, see ``engine.batches``);
+        with a ``space.Deadline``, stop between two batches once it has passed and keep the
+        rest pending. True when everything was sent."""
+        texts = batches(self._pending, 4000)
+        sent = 0
+        for batch in texts:
+            if deadline is not None and deadline.passed():
+                break
             self._run(batch)
-        self._pending.clear()
+            chars = len(batch) + 1        # the batch is its commands joined by newlines
+            while chars > 0:
+                chars -= len(self._pending[sent]) + 1
+                sent += 1
+        del self._pending[:sent]
         self._run("(run 1)")   # rebuild: canonicalise after the unions
+        return not self._pending
 
     def size(self) -> dict[str, tuple[int, int]]:
         """Constructor -> (e-nodes, e-classes of its rows); ``"total"`` over all constructors."""

@@ -29,13 +29,12 @@ from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Exploration, Round, peak_rss_mb
+from .space import Deadline, Exploration, Round, peak_rss_mb
 
 
 class _Budget:
-    def __init__(self, max_programs: int | None, time_limit: float | None):
-        self.max_programs, self.time_limit = max_programs, time_limit
-        self.start = time.perf_counter()
+    def __init__(self, max_programs: int | None, deadline: Deadline):
+        self.max_programs, self.deadline = max_programs, deadline
         self.fired: str = ""
 
     def check(self, space: Exploration) -> bool:
@@ -44,18 +43,20 @@ class _Budget:
             return True
         if self.max_programs is not None and len(space) >= self.max_programs:
             self.fired = "max_programs"
-        elif self.time_limit is not None and time.perf_counter() - self.start > self.time_limit:
+        elif self.deadline.passed():
             self.fired = "time_limit"
         return bool(self.fired)
 
 
 def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
-               known: dict | None = None) -> list[tuple[Program, str, str]]:
+               known: dict | None = None, deadline: Deadline | None = None
+               ) -> list[tuple[Program, str, str]]:
     """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
     order, one per distinct (strategy, site, successor); rewrites that give back ``program``
     itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
     term -> canonical program across calls (a program reached from several parents is
-    decoded and renamed once)."""
+    decoded and renamed once). With a ``deadline``, the matches are placed until it passes
+    (the engine run itself is one indivisible piece): the steps placed by then."""
     decoder = decoder or Decoder()
     known = {} if known is None else known
     term = encode(program.leir)
@@ -66,6 +67,8 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     for m in engine.matches(program, chosen):
         if m.rhs is None or m.rhs == m.lhs:
             continue
+        if deadline is not None and deadline.passed():
+            break
         for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
             # One step per (strategy, site, result), the first rule in match order, as
@@ -82,15 +85,14 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     return out
 
 
-def _search(root: Program, strategies, depth: int, max_programs, time_limit, seed: int,
+def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadline, seed: int,
             method: str, expand: Callable, space_egraph: SpaceEGraph | None,
             progress: Callable[[Round], None] | None) -> Exploration:
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
     chosen = resolve(strategies)
     space = Exploration(root, tuple(s.id for s in chosen), depth, method=method, seed=seed)
-    budget = _Budget(max_programs, time_limit)
-    start = time.perf_counter()
+    budget = _Budget(max_programs, deadline)
     root_key = space.add_root(canonical(root))
     if space_egraph is not None:
         space_egraph.add(root_key, space.programs[root_key])
@@ -106,7 +108,7 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
             if budget.check(space):
                 break
             rnd.expanded += 1
-            steps, match_s = expand(space.programs[key], chosen)
+            steps, match_s = expand(space.programs[key], chosen, deadline)
             rnd.matching_s += match_s
             t1 = time.perf_counter()
             for after, strategy, rule in steps:
@@ -122,10 +124,12 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
             rnd.placing_s += time.perf_counter() - t1
         if space_egraph is not None:
             t1 = time.perf_counter()
-            space_egraph.flush()
+            if not space_egraph.flush(deadline):
+                budget.fired = budget.fired or "time_limit"
             rnd.enodes, rnd.eclasses = space_egraph.size()["total"]
             rnd.placing_s += time.perf_counter() - t1
         rnd.new_programs = len(found)
+        rnd.stopped = budget.fired   # fired during this round: it was cut
         rnd.seconds = time.perf_counter() - t0
         rnd.peak_rss_mb = peak_rss_mb()
         space.rounds.append(rnd)
@@ -137,7 +141,7 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
             break
     if not space.stopped:
         space.stopped = budget.fired or ("closure" if not frontier else "depth")
-    space.seconds = time.perf_counter() - start
+    space.seconds = time.perf_counter() - deadline.start
     return space
 
 
@@ -148,7 +152,9 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     """Every program reachable from ``program`` in at most ``depth`` single steps of
     ``strategies`` (ids or Strategy objects; default all), up to renaming, with the state graph
     and per-round statistics. Stops at closure, ``depth``, ``max_programs`` distinct programs
-    (the root counts) or ``time_limit`` seconds, and says which (``Exploration.stopped``).
+    (the root counts) or ``time_limit`` seconds counted from this call (checked inside every
+    long loop; one egglog call is the piece that may overrun it: docs/EXPLORE.md, "Time
+    limit"), and says which (``Exploration.stopped``; a cut round's ``Round.stopped``).
     ``seed`` is kept for the seeded choices made on the result (``sample``).
 
     ``method``: ``"factored"`` matches each kernel variant once and counts the product space
@@ -159,24 +165,25 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     (``Exploration.space_counts``)."""
     if method not in ("auto", "factored", "egraph"):
         raise ValueError(f"method must be auto, factored or egraph, not {method!r}")
+    deadline = Deadline(time_limit)   # counted from this call: engine set-up included
     chosen = resolve(strategies)
     if method != "egraph":
         from .factored import unfactorable_reason
         reason = unfactorable_reason(program, chosen)
         if reason is None:
-            return _explore_factored(program, chosen, depth, max_programs, time_limit, seed,
+            return _explore_factored(program, chosen, depth, max_programs, deadline, seed,
                                      progress)
         if method == "factored":
             raise ValueError(f"the space is not a product of kernels: {reason}")
     engine = engine_for(default_strategies() if strategies is None else chosen)
     decoder, known = Decoder(), {}
 
-    def expand(p: Program, chosen):
+    def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
-        steps = successors(engine, p, chosen, decoder, known)
+        steps = successors(engine, p, chosen, decoder, known, deadline)
         return steps, time.perf_counter() - t
 
-    return _search(program, strategies, depth, max_programs, time_limit, seed, "egraph",
+    return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
                    expand, SpaceEGraph(), progress)
 
 
@@ -186,25 +193,24 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 GRAPH_LIMIT = 100_000
 
 
-def _explore_factored(program: Program, chosen, depth: int, max_programs, time_limit, seed,
-                      progress) -> Exploration:
+def _explore_factored(program: Program, chosen, depth: int, max_programs, deadline: Deadline,
+                      seed, progress) -> Exploration:
     from .factored import explore_factored, materialise
-    start = time.perf_counter()
     space = Exploration(program, tuple(s.id for s in chosen), depth, method="factored",
                         seed=seed)
-    factored = explore_factored(program, chosen, depth=depth, time_limit=time_limit,
+    factored = explore_factored(program, chosen, depth=depth, deadline=deadline,
                                 progress=progress, rounds=space.rounds)
     space.factored = factored
     held = GRAPH_LIMIT if max_programs is None else max_programs
-    fits = materialise(factored, space, held)
+    cut = materialise(factored, space, held, deadline)
     reached = len(factored.counts()) - 1
-    if not factored.complete:
-        space.stopped = "time_limit"
-    elif not fits:
+    if not factored.complete or cut == "time_limit":
+        space.stopped = "time_limit"   # the space, or only its graph (space_complete says)
+    elif cut:
         space.stopped = "max_programs"   # the graph holds the first max_programs; all counted
     else:
         space.stopped = "closure" if reached < depth else "depth"
-    space.seconds = time.perf_counter() - start
+    space.seconds = time.perf_counter() - deadline.start
     return space
 
 
@@ -215,10 +221,10 @@ def naive(program: Program, strategies=None, *, depth: int, max_programs: int | 
     successor deduplicated by ``canonical`` (the same relation and the same identification as
     ``explore``; no space e-graph)."""
 
-    def expand(p: Program, chosen):
+    def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
         steps = [(canonical(s.after), s.strategy, s.rule) for s in all_steps(p, strategies)]
         return steps, time.perf_counter() - t
 
-    return _search(program, strategies, depth, max_programs, time_limit, seed, "naive",
+    return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed, "naive",
                    expand, None, progress)

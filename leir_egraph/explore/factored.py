@@ -55,7 +55,7 @@ from ..leir.printer import to_text
 from ..leir.traverse import walk
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Exploration, Round, peak_rss_mb
+from .space import Deadline, Exploration, Round, peak_rss_mb
 
 # Relations whose facts about a nest depend on the nest term and its kernel only (audited):
 KERNEL_LOCAL_RELATIONS = frozenset({
@@ -72,6 +72,7 @@ KERNEL_LOCAL_RELATIONS = frozenset({
 })
 _CONSTRUCTORS = frozenset(re.findall(r"\(constructor (\w+)", SCHEMA_FILE.read_text()))
 BATCH_NESTS = 64   # kernel variants matched in one engine run
+PROBE_NESTS = 4    # ... in the first run under a time limit, before a pace is measured
 
 
 def nonlocal_reason(strategy: Strategy) -> str | None:
@@ -312,17 +313,22 @@ class _KernelMatcher:
 def explore_factored(program: Program, strategies, *, depth: int,
                      time_limit: float | None = None,
                      progress: Callable[[Round], None] | None = None,
-                     rounds: list[Round] | None = None) -> FactoredSpace:
+                     rounds: list[Round] | None = None,
+                     deadline: Deadline | None = None) -> FactoredSpace:
     """The product space of ``program`` to ``depth`` (raises ValueError when it is not a
     product: ``unfactorable_reason``). Kernel variants are matched once each, round by round;
-    ``rounds`` receives per-round statistics."""
+    ``rounds`` receives per-round statistics. ``time_limit`` seconds from this call (or a
+    ``deadline`` shared with the caller) cut the round in progress: the deadline is checked
+    before every engine run, whose number of variants is sized to the time left (one at
+    least: one engine run is the indivisible piece), and between the batches of the space
+    e-graph's flush."""
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
+    deadline = Deadline(time_limit) if deadline is None else deadline
     chosen = resolve(strategies)
     reason = unfactorable_reason(program, chosen)
     if reason:
         raise ValueError(f"the space is not a product of kernels: {reason}")
-    start = time.perf_counter()
     root = canonical(program)
     matcher = _KernelMatcher(root, chosen)
     kernels = [Kernel(i) for i in range(len(root.leir.nests))]
@@ -336,40 +342,49 @@ def explore_factored(program: Program, strategies, *, depth: int,
     storage.flush()
     frontier = [(k.position, 0) for k in kernels]
     rounds = [] if rounds is None else rounds
+    pace = _Pace()
     for d in range(1, depth + 1):
         if not frontier:
+            break
+        if deadline.passed():
+            space.complete = False
             break
         rnd = Round(d)
         t0 = time.perf_counter()
         found: list[tuple[int, int]] = []
         items = [(i, v, kernels[i].variants[v]) for i, v in frontier]
         for batch in _batches(items):
-            if time_limit is not None and time.perf_counter() - start > time_limit:
-                space.complete = False
+            while batch and not deadline.passed():
+                size = pace.size(len(batch), deadline)
+                chunk, batch = batch[:size], batch[size:]
+                t1 = time.perf_counter()
+                results = matcher.steps([nest for _, _, nest in chunk])
+                rnd.matching_s += time.perf_counter() - t1
+                t2 = time.perf_counter()
+                for (i, v, _), steps in zip(chunk, results):
+                    rnd.expanded += 1
+                    kernel = kernels[i]
+                    for after, strategy, rule in steps:
+                        rnd.steps += 1
+                        w, new = kernel.add(after, d)
+                        if w == v:
+                            continue
+                        if new:
+                            found.append((i, w))
+                            handles[(i, w)] = storage.add_nest(after)
+                        storage.union_nests(handles[(i, v)], handles[(i, w)])
+                        labels = kernel.steps.setdefault(v, {}).setdefault(w, [])
+                        label = f"{strategy}/{rule}"
+                        if label not in labels:
+                            labels.append(label)
+                rnd.placing_s += time.perf_counter() - t2
+                pace.record(len(chunk), time.perf_counter() - t1)
+            if batch:
                 break
-            t1 = time.perf_counter()
-            results = matcher.steps([nest for _, _, nest in batch])
-            rnd.matching_s += time.perf_counter() - t1
-            t1 = time.perf_counter()
-            for (i, v, _), steps in zip(batch, results):
-                rnd.expanded += 1
-                kernel = kernels[i]
-                for after, strategy, rule in steps:
-                    rnd.steps += 1
-                    w, new = kernel.add(after, d)
-                    if w == v:
-                        continue
-                    if new:
-                        found.append((i, w))
-                        handles[(i, w)] = storage.add_nest(after)
-                    storage.union_nests(handles[(i, v)], handles[(i, w)])
-                    labels = kernel.steps.setdefault(v, {}).setdefault(w, [])
-                    label = f"{strategy}/{rule}"
-                    if label not in labels:
-                        labels.append(label)
-            rnd.placing_s += time.perf_counter() - t1
         t1 = time.perf_counter()
-        storage.flush()
+        flushed = storage.flush(deadline)
+        if rnd.expanded < len(items) or not flushed:
+            rnd.stopped, space.complete = "time_limit", False
         rnd.enodes, rnd.eclasses = storage.size()["total"]
         rnd.placing_s += time.perf_counter() - t1
         counts = _product([k.polynomial(d) for k in kernels], d)
@@ -385,26 +400,61 @@ def explore_factored(program: Program, strategies, *, depth: int,
     return space
 
 
-def materialise(space: FactoredSpace, exploration: Exploration, max_programs: int | None
-                ) -> bool:
+class _Pace:
+    """How many kernel variants the next engine run may take: all of a batch without a time
+    limit; under one, as many as the seconds per variant measured so far say fit in the time
+    left (``PROBE_NESTS`` before anything is measured), never fewer than one. The estimate
+    aims at half the time left, as the time per variant varies from run to run."""
+
+    def __init__(self):
+        self.nests, self.seconds = 0, 0.0
+
+    def size(self, available: int, deadline: Deadline) -> int:
+        if deadline.seconds is None:
+            return available
+        if not self.nests:
+            return min(available, PROBE_NESTS)
+        # half the time left: the pace of one engine run varies with its variants and load
+        fits = int(deadline.left() / 2 * self.nests / max(self.seconds, 1e-9))
+        return max(1, min(available, fits))
+
+    def record(self, nests: int, seconds: float) -> None:
+        self.nests += nests
+        self.seconds += seconds
+
+
+def materialise(space: FactoredSpace, exploration: Exploration, max_programs: int | None,
+                deadline: Deadline | None = None) -> str:
     """Fill ``exploration`` (its graph and programs) with the product's programs in depth order,
-    at most ``max_programs`` of them, and the steps between them; True when all fit."""
-    nodes = list(space.tuples(None if max_programs is None else max_programs + 1))
-    fits = max_programs is None or len(nodes) <= max_programs
-    nodes = nodes if fits else nodes[:max_programs]
+    at most ``max_programs`` of them, and the steps between them. Returns ``""`` when all fit,
+    ``"max_programs"`` when the graph holds the first ``max_programs``, ``"time_limit"`` when
+    ``deadline`` passed first (checked before each program is added and before the steps of
+    each are: the root is always held, and a graph cut while its steps are added holds its
+    programs with part of the steps between them)."""
+    deadline = Deadline(None) if deadline is None else deadline
+    cut = ""
     keys: dict[tuple[int, ...], str] = {}
-    for choice, d in nodes:
+    for choice, d in space.tuples(None if max_programs is None else max_programs + 1):
+        if max_programs is not None and len(keys) >= max_programs:
+            cut = "max_programs"
+            break
+        if keys and deadline.passed():
+            cut = "time_limit"
+            break
         keys[choice] = key = space.text(choice)
         if d == 0:
             exploration.root_key = key
         exploration.add_node(space.program(choice), d, key)
-    for choice, d in nodes:
-        if d >= space.depth:
+    depth_of = {key: d for key, d in exploration.graph.nodes(data="depth")}
+    for n, (choice, key) in enumerate(keys.items()):
+        if n and deadline.passed():
+            return "time_limit"
+        if depth_of[key] >= space.depth:
             continue
         for i, (kernel, v) in enumerate(zip(space.kernels, choice)):
             for w, labels in kernel.steps.get(v, {}).items():
                 target = keys.get((*choice[:i], w, *choice[i + 1:]))
                 if target is None:
                     continue
-                exploration.graph.add_edge(keys[choice], target, steps=list(labels))
-    return fits
+                exploration.graph.add_edge(key, target, steps=list(labels))
+    return cut

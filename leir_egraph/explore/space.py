@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import resource
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,25 @@ import networkx as nx
 from ..leir.program import Program
 
 STOP_REASONS = ("closure", "depth", "max_programs", "time_limit")
+
+
+class Deadline:
+    """A time limit counted from a start (``time.perf_counter`` seconds); no limit when
+    ``seconds`` is None. Long loops of the explorers ask ``passed()`` between pieces of work;
+    ``left()`` sizes the next piece (docs/EXPLORE.md, "Time limit")."""
+
+    def __init__(self, seconds: float | None, start: float | None = None):
+        self.seconds = seconds
+        self.start = time.perf_counter() if start is None else start
+
+    def passed(self) -> bool:
+        return self.seconds is not None and time.perf_counter() - self.start > self.seconds
+
+    def left(self) -> float:
+        """Seconds left (infinite without a limit, never below zero)."""
+        if self.seconds is None:
+            return float("inf")
+        return max(0.0, self.seconds - (time.perf_counter() - self.start))
 
 
 def peak_rss_mb() -> float:
@@ -47,6 +67,8 @@ class Round:
     eclasses: int = 0            # of the space e-graph after the round
     enodes: int = 0
     peak_rss_mb: float = 0.0     # the process's peak resident set so far (egglog included)
+    stopped: str = ""            # "" when the round ran to its end, else the budget that cut
+                                 # it ("time_limit", "max_programs")
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

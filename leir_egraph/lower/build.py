@@ -241,7 +241,7 @@ def arguments(program: Program, inputs: Mapping[str, Any]) -> list[np.ndarray]:
     return out
 
 
-def _tensors(program: Program, inputs: Mapping[str, Any]):
+def call_tensors(program: Program, inputs: Mapping[str, Any]):
     import tvm
     args = [tvm.runtime.tensor(a) for a in arguments(program, inputs)]
     outs = []
@@ -259,7 +259,7 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
     if target_kind(target) != "llvm":
         raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
     built = build(program, target, **options)
-    args, outs = _tensors(program, inputs)
+    args, outs = call_tensors(program, inputs)
     configure_threads()
     built.function()(*args, *outs, *built.extra_args)
     return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
@@ -269,12 +269,12 @@ def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, 
                repeat: int, min_repeat_ms: float, options: dict, tensors=None):
     """A zero-argument call returning TVM's ProfileResult for ``program`` on ``inputs``: the
     build (cached), its argument tensors (``tensors``, an ``(args, outs)`` pair from
-    ``_tensors``, when given) and ``warmup`` untimed calls are done once, here."""
+    ``call_tensors``, when given) and ``warmup`` untimed calls are done once, here."""
     import tvm
     if target_kind(target) != "llvm":
         raise LoweringError("only the llvm target can be timed here")
     built = build(program, target, **options)
-    args, outs = tensors if tensors is not None else _tensors(program, inputs)
+    args, outs = tensors if tensors is not None else call_tensors(program, inputs)
     configure_threads()
     function = built.function()
     for _ in range(warmup):
@@ -354,7 +354,7 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
     relative to each other (4 KiB aliasing of stores and loads, cache sets) is a property of
     the allocation, not of the program."""
     compiled = _counts["compiled"]
-    tensors = _tensors(before, inputs)
+    tensors = call_tensors(before, inputs)
     timers = [_evaluator(p, inputs, target, warmup, 1, min_repeat_ms, options, tensors)
               for p in (before, after)]
     times: list[list[float]] = [[], []]

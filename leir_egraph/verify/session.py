@@ -150,7 +150,8 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
     ``job['before']``; returns VerificationResult fields. The original is always built and run
     before ``after``, so a defect of the original (``before_problem``) is never taken for
     ``after``'s. A job with ``kind="time"`` only times the pair (``time_job``); one with
-    ``kind="prebuild"`` compiles candidates ahead of their verifications (``prebuild_job``).
+    ``kind="prebuild"`` compiles candidates ahead of their verifications (``prebuild_job``);
+    one with ``kind="tir"`` verifies a TIR answer (``tir_answer.tir_job``).
     Every answer carries ``cpu_s``: the CPU time of this process (all its threads) for the job."""
     report = report or (lambda **_: None)
     start = time.process_time()
@@ -160,6 +161,9 @@ def evaluate(job: dict[str, Any], report: Report | None = None) -> dict[str, Any
         fields = prebuild_job(job)
     elif job.get("kind") == "outputs":
         fields = outputs_job(job)
+    elif job.get("kind") == "tir":
+        from .tir_answer import tir_job
+        fields = tir_job(job, report)
     else:
         fields = _Evaluation(job, report).run()
     fields["cpu_s"] = time.process_time() - start

@@ -99,6 +99,30 @@ class Verifier:
             return _interrupted(retry, timeout, kind, first.before_problem)
         return first
 
+    def verify_tir(self, before: Program, text: str, original_tir: str | None = None,
+                   trials: int = 3, timeout: float = 60.0, seed: int = 0) -> VerificationResult:
+        """A TVMScript TIR answer ``text`` against the LEIR original ``before``: parsed by TVM,
+        compiled for the CPU, run and compared on the random input sets of ``seed``
+        (``tir_answer.py``); ``original_tir``: the original's TIR as shown to the model (the
+        Diff level compares with it). ``timeout`` bounds the whole call. Never raises."""
+        start = time.perf_counter()
+        job = {"kind": "tir", "before": _spec(before), "text": text,
+               "original_tir": original_tir, "values": _input_values(before, []),
+               "trials": trials, "seed": seed}
+        try:
+            if self._worker is None:
+                from .session import evaluate
+                result = _finish(evaluate(job), "llvm")
+            else:
+                outcome = self._worker.request(job, time.monotonic() + timeout)
+                result = (_finish(outcome.result, "llvm") if outcome.status == "done"
+                          else _interrupted(outcome, timeout, "llvm"))
+        except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
+            from .session import describe_error
+            result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
+                                           cause="internal")
+        return _with(result, elapsed_s=time.perf_counter() - start)
+
     def prepare(self, before: Program, afters: Iterable[Program], timeout: float = 60.0
                 ) -> dict[str, Any] | None:
         """Compile ``before`` and the candidates ``afters`` for their verifications, all in one
