@@ -19,6 +19,7 @@ final re-timing, a measure of its noise.
 
     python benchmarks/search.py                      # seeded subset of 30 workloads
     python benchmarks/search.py --all                # all mapped workloads
+    python benchmarks/search.py --indices 6 67       # only these of the seeded subset
     python benchmarks/search.py --report             # print the tables of what is there
     python benchmarks/search.py --report --out DIR1 DIR2   # several runs' rows together (e.g.
                                                      # one process per proposer, or a second
@@ -54,6 +55,8 @@ def workloads(args):
         rng = random.Random(args.seed)
         mapped = sorted(rng.sample(mapped, min(args.workloads, len(mapped))),
                         key=lambda e: e.index)
+    if args.indices:
+        mapped = [e for e in mapped if e.index in args.indices]
     return mapped
 
 
@@ -192,6 +195,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", type=int, default=30, help="seeded subset size")
     ap.add_argument("--all", action="store_true", help="every mapped workload")
+    ap.add_argument("--indices", type=int, nargs="+",
+                    help="only these workloads of the chosen set (a subset that fits a budget)")
     ap.add_argument("--algorithms", nargs="+", default=ALGORITHMS)
     ap.add_argument("--proposers", nargs="+", default=["cost", "random"],
                     choices=["cost", "random"])

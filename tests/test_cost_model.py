@@ -77,8 +77,11 @@ def test_unrolling_pays_only_within_the_budget():
 def test_cached_costs_equal_uncached_over_every_step_of_a_program():
     """The per-nest caches (shapes keyed by the tensors a nest touches, written extents per
     nest) change nothing: over every single step of a softmax-with-matmul program -- new
-    intermediates, layouts, splits -- each cost equals a fresh whole-program computation."""
-    from leir_egraph.cost.model import CPU, _fill_seconds, _nest_cost, _shapes
+    intermediates, layouts, splits -- each cost equals a fresh whole-program computation, and
+    ``SharedSeconds`` (one for all of them, nests kept by object) gives exactly ``cost``'s
+    seconds, twice over (the second time from its caches)."""
+    from leir_egraph.cost import SharedSeconds
+    from leir_egraph.cost.model import CPU, _fill_seconds, _fill_targets, _nest_cost, _shapes
     from leir_egraph.egraph import all_steps
     from leir_egraph.leir.analysis import intermediate_shapes
     sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [8, 16]},
@@ -98,5 +101,11 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
         shapes.update(intermediate_shapes(q.leir, known))
         assert _shapes(q) == shapes, q.text
         fresh = sum(_nest_cost(0, n, shapes, CPU, CPU.ops()).seconds for n in q.leir.nests)
-        fresh += _fill_seconds(q.leir, known, set(q.signature.input_names), shapes, CPU)
+        fresh += _fill_seconds((t for n in q.leir.nests for t in _fill_targets.__wrapped__(n)),
+                               set(q.signature.input_names), shapes, CPU)
         assert math.isclose(cost(q).seconds, fresh, rel_tol=1e-12), q.text
+    shared = SharedSeconds()
+    for _ in range(2):
+        assert [shared(q) for q in programs] == [cost(q).seconds for q in programs]
+    assert [shared.of(q.signature, q.leir.nests) for q in programs[:20]] == \
+        [cost(q).seconds for q in programs[:20]]

@@ -358,10 +358,21 @@ def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape: the signature's, and each intermediate's per-dimension largest
     written subscript plus one (``analysis.intermediate_shapes``, merged from per-nest extents
     that are cached: candidates share most nests)."""
-    shapes = {t.name: tuple(t.shape) for t in program.signature.tensors}
+    return _merged_shapes(_signature_shapes(program.signature),
+                          (_nest_written_extents(nest) for nest in program.leir.nests))
+
+
+def _signature_shapes(signature) -> dict[str, tuple[int, ...]]:
+    return {t.name: tuple(t.shape) for t in signature.tensors}
+
+
+def _merged_shapes(signature_shapes: dict, written: Iterable[tuple]) -> dict:
+    """The signature's shapes and the intermediates' shapes merged from each nest's written
+    extents (``_nest_written_extents``), in nest order."""
+    shapes = dict(signature_shapes)
     merged: dict[str, tuple[int, ...] | None] = {}
-    for nest in program.leir.nests:
-        for name, dims in _nest_written_extents(nest):
+    for extents in written:
+        for name, dims in extents:
             if name not in shapes:
                 merge_extent(merged, name, dims)
     shapes.update({k: v for k, v in merged.items() if v is not None})
@@ -389,18 +400,27 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     return cycles
 
 
-def _fill_seconds(leir: Leir, known: set[str], inputs: set[str], shapes, m: Machine) -> float:
+def _fill_seconds(targets: Iterable[tuple[str, bool, int]], inputs: set[str], shapes,
+                  m: Machine) -> float:
     """The lowering initialises an accumulation target over its whole shape before its first
-    write: a streaming store of its bytes."""
+    write: a streaming store of its bytes. ``targets``: every equation's ``_fill_targets``, in
+    program order."""
     written: set[str] = set()
     total = 0
-    for loops, eq in (pair for nest in leir.nests for pair in _flatten(nest)):
-        name = eq.target.name
-        if accumulation_op(eq) and name not in written and name not in inputs:
-            total += math.prod(shapes.get(name, (1,))) * DTYPE_BYTES.get(eq.target.dtype, 4)
+    for name, accumulates, size in targets:
+        if accumulates and name not in written and name not in inputs:
+            total += math.prod(shapes.get(name, (1,))) * size
         written.add(name)
     lines = total / m.line_bytes
     return lines * m.caches[-1][1] * 0.25 * 1e-9 / m.ghz
+
+
+@lru_cache(maxsize=1 << 14)
+def _fill_targets(nest: LoopNest) -> tuple[tuple[str, bool, int], ...]:
+    """Per equation of ``nest``, in order: its target, whether it accumulates, and the bytes
+    of one element of the target."""
+    return tuple((eq.target.name, bool(accumulation_op(eq)), DTYPE_BYTES.get(eq.target.dtype, 4))
+                 for _, eq in _flatten(nest))
 
 
 # ---------------------------------------------------------------- API
@@ -410,11 +430,11 @@ def cost(program: Program, machine: Machine = CPU) -> Cost:
     a program the model cannot read gets ``seconds=inf`` and ``problem``."""
     try:
         sig = program.signature
-        known = {t.name for t in sig.tensors}
         shapes = _shapes(program)
         nests = tuple(replace(_cached_nest_cost(nest, shapes, machine), nest=i)
                       for i, nest in enumerate(program.leir.nests))
-        fill = _fill_seconds(program.leir, known, set(sig.input_names), shapes, machine)
+        fill = _fill_seconds((t for nest in program.leir.nests for t in _fill_targets(nest)),
+                             set(sig.input_names), shapes, machine)
         return Cost(sum(n.seconds for n in nests) + fill, nests, fill)
     except Exception as err:  # noqa: BLE001 -- ranking must go on; the reason is kept
         return Cost(math.inf, problem=f"{type(err).__name__}: {err}")
@@ -435,6 +455,61 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
     return seconds
 
 
+class SharedSeconds:
+    """``cost(p, machine).seconds`` of many programs that share most of their nests -- a search
+    node's steps and their own steps -- for ranking thousands of them. What ``cost`` computes
+    per nest (written extents, tensors, accumulation fills, the nest's seconds in the shapes of
+    its tensors) is kept per nest object and per (nest, those shapes), so a program costs one
+    look-up per nest and a step pays only for the nests it changed. The result is exactly
+    ``cost(p).seconds``: the same sums in the same order (tests/test_cost_model.py).
+
+    ``of(signature, nests)`` costs a program given as its nests, for callers that never build
+    the ``Program`` (a lookahead that only needs the cheapest of its steps)."""
+
+    def __init__(self, machine: Machine = CPU):
+        self.machine = machine
+        self._nests: dict[int, tuple] = {}        # id(nest) -> (nest, facts of it)
+        self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
+        self._seconds: dict[tuple, float] = {}     # (nest number, shapes it reads) -> seconds
+        self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
+
+    def __call__(self, program: Program) -> float:
+        return self.of(program.signature, program.leir.nests)
+
+    def of(self, signature, nests: Sequence[LoopNest]) -> float:
+        try:
+            return self._seconds_of(signature, nests)
+        except Exception:  # noqa: BLE001 -- as cost(): ranking goes on, the program ranks last
+            return math.inf
+
+    def _nest(self, nest: LoopNest) -> tuple:
+        hit = self._nests.get(id(nest))
+        if hit is None:
+            number = self._canonical.setdefault(nest, len(self._canonical))
+            hit = self._nests[id(nest)] = (nest, number, _nest_written_extents(nest),
+                                           _nest_tensors(nest), _fill_targets(nest))
+        return hit
+
+    def _seconds_of(self, signature, nests: Sequence[LoopNest]) -> float:
+        known = self._signatures.get(id(signature))
+        if known is None:
+            known = self._signatures[id(signature)] = (
+                signature, _signature_shapes(signature), set(signature.input_names))
+        _, signature_shapes, inputs = known
+        facts = [self._nest(nest) for nest in nests]
+        shapes = _merged_shapes(signature_shapes, (f[2] for f in facts))
+        parts = []
+        for nest, number, _, tensors, _ in facts:
+            read = tuple((n, shapes.get(n)) for n in tensors)
+            seconds = self._seconds.get((number, read))
+            if seconds is None:
+                seconds = self._seconds[number, read] = _nest_cost_of(
+                    nest, read, self.machine).seconds
+            parts.append(seconds)
+        fill = _fill_seconds((t for f in facts for t in f[4]), inputs, shapes, self.machine)
+        return sum(parts) + fill
+
+
 def costs(programs: Iterable[Program], machine: Machine = CPU) -> list[Cost]:
     """``cost`` of many programs (exploration ranks thousands); programs with the same text
     and signature are costed once."""
@@ -453,4 +528,5 @@ def with_params(machine: Machine = CPU, **changes) -> Machine:
     return replace(machine, **changes)
 
 
-__all__ = ["Machine", "CPU", "Cost", "NestCost", "cost", "costs", "with_params"]
+__all__ = ["Machine", "CPU", "Cost", "NestCost", "SharedSeconds", "cost", "costs",
+           "with_params"]

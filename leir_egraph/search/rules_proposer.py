@@ -16,7 +16,13 @@ strategies.
 only if no step equal to it up to renaming was judged in this run or offered before it.
 
 Steps and costs are memoised per program text, so algorithms run one after another on the
-same workload share the enumeration work.
+same workload share the enumeration work. Costs are computed by ``cost.SharedSeconds``, which
+costs each nest once for all the programs holding it. The lookahead's second steps are only
+costed, never offered, so with ``shared=True`` (the default) the kernel-local ones among them
+(the loop strategies) come from ``KernelSteps``: each distinct kernel of the lookahead's
+programs is matched once and its successors are put in place as nests, without building or
+printing a program; the other lookahead strategies are enumerated per program. The ranking
+is the same as with ``shared=False``, which enumerates every second step in full (tested).
 
     >>> from leir_egraph import Program
     >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 256]}],
@@ -32,11 +38,12 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from ..cost import CPU, Machine, cost
+from ..cost import CPU, Machine, SharedSeconds
 from ..egraph import Transition, all_steps
 from ..egraph.steps import default_strategies, resolve
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
+from .kernel_steps import KernelSteps
 from .proposer import Request
 from .tree import Proposal
 
@@ -57,12 +64,14 @@ class RulesProposer:
     (default: the built-in ``LOOKAHEAD_STRATEGIES`` and every non-built-in strategy, among
     those the proposer runs), None (every strategy the proposer runs) or ids/strategies. An
     unknown id raises :class:`~leir_egraph.egraph.strategy.UnknownStrategy` here, before any
-    search runs."""
+    search runs. ``shared=False`` enumerates every lookahead step in full instead of matching
+    each kernel once (the same ranking, slower: the reference the shared one is tested
+    against)."""
 
     def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence | None = None,
                  lookahead: int = 2, beam: int = 2, diverse: bool = True,
                  lookahead_strategies: Sequence | str | None = "auto",
-                 machine: Machine = CPU):
+                 machine: Machine = CPU, shared: bool = True):
         if rank not in ("cost", "random"):
             raise ValueError(f"rank {rank!r}: use 'cost' or 'random'")
         self.rank, self.seed, self.lookahead, self.beam = rank, seed, lookahead, beam
@@ -70,8 +79,10 @@ class RulesProposer:
         self.strategies = list(resolve(strategies)) if strategies is not None else None
         if self.strategies == []:
             raise ValueError("strategies: an empty list chooses nothing; None means all")
-        self.machine = machine
+        self.machine, self.shared = machine, shared
+        self._seconds = SharedSeconds(machine)
         self.lookahead_strategies = self._lookahead(lookahead_strategies)
+        self._kernel_steps: KernelSteps | None = None
         self._next: dict[str, list[Transition]] = {}
         self.name = f"rules-{rank}"
         self._steps: dict[str, list[Transition]] = {}
@@ -119,9 +130,29 @@ class RulesProposer:
         return [own.get(sid, sid) for sid in self.lookahead_strategies]
 
     def cost_of(self, program: Program) -> float:
+        """``cost(program, machine).seconds``, memoised per text."""
         if program.text not in self._cost:
-            self._cost[program.text] = cost(program, self.machine).seconds
+            self._cost[program.text] = self._seconds(program)
         return self._cost[program.text]
+
+    def best_next(self, program: Program) -> float | None:
+        """The least cost among the lookahead's second steps from ``program`` (None when it
+        has none): with ``shared``, the kernel-local strategies' steps from ``KernelSteps``
+        (costed as nests) and the others' enumerated; else every step enumerated."""
+        if self.shared:
+            if self._kernel_steps is None:
+                chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
+                          else self.strategies)
+                self._kernel_steps = KernelSteps(resolve(chosen))
+            kernels = self._kernel_steps
+            if kernels.applies(program):
+                costs = [self._seconds.of(program.signature, nests)
+                         for nests in kernels.successors(program)]
+                if kernels.rest:
+                    costs += [self.cost_of(t.after) for t in all_steps(program, kernels.rest)]
+                return min(costs) if costs else None
+        nxt = self.next_steps(program)
+        return min(self.cost_of(n.after) for n in nxt) if nxt else None
 
     def ranked(self, program: Program) -> list[Transition]:
         """The steps of ``program`` best first (cost model, with lookahead)."""
@@ -140,9 +171,9 @@ class RulesProposer:
                 if self.lookahead_strategies is None or t.strategy in self.lookahead_strategies:
                     best_of.setdefault(t.strategy, t)
             for t in head + [t for t in best_of.values() if t not in head]:
-                nxt = self.next_steps(t.after)
-                if nxt:
-                    score[id(t)] = min(own[id(t)], min(self.cost_of(n.after) for n in nxt))
+                best = self.best_next(t.after)
+                if best is not None:
+                    score[id(t)] = min(own[id(t)], best)
             order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
                                                  t.after.text))
         if self.diverse:

@@ -1,0 +1,96 @@
+"""The single steps of kernel-local strategies, matched once per kernel and placed by nest.
+
+A search ranks a node by its steps and, with lookahead, by the steps of its best steps
+(``rules_proposer``). Those programs differ from the node in one nest, and the lookahead's
+loop strategies are **kernel-local** (``explore.factored.nonlocal_reason``: every rule rewrites
+a ``Nest`` and reads only facts of the nest and its kernel): when no nest term occurs in two
+kernels of a program, every fact about a nest is the one its kernel alone has, so the steps of
+such a strategy on the program are exactly, kernel by kernel, the steps of that kernel alone --
+the factored exploration's argument (docs/EXPLORE.md), checked per program here rather than
+for a whole space (an accumulation's initialising and updating kernels write the same tensor,
+which the factored exploration refuses, but they hold different nests). So each distinct
+kernel is matched once, whatever number of programs hold it, in batches of kernels that share
+no nest term (one engine run per batch), and a program's one-step successors are its kernels'
+successors put in place, as tuples of nests: nothing is printed or built as a ``Program`` for
+a caller that only costs them (``cost.SharedSeconds.of``).
+
+    >>> from leir_egraph import Program
+    >>> from leir_egraph.egraph.steps import resolve
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [16, 8]}],
+    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [16]}]}
+    >>> p = Program.parse("B^{16}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}"
+    ...                   "+A^{f32,g}_{tx,a};];", sig)
+    >>> steps = KernelSteps(resolve(["loop_reorder"]))
+    >>> [p.with_leir(Leir(nests)).text for nests in steps.successors(p)]
+    ['L^{8}_{a=0}B^{16}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];']
+"""
+
+from __future__ import annotations
+
+from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
+from ..egraph.engine import engine_for
+from ..egraph.strategy import Strategy
+from ..explore.factored import _batches, _member_of, nonlocal_reason
+from ..leir.ast import Leir, LoopNest
+from ..leir.program import Program
+from ..leir.traverse import walk
+
+__all__ = ["KernelSteps"]
+
+
+class KernelSteps:
+    """The kernel-local strategies among ``strategies`` (``local``; the others are ``rest``),
+    their steps kept per kernel (top-level nest) as the distinct nests each step makes of it."""
+
+    def __init__(self, strategies: tuple[Strategy, ...]):
+        self.local = tuple(s for s in strategies if nonlocal_reason(s) is None)
+        self.rest = tuple(s for s in strategies if nonlocal_reason(s) is not None)
+        self._next: dict[LoopNest, tuple[LoopNest, ...]] = {}
+        self._inner: dict[LoopNest, frozenset] = {}   # kernel -> the nest terms it holds
+        self._decoder = Decoder()
+
+    def applies(self, program: Program) -> bool:
+        """Whether ``successors`` gives exactly the local strategies' steps of ``program``:
+        there are local strategies and no nest term occurs in two of its kernels."""
+        if not self.local:
+            return False
+        seen: set = set()
+        for kernel in program.leir.nests:
+            inner = self._inner.get(kernel)
+            if inner is None:
+                inner = self._inner[kernel] = frozenset(
+                    n for n in walk(kernel) if isinstance(n, LoopNest))
+            if not seen.isdisjoint(inner):
+                return False
+            seen |= inner
+        return True
+
+    def successors(self, program: Program) -> list[tuple[LoopNest, ...]]:
+        """The nests of every program one step of a local strategy away from ``program``
+        (one per kernel and distinct new kernel, in kernel order; ``applies`` must hold).
+        Only kernels never seen before are matched."""
+        nests = program.leir.nests
+        todo = [(0, 0, n) for n in dict.fromkeys(nests) if n not in self._next]
+        for batch in _batches(todo):
+            self._match(program, [n for _, _, n in batch])
+        return [nests[:i] + (new,) + nests[i + 1:]
+                for i, nest in enumerate(nests) for new in self._next[nest]]
+
+    def _match(self, program: Program, batch: list[LoopNest]) -> None:
+        """Match the kernels of ``batch`` (no nest term in two of them) in one engine run, as
+        one program with ``program``'s signature, and keep each one's distinct successors."""
+        together = program.with_leir(Leir(tuple(batch)))
+        term = encode(together.leir)
+        index = OccurrenceIndex(term)
+        members = uncons(term, "PCons")
+        found: list[dict] = [{} for _ in batch]
+        for m in engine_for(self.local).matches(together, list(self.local)):
+            if m.rhs is None or m.rhs == m.lhs:
+                continue
+            for path in index.paths(m.lhs):
+                member, inner = _member_of(path)
+                new = replace_at(members[member], inner, m.rhs)
+                if new != members[member]:
+                    found[member].setdefault(new)
+        for nest, news in zip(batch, found):
+            self._next[nest] = tuple(self._decoder(t) for t in news)
