@@ -249,6 +249,14 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
         return (small(c) > 0 and big(a) * big(c) + big(b) <= top
                 and big(a) + big(b) / small(c) <= top)
 
+    def log_split_normal(op, a, b) -> Fact | None:   # a*b (op Mul) or a/b (op Div) normal
+        ok = small(a) > 0 and small(b) > 0 and (
+            big(a) * big(b) <= top and small(a) * small(b) >= normal if op == "Mul"
+            else big(a) / small(b) <= top and small(a) / big(b) >= normal)
+        if not ok:
+            return None
+        return (MATH_PRODUCT_NORMAL if op == "Mul" else MATH_QUOTIENT_NORMAL)(a, b)
+
     out: dict[Fact, None] = {}   # in the order found: deterministic, no duplicates
     factors = [t for t in values if _closed(t) and values[t].real and values[t].nonzero]
     for term in values:
@@ -259,14 +267,15 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
                 out[MATH_QUOTIENTS_IN_RANGE(x[1], y[1], x[2])] = None
             if head == "Add" and y[0] == "Div" and whole(x, y[1], y[2]):
                 out[MATH_WHOLE_IN_RANGE(x, y[1], y[2])] = None
-            if x[0] == "Log" and y[0] == "Log":
-                a, b = x[1], y[1]
-                ok = small(a) > 0 and small(b) > 0 and (
-                    big(a) * big(b) <= top and small(a) * small(b) >= normal if head == "Add"
-                    else big(a) / small(b) <= top and small(a) / big(b) >= normal)
-                if ok:
-                    normal_of = MATH_PRODUCT_NORMAL if head == "Add" else MATH_QUOTIENT_NORMAL
-                    out[normal_of(a, b)] = None
+            if x[0] == "Log" and y[0] == "Log":   # logsimp: log(a)±log(b) -> log(a*b), log(a/b)
+                fact = log_split_normal("Mul" if head == "Add" else "Div", x[1], y[1])
+                if fact is not None:
+                    out[fact] = None
+        if head == "Log" and isinstance(args[0], tuple) and args[0][0] in ("Mul", "Div"):
+            # expand_log: log(a*b) -> log(a)+log(b), log(a/b) -> log(a)-log(b)
+            fact = log_split_normal(args[0][0], args[0][1], args[0][2])
+            if fact is not None:
+                out[fact] = None
         if head == "Div" and isinstance(args[0], tuple):
             inner, c = args
             if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
