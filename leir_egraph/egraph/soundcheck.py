@@ -14,9 +14,9 @@ and special-value inputs within the strategy's declared ``domain``, against its 
 ``exact``-ness. A program on which the rule does not fire is skipped.
 
 A budget bounds the work: at most ``budget`` transitions per strategy (``PER_PROGRAM`` per
-program), taken round-robin over the kinds so that every kind gets its turn, and at most
-``TRIES_PER_JUDGED * budget`` programs run through the engine; the order is fixed by
-``seed``. The first failure is reported as the program, the rule that fired, the inputs and
+program), taken round-robin over the kinds -- each kind's turn goes to its next program the
+rule fires on -- so that every kind gets its turn, and at most ``TRIES_PER_JUDGED * budget``
+programs run through the engine; the order is fixed by ``seed``. The first failure is reported as the program, the rule that fired, the inputs and
 both outputs.
 """
 
@@ -114,10 +114,9 @@ def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
 
 def candidate_programs(strategy: Strategy, neighbours: Iterable[Strategy] = (), seed: int = 0,
                        kinds: Iterable[str] = PROGRAM_KINDS
-                       ) -> Iterable[tuple[str, str, Program]]:
-    """``(kind, label, program)`` in the order the check tries them: one of each kind of
-    ``kinds`` in turn (module docstring), each kind's programs in an order drawn from
-    ``seed``."""
+                       ) -> dict[str, list[tuple[str, Program]]]:
+    """The programs of each kind of ``kinds`` (module docstring), labelled, each kind's in an
+    order drawn from ``seed``; the kinds in ``PROGRAM_KINDS`` order."""
     kinds = tuple(k for k in PROGRAM_KINDS if k in set(kinds))
     own = source_programs(strategy)
     generated = generated_programs(seed)
@@ -141,11 +140,7 @@ def candidate_programs(strategy: Strategy, neighbours: Iterable[Strategy] = (), 
     for k, kind in enumerate(kinds):
         if kind != "as written":
             random.Random(seed * 1000 + k).shuffle(queues[kind])
-    while any(queues.values()):
-        for kind in kinds:
-            if queues[kind]:
-                label, program = queues[kind].pop(0)
-                yield kind, label, program
+    return queues
 
 
 def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strategy] = (),
@@ -157,20 +152,40 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
     transitions not reached are not judged, and the report says so in ``judged``)."""
     start, wall, worker_cpu = time.process_time(), time.monotonic(), 0.0
     report = SoundnessReport(strategy.id, f"exact {strategy.exact}, domain {strategy.domain}")
+    queues = candidate_programs(strategy, neighbours, seed, kinds)
     tries = 0
-    for kind, label, program in candidate_programs(strategy, neighbours, seed, kinds):
-        if report.judged >= budget or tries >= TRIES_PER_JUDGED * budget or (
-                deadline_s is not None and time.monotonic() - wall > deadline_s):
+
+    def turns():
+        """One program the rule fires on of each kind in turn, with its transitions (or the
+        exception the engine raised on it)."""
+        nonlocal tries
+        while any(queues.values()):
+            for kind, queue in queues.items():
+                while queue and tries < TRIES_PER_JUDGED * budget:
+                    label, program = queue.pop(0)
+                    tries += 1
+                    try:
+                        found = single_steps(program, strategy)
+                    except Exception as err:  # noqa: BLE001 -- a program the engine cannot take
+                        found = err
+                    if found:
+                        yield kind, label, program, found
+                        break
+            if tries >= TRIES_PER_JUDGED * budget:
+                return
+
+    programs = turns()
+    while True:
+        if report.judged >= budget or (deadline_s is not None and
+                                       time.monotonic() - wall > deadline_s):
             break
-        tries += 1
-        try:
-            found = single_steps(program, strategy)
-        except Exception as err:  # noqa: BLE001 -- a mutation the engine cannot take
+        kind, label, program, found = next(programs, (None, None, None, None))
+        if kind is None:
+            break
+        if isinstance(found, Exception):
             report.problems.append(f"{strategy.id}: {label}: the engine fails: "
-                                   f"{type(err).__name__}: {err}")
+                                   f"{type(found).__name__}: {found}")
             break
-        if not found:
-            continue
         report.programs += 1
         for t in found[: min(PER_PROGRAM, budget - report.judged)]:
             try:
