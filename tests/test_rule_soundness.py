@@ -38,9 +38,16 @@ def rule_file(rid: str, egglog: str, bindings: str, before: str, after: str, *,
               exact: str = "", category: str = "math", lhs_sort: str = "") -> str:
     sig = "A:f32[4] D:f32[4] -> C:f32[4]" if "D" in before else "A:f32[4] -> C:f32[4]"
     nest = "B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];"
+    return user_rule(rid, category, f"A test rule: {rid}.", rid.replace("_", "-"), bindings,
+                     lhs_sort, egglog, nest % T(before), sig, nest % T(after), exact=exact)
+
+
+def user_rule(rid: str, category: str, description: str, rule: str, bindings: str, lhs_sort: str,
+              egglog: str, before: str, signature: str, after: str, exact: str = "") -> str:
+    """A rule file of one rule and one example."""
     return f'''id = "{rid}"
 category = "{category}"
-description = "A test rule: {rid}."
+description = "{description}"
 guards = ["pattern_match"]
 P = 1
 S = 0
@@ -48,7 +55,7 @@ cot = "'{{lhs}}' becomes '{{rhs}}'."
 {f'exact = "{exact}"' if exact else ""}
 
 [[rules]]
-name = "{rid.replace("_", "-")}"
+name = "{rule}"
 bindings = {{ {bindings} }}
 {f'lhs_sort = "{lhs_sort}"' if lhs_sort else ""}
 egglog = """
@@ -56,9 +63,9 @@ egglog = """
 """
 
 [[examples]]
-before = "{nest % T(before)}"
-signature = "{sig}"
-after = "{nest % T(after)}"
+before = "{before}"
+signature = "{signature}"
+after = "{after}"
 '''
 
 
@@ -172,31 +179,6 @@ def test_loop_reorder_without_its_dependency_guard_is_refused(tmp_path, verifier
 
 
 # ---------------------------------------------------------------- what each program kind adds
-
-def user_rule(rid: str, category: str, description: str, rule: str, bindings: str, lhs_sort: str,
-              egglog: str, before: str, signature: str, after: str) -> str:
-    return f'''id = "{rid}"
-category = "{category}"
-description = "{description}"
-guards = ["pattern_match"]
-P = 1
-S = 0
-cot = "'{{lhs}}' becomes '{{rhs}}'."
-
-[[rules]]
-name = "{rule}"
-bindings = {{ {bindings} }}
-{f'lhs_sort = "{lhs_sort}"' if lhs_sort else ""}
-egglog = """
-{egglog}
-"""
-
-[[examples]]
-before = "{before}"
-signature = "{signature}"
-after = "{after}"
-'''
-
 
 # Unsound rules the first checker (examples as written, dtypes, literals, the four generated
 # programs) passed, each with the program kind that catches it.

@@ -208,11 +208,15 @@ def _target_nest(nest: LoopNest, target: Var) -> str | None:
     return "".join(to_text(l) for l in loops)
 
 
-def _neighbours(program: Program, rng: random.Random):
+def _nest_context(program: Program):
+    """The top-level nests, their texts, every tensor's shape and the input names."""
     nests = program.leir.nests
-    texts = [to_text(n) for n in nests]
-    shapes = _shapes(program)
-    inputs = set(program.signature.input_names)
+    return (nests, [to_text(n) for n in nests], _shapes(program),
+            set(program.signature.input_names))
+
+
+def _neighbours(program: Program, rng: random.Random):
+    nests, texts, shapes, inputs = _nest_context(program)
     for at, nest in enumerate(nests):
         targets = {}
         for eq in nest.equations:
@@ -239,10 +243,7 @@ def _neighbours(program: Program, rng: random.Random):
 # ---------------------------------------------------------------- the same nest twice
 
 def _twice(program: Program, rng: random.Random):
-    nests = program.leir.nests
-    texts = [to_text(n) for n in nests]
-    shapes = _shapes(program)
-    inputs = set(program.signature.input_names)
+    nests, texts, shapes, inputs = _nest_context(program)
     for at, nest in enumerate(nests):
         yield (f"nest {at} twice", program.with_leir(Leir(nests[:at + 1] + nests[at:])))
         written = {v.target.name: v.target.dtype for v in walk(nest) if isinstance(v, Equation)}
