@@ -218,6 +218,16 @@ def _smallest_nonzero(s: Span) -> float:
     return 0.0
 
 
+def _log_sign(s: Span) -> int:
+    """1 when ``log`` of every value of ``s`` is >= 0 (every value >= 1), -1 when it is <= 0
+    (every value in [0, 1]), else 0."""
+    if s.lo >= 1:
+        return 1
+    if s.lo >= 0 and s.hi <= 1:
+        return -1
+    return 0
+
+
 def _bounds(analysis: RangeAnalysis):
     """(clip, overflow, normal): the largest finite value any float dtype of the program
     holds (to bound what an infinite span's finite values reach), the smallest largest value
@@ -257,6 +267,12 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
             return None
         return (MATH_PRODUCT_NORMAL if op == "Mul" else MATH_QUOTIENT_NORMAL)(a, b)
 
+    def logs_apart(op, a, b) -> list[Fact]:   # log(a)±log(b) cannot cancel
+        if a not in values or b not in values:
+            return []
+        sa, sb = _log_sign(values[a]), _log_sign(values[b])
+        return [MATH_LOGS_APART(a, b)] if sa and sb and (sa == sb) == (op == "Mul") else []
+
     out: dict[Fact, None] = {}   # in the order found: deterministic, no duplicates
     factors = [t for t in values if _closed(t) and values[t].real and values[t].nonzero]
     for term in values:
@@ -268,14 +284,18 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
             if head == "Add" and y[0] == "Div" and whole(x, y[1], y[2]):
                 out[MATH_WHOLE_IN_RANGE(x, y[1], y[2])] = None
             if x[0] == "Log" and y[0] == "Log":   # logsimp: log(a)±log(b) -> log(a*b), log(a/b)
-                fact = log_split_normal("Mul" if head == "Add" else "Div", x[1], y[1])
+                op = "Mul" if head == "Add" else "Div"
+                fact = log_split_normal(op, x[1], y[1])
                 if fact is not None:
                     out[fact] = None
+                out.update(dict.fromkeys(logs_apart(op, x[1], y[1])))
         if head == "Log" and isinstance(args[0], tuple) and args[0][0] in ("Mul", "Div"):
             # expand_log: log(a*b) -> log(a)+log(b), log(a/b) -> log(a)-log(b)
-            fact = log_split_normal(args[0][0], args[0][1], args[0][2])
+            op, a, b = args[0]
+            fact = log_split_normal(op, a, b)
             if fact is not None:
                 out[fact] = None
+            out.update(dict.fromkeys(logs_apart(op, a, b)))
         if head == "Div" and isinstance(args[0], tuple):
             inner, c = args
             if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
@@ -339,6 +359,11 @@ MATH_PRODUCT_NORMAL = Relation(
 MATH_QUOTIENT_NORMAL = Relation(
     "MathQuotientNormal", ("Expr", "Expr"),
     "{0}/{1} is a normal number (no overflow, no underflow) for finite {0} and {1}")
+MATH_LOGS_APART = Relation(
+    "MathLogsApart", ("Expr", "Expr"),
+    "log({0}) and log({1}) cannot cancel: of one sign where they are added, of opposite "
+    "signs where one is subtracted from the other, so splitting or combining the logarithm "
+    "keeps the digits of the result")
 
 OPERAND_RANGE = Guard(
     "operand_range",
@@ -364,6 +389,7 @@ OPERAND_RANGE = Guard(
         MATH_WHOLE_IN_RANGE,
         MATH_PRODUCT_NORMAL,
         MATH_QUOTIENT_NORMAL,
+        MATH_LOGS_APART,
     ),
     facts=_range_facts)
 
