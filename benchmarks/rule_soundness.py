@@ -5,7 +5,8 @@ For each strategy: its declaration (``exact``, ``domain``), then the check run w
 declaration and -- to measure rather than judge -- with no ULP limit, on any IEEE input
 (``float``) and, when that finds NaN/inf moved, on finite inputs. Prints one Markdown row per
 strategy: declared, verdict under the declaration, transitions judged, bitwise, worst ULP
-measured, CPU seconds (this process and the verification worker).
+measured, CPU seconds (this process and the verification worker), and how many of the
+judged transitions each kind of program gave (``soundcheck.PROGRAM_KINDS``).
 
     PYTHONPATH=. python benchmarks/rule_soundness.py [--budget 8] [--only id,id]
 """
@@ -36,8 +37,8 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     strategies = [s for s in load_strategies() if not only or s.id in only]
     print("| strategy | declared | verdict | judged | bitwise | worst ULP | measured (no limit) "
-          "| CPU s |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| CPU s | judged per program kind |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = 0
     for s in strategies:
         engine_for.cache_clear()       # one strategy's e-graphs at a time
@@ -60,7 +61,8 @@ def main() -> int:
                 r.problems[0].splitlines()[0][len(s.id) + 2:][:160]
             failed += bool(r.problems)
             print(f"| {s.id} | {s.exact}, {s.domain} | {verdict} | {r.judged} | {r.bitwise} | "
-                  f"{r.worst_ulps:.3g} | {measured} | {cpu:.1f} |")
+                  f"{r.worst_ulps:.3g} | {measured} | {cpu:.1f} | "
+                  + ", ".join(f"{k} {n}" for k, n in r.by_kind.items()) + " |")
             sys.stdout.flush()
             for p in r.problems:
                 print(p, file=sys.stderr)

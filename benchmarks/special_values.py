@@ -5,14 +5,19 @@ verified transitions are bitwise identical, the ULP distribution of the others (
 and the verification time of each transition without and with the special-value set (its
 strategy's declared domain and exactness), builds warm (each pair verified once before).
 
-    PYTHONPATH=. python benchmarks/special_values.py DIR
+    PYTHONPATH=. python benchmarks/special_values.py DIR [--time N]
+
+``--time N`` times N transitions (a seeded choice; every transition when omitted): a large
+sample's distribution is cheap, its re-verification is not.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import glob
 import json
+import random
 import statistics
 import sys
 
@@ -24,7 +29,7 @@ from leir_egraph.verify import Verifier
 from results_file import recorded  # noqa: E402  (benchmarks/ is the script's folder)
 
 
-def main(out: str) -> int:
+def main(out: str, time_n: int | None = None) -> int:
     rows = [json.loads(line) for p in sorted(glob.glob(f"{out}/dictionary/*.jsonl"))
             for line in open(p)]
     verified = [r for r in rows if r["verified"]]
@@ -37,10 +42,17 @@ def main(out: str) -> int:
         by[r["strategy"]].append(r["max_ulps"])
     for sid, ulps in sorted(by.items()):
         print(f"  {sid}: {sorted(ulps)}")
+    buckets = collections.Counter(_bucket(r["max_ulps"]) for r in others)
+    print("not bitwise, by largest ULP difference: " + ", ".join(
+        f"{b}: {buckets[b]}" for b in BUCKETS if buckets[b]))
     strategies = {s.id: s for s in load_strategies()}
     plain, special, extra = [], [], []
+    timed = rows if time_n is None else random.Random(0).sample(rows, min(time_n, len(rows)))
+    print(f"timed: {len(timed)} of {len(rows)} transitions")
+    if not timed:
+        return 0
     with Verifier() as v:
-        for r in rows:
+        for r in timed:
             sig = Signature.from_dict(json.loads(r["signature"]))
             before = Program(parse(r["before_leir"]), sig, r["program"])
             after = before.with_leir(parse(r["after_leir"]))
@@ -58,5 +70,22 @@ def main(out: str) -> int:
     return 0
 
 
+BUCKETS = ("0 ULP (a zero of the other sign)", "<= 0.5", "<= 1", "<= 2", "<= 4", "<= 16",
+           "> 16")
+
+
+def _bucket(ulps: float) -> str:
+    if ulps == 0:
+        return BUCKETS[0]
+    for limit, name in zip((0.5, 1, 2, 4, 16), BUCKETS[1:]):
+        if ulps <= limit:
+            return name
+    return BUCKETS[-1]
+
+
 if __name__ == "__main__":
-    sys.exit(recorded(lambda: main(sys.argv[1])))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--time", type=int, default=None)
+    args = ap.parse_args()
+    sys.exit(recorded(lambda: main(args.out, args.time)))

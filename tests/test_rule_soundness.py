@@ -15,8 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from leir_egraph.egraph.mutations import KINDS as MUTATION_KINDS
+from leir_egraph.egraph.mutations import mutations
 from leir_egraph.egraph.rulecheck import check_rule_file, example_program
+from leir_egraph.egraph.soundcheck import FIRST_KINDS, PROGRAM_KINDS, check_soundness
 from leir_egraph.egraph.strategy import RuleFileError, load_rule_file, load_strategies
+from leir_egraph.leir import drawn
+from leir_egraph.leir.program import Program
 from leir_egraph.verify import Verifier
 from leir_egraph.verify.compare import exactness
 from leir_egraph.verify.inputs import SPECIAL_FAMILIES, families, special_inputs
@@ -33,9 +38,16 @@ def rule_file(rid: str, egglog: str, bindings: str, before: str, after: str, *,
               exact: str = "", category: str = "math", lhs_sort: str = "") -> str:
     sig = "A:f32[4] D:f32[4] -> C:f32[4]" if "D" in before else "A:f32[4] -> C:f32[4]"
     nest = "B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];"
+    return user_rule(rid, category, f"A test rule: {rid}.", rid.replace("_", "-"), bindings,
+                     lhs_sort, egglog, nest % T(before), sig, nest % T(after), exact=exact)
+
+
+def user_rule(rid: str, category: str, description: str, rule: str, bindings: str, lhs_sort: str,
+              egglog: str, before: str, signature: str, after: str, exact: str = "") -> str:
+    """A rule file of one rule and one example."""
     return f'''id = "{rid}"
 category = "{category}"
-description = "A test rule: {rid}."
+description = "{description}"
 guards = ["pattern_match"]
 P = 1
 S = 0
@@ -43,7 +55,7 @@ cot = "'{{lhs}}' becomes '{{rhs}}'."
 {f'exact = "{exact}"' if exact else ""}
 
 [[rules]]
-name = "{rid.replace("_", "-")}"
+name = "{rule}"
 bindings = {{ {bindings} }}
 {f'lhs_sort = "{lhs_sort}"' if lhs_sort else ""}
 egglog = """
@@ -51,9 +63,9 @@ egglog = """
 """
 
 [[examples]]
-before = "{nest % T(before)}"
-signature = "{sig}"
-after = "{nest % T(after)}"
+before = "{before}"
+signature = "{signature}"
+after = "{after}"
 '''
 
 
@@ -148,9 +160,12 @@ def test_unsound_rule_is_refused_by_a_case_the_check_finds(rid, tmp_path, verifi
     found = [p for p in result.problems if ": unsound: rule" in p]
     assert found, result.problems
     report = found[0]
-    # the report: the program, the rule, the inputs, both outputs
-    for part in ("program: ", f"rule '{rid.replace('_', '-')}'", "input set: ", "before C =",
-                 "after  C ="):
+    # the report: the program, the rule, the inputs, both outputs -- or, where the rewrite
+    # made an invalid program (max(C,e) -> C in a drawn accumulation), why it does not run
+    parts = ("input set: ", "before C =", "after  C =")
+    if "after does not run: LeirValidationError" in report:
+        parts = ("after:   ",)
+    for part in ("program: ", f"rule '{rid.replace('_', '-')}'") + parts:
         assert part in report, report
 
 
@@ -161,6 +176,115 @@ def test_loop_reorder_without_its_dependency_guard_is_refused(tmp_path, verifier
     result = check_rule_file(path, verifier, budget=24)
     found = [p for p in result.problems if ": unsound: rule 'swap-loops'" in p]
     assert found, result.problems
+
+
+# ---------------------------------------------------------------- what each program kind adds
+
+# Unsound rules the first checker (examples as written, dtypes, literals, the four generated
+# programs) passed, each with the program kind that catches it.
+CAUGHT_BY_KIND = {
+    # only valid for even extents: n/2 drops the last iteration of an odd loop
+    "extent": user_rule(
+        "halve_loop", "operator", "Cut a one-loop serial nest into two halves.", "halve-loop",
+        'i = "String", n = "i64"', "Prog",
+        '(rewrite (PCons (MkNest (LCons (MkLoop "L" n i) (LNil)) body) rest)\n'
+        '         (PCons (MkNest (LCons (MkLoop "L" h i) (LNil)) body)\n'
+        '                (PCons (MkNest (LCons (MkLoop "L" h i) (LNil))\n'
+        '                               (SubstBody body i (IAdd (IName i) (IConst h))))\n'
+        '                       rest))\n'
+        '  :when ((> n 1) (= h (/ n 2))))',
+        "L^{8}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];", "A:f32[8] -> C:f32[8]",
+        "L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];"
+        "L^{4}_{a=0}[C^{f32,g}_{a+4}=A^{f32,g}_{a+4}*2;];"),
+    # its author took U (unrolled) for a claim of independent iterations: it claims nothing
+    "loop_kind": user_rule(
+        "reverse_unrolled", "operator", "Run an unrolled outer loop backwards.",
+        "reverse-unrolled", 'i = "String", n = "i64"', "Nest",
+        '(rewrite (MkNest (LCons (MkLoop "U" n i) rest) body)\n'
+        '         (MkNest (LCons (MkLoop "U" n i) rest)'
+        ' (SubstBody body i (ISub (IConst m) (IName i))))\n'
+        '  :when ((> n 1) (= m (- n 1))))',
+        "U^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a}*2;];", "A:f32[4] -> C:f32[4]",
+        "U^{4}_{a=0}[C^{f32,g}_{3-a}=A^{f32,g}_{3-a}*2;];"),
+    # the dependence guard left out: the example's two nests are independent, a neighbouring
+    # reader or writer is not
+    "neighbour": user_rule(
+        "swap_nests", "graph", "Exchange two consecutive nests.", "swap-nests",
+        'first = "Nest", second = "Nest"', "Prog",
+        "(rewrite (PCons first (PCons second rest)) (PCons second (PCons first rest)))",
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"
+        "B^{4}_{tx=0}[E^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];", "A:f32[4] -> C:f32[4] E:f32[4]",
+        "B^{4}_{tx=0}[E^{f32,g}_{tx}=A^{f32,g}_{tx}+1;];"
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*2;];"),
+    # X=X*e starts from 1 only where nothing wrote X before: not the second occurrence
+    "twice": user_rule(
+        "first_product", "math", "Drop the implicit identity of a product accumulation.",
+        "first-product", 't = "Var", e = "Expr"', "Eqn",
+        "(rewrite (MkEq t (Mul (Read t) e)) (MkEq t e))",
+        "B^{4}_{tx=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}*A^{f32,g}_{tx};];", "A:f32[4] -> D:f32[4]",
+        "B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx};];"),
+    # the example takes abs of an exponential, never negative
+    "drawn": user_rule(
+        "drop_abs", "math", "Drop an absolute value.", "drop-abs", 'x = "Expr"', "",
+        "(rewrite (Abs x) x :when ((MathValue x)))",
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=abs(exp(A^{f32,g}_{tx}));];", "A:f32[4] -> C:f32[4]",
+        "B^{4}_{tx=0}[C^{f32,g}_{tx}=exp(A^{f32,g}_{tx});];"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CAUGHT_BY_KIND))
+def test_each_program_kind_catches_an_unsound_rule_the_first_checker_passed(kind, tmp_path,
+                                                                            verifier):
+    text = CAUGHT_BY_KIND[kind]
+    rid = text.split('"')[1]
+    path = write(tmp_path, rid, text)
+    assert check_rule_file(path).problems == []      # its example holds
+    strategy = load_rule_file(path)
+    first = check_soundness(strategy, verifier, budget=12, kinds=FIRST_KINDS)
+    assert first.problems == [] and first.judged > 0, first.problems
+    report = check_soundness(strategy, verifier, budget=12, kinds=FIRST_KINDS + (kind,))
+    found = [p for p in report.problems if ": unsound: rule" in p]
+    assert found and f"({kind}) changes the result" in found[0], report.problems
+    assert report.by_kind.get(kind, 0) >= 1
+    # with every kind and the default budget (what `leir rules check --verify` runs) too
+    assert check_rule_file(path, verifier).problems
+
+
+@settings(max_examples=30, deadline=None)
+@given(program=drawn.programs(), seed=st.integers(0, 2 ** 16))
+def test_drawn_programs_and_their_mutations_are_valid_and_seeded(program, seed):
+    """Every drawn program prints, parses back and validates, and so does every mutation the
+    check keeps (``mutations.valid`` drops the others); the same seed gives the same ones."""
+    from leir_egraph.leir.validate import check
+
+    check(program)
+    assert Program.parse(program.text, program.signature) == program
+    found = mutations(program, seed)
+    assert [(k, label, p.text) for k, label, p in found] == \
+        [(k, label, p.text) for k, label, p in mutations(program, seed)]
+    for kind, label, mutated in found:
+        assert kind in MUTATION_KINDS and mutated != program
+        check(mutated)
+        assert Program.parse(mutated.text, mutated.signature) == mutated, label
+
+
+def test_every_mutation_kind_applies_to_a_two_nest_program():
+    program = example_program(
+        "B^{5}_{tx=0}L^{3}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a}*2;];"
+        "B^{5}_{tx=0}[C^{f32,g}_{tx}=D^{f32,g}_{tx}*A^{f32,g}_{tx,0};];",
+        "A:f32[5,3] -> D:f32[5] C:f32[5]")
+    found = mutations(program, 0)
+    assert {k for k, _, _ in found} == set(MUTATION_KINDS)
+    assert set(MUTATION_KINDS) <= set(PROGRAM_KINDS)   # the check tries every kind
+    extents = {p.leir.nests[0].loops[1].extent for k, _, p in found if k == "extent"}
+    assert 1 in extents or 1 in {p.leir.nests[0].loops[0].extent
+                                 for k, _, p in found if k == "extent"}
+    # a loop-kind change that claims independence is kept only where it holds: the reduction
+    # loop 'a' is never made P, V or B
+    for kind, label, p in found:
+        if kind == "loop_kind" and "loop 'a'" in label:
+            assert p.leir.nests[0].loops[1].kind in "LU", label
+    assert drawn.draw_programs(3, 8) == drawn.draw_programs(3, 8)
 
 
 @pytest.mark.parametrize("rid", sorted(SOUND) + ["loop_peel"])
@@ -302,16 +426,18 @@ def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifie
 
 @pytest.mark.slow
 def test_every_builtin_strategy_holds_what_it_declares():
-    """Each strategy's transitions on its examples and their mutations (f16/f32/f64, other
-    literals) and the generated programs, on normal and special-value inputs, within its
-    declared exact and domain. A fresh worker per strategy keeps the build cache small."""
+    """Each strategy's transitions on its examples as written and on a program of each of the
+    first five other kinds of ``soundcheck.PROGRAM_KINDS`` (other extents, loop kinds, a
+    neighbouring nest, the nest twice, drawn programs) where the rule fires there, on normal
+    and special-value inputs, within its declared exact and domain
+    (``benchmarks/rule_soundness.py`` runs every kind). A fresh worker per strategy keeps the
+    build cache small."""
     from leir_egraph.egraph.engine import engine_for
-    from leir_egraph.egraph.soundcheck import check_soundness
     failed = {}
     for s in load_strategies():
         engine_for.cache_clear()   # one strategy's e-graphs at a time
         with Verifier() as verifier:
-            report = check_soundness(s, verifier, budget=4)
+            report = check_soundness(s, verifier, budget=6)
         if report.problems:
             failed[s.id] = report.problems[0]
         assert report.judged > 0 or s.id in failed, s.id

@@ -54,8 +54,10 @@ def register(sub) -> None:
     c.add_argument("paths", nargs="+", metavar="FILE|DIR", help="rule file or directory of them")
     c.add_argument("--verify", action="store_true",
                    help="also verify every example numerically on TVM (Equal, Independent) "
-                        "and check soundness beyond the examples: mutated examples and the "
-                        "built-in strategies' examples, on normal and special-value inputs, "
+                        "and check soundness beyond the examples: the examples mutated "
+                        "(extents, loop kinds, neighbouring nests, a nest twice, dtypes, "
+                        "literals), programs drawn from the LEIR schema and the built-in "
+                        "strategies' examples, on normal and special-value inputs, "
                         "within the file's declared exact and domain (docs/RULES.md "
                         "\"Value ranges\")")
     c.add_argument("--budget", type=positive_int, default=24, metavar="N",

@@ -1,20 +1,23 @@
 """The soundness check of ``leir rules check --verify``: a strategy tried far beyond its
 author's examples (docs/RULES.md section 10, "Value ranges").
 
-*Programs*: every example's and counterexample's ``before``, and mutations of it -- every
-float tensor in f16, f32 and f64; every literal replaced (by a third of it, by 1e30, by its
-negation minus 0.5); small generated programs (``GENERATED``, extents from the seed); and the
-examples and counterexamples of the other loaded strategies (neighbouring programs the rule
-may also fire on). On each, *every* transition of the strategy (not only the
-one the example lists: the other occurrences its pattern matches) is judged by
-``verify.soundness.judge`` on normal and special-value inputs within the strategy's declared
-``domain``, against its declared ``exact``-ness.
+*Programs*, each with a *kind* (``PROGRAM_KINDS``): every example's and counterexample's
+``before`` as written; its mutations (``egraph.mutations``: ``dtype``, ``literal``, ``extent``,
+``loop_kind``, ``neighbour``, ``twice``, each candidate parsed back and validated); small
+``generated`` programs (``GENERATED``, extents from the seed: the dependence patterns a loop
+rule must respect), which are mutated too; programs ``drawn`` from the LEIR schema with
+hypothesis (``leir.drawn``), kept only where the rule fires; and the examples and
+counterexamples of the other loaded strategies (``others``: neighbouring programs the rule may
+also fire on). On each, *every* transition of the strategy (not only the one an example lists:
+the other occurrences its pattern matches) is judged by ``verify.soundness.judge`` on normal
+and special-value inputs within the strategy's declared ``domain``, against its declared
+``exact``-ness. A program on which the rule does not fire is skipped.
 
-A budget bounds the work: at most ``budget`` transitions per strategy (3 per program), taken
-round-robin over the strategy's own and the generated programs so that every mutation kind
-gets its turn, with 8 of the other strategies' programs after each round; the order is fixed by
-``seed``.
-The first failure is reported as the program, the rule that fired, the inputs and both outputs.
+A budget bounds the work: at most ``budget`` transitions per strategy (``PER_PROGRAM`` per
+program), taken round-robin over the kinds -- each kind's turn judges one transition, of its
+next program the rule fires on -- so that every kind gets its turn, and at most ``TRIES_PER_JUDGED * budget``
+programs run through the engine; the order is fixed by ``seed``. The first failure is reported as the program, the rule that fired, the inputs and
+both outputs.
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from ..leir.ast import Num
 from ..leir.program import Program
-from ..leir.traverse import rebuild
-from ..verify.soundness import FLOAT_CODES, judge, with_float_dtype
+from ..verify.soundness import judge
 from ..verify.verifier import RunError
+from .mutations import KINDS as MUTATION_KINDS
+from .mutations import mutations
 from .rulecheck import example_program
 from .steps import single_steps
 from .strategy import Strategy
+
+# every kind of program the check tries, in the order of a round: the kinds that change a
+# program's context and shape first, so that a small budget (the slow test's) reaches them
+PROGRAM_KINDS = ("as written", "extent", "loop_kind", "neighbour", "twice", "drawn", "dtype",
+                 "literal", "generated", "others")
+# what the check tried before the extent, loop-kind, neighbour, twice and drawn programs
+FIRST_KINDS = ("as written", "dtype", "literal", "generated", "others")
+# programs drawn from the schema per check (those the rule fires on are judged)
+DRAWN = 24
+# at most this many programs go through the engine per transition of the budget
+TRIES_PER_JUDGED = 8
 
 # Small programs generated for every check (extents drawn from the seed): the dependence
 # patterns a loop rule must respect, and value shapes a math rule may match. {n} and {m} are
@@ -49,12 +63,8 @@ GENERATED = (
      "B^{n}_{tx=0}[C^{f32,g}_{tx}=(A^{f32,g}_{tx}-D^{f32,g}_{tx})/2+A^{f32,g}_{tx}*3;];",
      "A:f32[{n}] D:f32[{n}] -> C:f32[{n}]"),
 )
-# at most this many transitions of one program are judged in one pass over the programs
-PER_PROGRAM = 3
-
-# each literal L becomes one of these (a mutation per entry)
-LITERAL_MUTATIONS = (("a third", lambda v: v / 3), ("1e30", lambda v: 1e30),
-                     ("negated", lambda v: -v - 0.5))
+# at most this many transitions of one program are judged
+PER_PROGRAM = 2
 
 
 @dataclass
@@ -68,41 +78,7 @@ class SoundnessReport:
     worst_ulps: float = 0.0       # largest ULP difference from before measured
     cpu_s: float = 0.0            # this process's CPU time plus the verification worker's
     problems: list[str] = field(default_factory=list)
-
-
-def _literals(program: Program, label: str, change) -> Program | None:
-    changed = False
-
-    def swap(node):
-        nonlocal changed
-        if isinstance(node, Num) and node.text not in ("inf", "-inf", "nan"):
-            changed = True
-            return replace(node, text=repr(float(change(float(node.text)))))
-        return None
-
-    leir = rebuild(program.leir, swap)
-    return program.with_leir(leir) if changed else None
-
-
-def mutations(program: Program) -> list[tuple[str, Program]]:
-    """``program`` and its mutations, labelled: other float dtypes, other literal values."""
-    out = [("as written", program)]
-    codes = {v.dtype for v in _vars(program)} & set(FLOAT_CODES)
-    if codes:
-        for code in ("f16", "f32", "f64"):
-            if codes != {code}:
-                out.append((f"in {code}", with_float_dtype(program, code)))
-    for label, change in LITERAL_MUTATIONS:
-        mutated = _literals(program, label, change)
-        if mutated is not None:
-            out.append((f"literals {label}", mutated))
-    return out
-
-
-def _vars(program: Program) -> Iterable:
-    from ..leir.ast import Var
-    from ..leir.traverse import walk
-    return (n for n in walk(program.leir) if isinstance(n, Var))
+    by_kind: dict[str, int] = field(default_factory=dict)   # transitions judged per kind
 
 
 def generated_programs(seed: int) -> list[tuple[str, Program]]:
@@ -138,35 +114,91 @@ def source_programs(strategy: Strategy, neighbours: Iterable[Strategy] = ()
     return out
 
 
+def candidate_programs(strategy: Strategy, neighbours: Iterable[Strategy] = (), seed: int = 0,
+                       kinds: Iterable[str] = PROGRAM_KINDS
+                       ) -> dict[str, list[tuple[str, Program]]]:
+    """The programs of each kind of ``kinds`` (module docstring), labelled, each kind's in an
+    order drawn from ``seed``; the kinds in ``PROGRAM_KINDS`` order."""
+    kinds = tuple(k for k in PROGRAM_KINDS if k in set(kinds))
+    own = source_programs(strategy)
+    generated = generated_programs(seed)
+    queues: dict[str, list] = {k: [] for k in kinds}
+    if "as written" in queues:
+        queues["as written"] = [(f"{label}, as written", p) for label, p in own]
+    if "generated" in queues:
+        queues["generated"] = [(label, p) for label, p in generated]
+    mutated = [k for k in kinds if k in MUTATION_KINDS]
+    for n, (label, program) in enumerate(own + (generated if "generated" in queues else [])):
+        for kind, what, p in mutations(program, seed + n, mutated):
+            queues[kind].append((f"{label}, {what}", p))
+    if "others" in queues:
+        queues["others"] = [(f"{label}, as written", p) for label, p in
+                            source_programs(replace(strategy, examples=(), counterexamples=()),
+                                            neighbours)]
+    if "drawn" in queues:
+        from ..leir.drawn import draw_programs
+        queues["drawn"] = [(f"drawn program {n}", p)
+                           for n, p in enumerate(draw_programs(seed, DRAWN))]
+    for k, kind in enumerate(kinds):
+        if kind != "as written":
+            random.Random(seed * 1000 + k).shuffle(queues[kind])
+    return queues
+
+
 def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strategy] = (),
                     budget: int = 24, seed: int = 0, trials: int = 2,
-                    deadline_s: float | None = None) -> SoundnessReport:
-    """Judge up to ``budget`` transitions of ``strategy`` on its examples, their mutations and
-    the ``neighbours``' examples (module docstring); stop at the first failure. ``deadline_s``
-    bounds the wall time (the transitions not reached are not judged, and the report says so
-    in ``judged``)."""
+                    deadline_s: float | None = None,
+                    kinds: Iterable[str] = PROGRAM_KINDS) -> SoundnessReport:
+    """Judge up to ``budget`` transitions of ``strategy`` on the programs of ``kinds``
+    (module docstring); stop at the first failure. ``deadline_s`` bounds the wall time (the
+    transitions not reached are not judged, and the report says so in ``judged``)."""
     start, wall, worker_cpu = time.process_time(), time.monotonic(), 0.0
     report = SoundnessReport(strategy.id, f"exact {strategy.exact}, domain {strategy.domain}")
-    own = source_programs(strategy) + generated_programs(seed)
-    queues = [[(f"{label}, {what}", p) for what, p in mutations(program)]
-              for label, program in own]
-    random.Random(seed).shuffle(queues)
-    others = [(f"{label}, as written", p) for label, p in
-              source_programs(replace(strategy, examples=(), counterexamples=()), neighbours)]
-    random.Random(seed).shuffle(others)
-    pending = _round_robin(queues, others)
-    for label, program in pending:
+    queues = candidate_programs(strategy, neighbours, seed, kinds)
+    tries = 0
+
+    def turns():
+        """One transition of each kind in turn: of the kind's next program the rule fires on
+        (or the exception the engine raised on it); a program's next transitions (up to
+        ``PER_PROGRAM``) are its kind's next turns."""
+        nonlocal tries
+        while any(queues.values()):
+            for kind, queue in queues.items():
+                while queue and tries < TRIES_PER_JUDGED * budget:
+                    item = queue.pop(0)
+                    if len(item) == 3:      # the next transitions of a program already run
+                        label, program, found = item
+                    else:
+                        label, program = item
+                        tries += 1
+                        try:
+                            found = single_steps(program, strategy)[:PER_PROGRAM]
+                        except Exception as err:  # noqa: BLE001 -- the engine fails on it
+                            yield kind, label, program, err
+                            return
+                    if found:
+                        if len(found) > 1:
+                            queue.insert(0, (label, program, found[1:]))
+                        yield kind, label, program, found[:1]
+                        break
+            if tries >= TRIES_PER_JUDGED * budget:
+                return
+
+    programs, seen = turns(), set()
+    while True:
         if report.judged >= budget or (deadline_s is not None and
                                        time.monotonic() - wall > deadline_s):
             break
-        try:
-            found = single_steps(program, strategy)
-        except Exception as err:  # noqa: BLE001 -- a mutation the engine cannot take
-            report.problems.append(f"{strategy.id}: {label}: the engine fails: "
-                                   f"{type(err).__name__}: {err}")
+        kind, label, program, found = next(programs, (None, None, None, None))
+        if kind is None:
             break
-        report.programs += 1
-        for t in found[: min(PER_PROGRAM, budget - report.judged)]:
+        if isinstance(found, Exception):
+            report.problems.append(f"{strategy.id}: {label}: the engine fails: "
+                                   f"{type(found).__name__}: {found}")
+            break
+        seen.add(label)
+        report.programs = len(seen)
+        for t in found:
             try:
                 verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
                                 seed=seed, trials=trials)
@@ -178,30 +210,17 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
             if verdict.skipped:
                 break
             report.judged += 1
+            report.by_kind[kind] = report.by_kind.get(kind, 0) + 1
             worker_cpu += verdict.cpu_s
             report.bitwise += verdict.bitwise
             report.worst_ulps = max(report.worst_ulps, verdict.ulps)
             if not verdict.ok:
                 report.problems.append(
-                    f"{strategy.id}: unsound: rule '{t.rule}' on {label} changes the result "
-                    f"({report.declared})\n  program: {program.text}\n  signature: "
+                    f"{strategy.id}: unsound: rule '{t.rule}' on {label} ({kind}) changes the "
+                    f"result ({report.declared})\n  program: {program.text}\n  signature: "
                     f"{program.signature.to_json()}\n  after:   {t.after.text}\n  "
                     + verdict.failure.replace("\n", "\n  "))
                 report.cpu_s = time.process_time() - start + worker_cpu
                 return report
-            if report.judged >= budget:
-                break
     report.cpu_s = time.process_time() - start + worker_cpu
     return report
-
-
-def _round_robin(queues: list[list], extra: list, per_round: int = 8) -> Iterable:
-    """One item of each queue in turn, and ``per_round`` items of ``extra`` after each round,
-    until everything is taken."""
-    queues, extra = [list(q) for q in queues], list(extra)
-    while any(queues) or extra:
-        for q in queues:
-            if q:
-                yield q.pop(0)
-        for _ in range(min(per_round, len(extra))):
-            yield extra.pop(0)

@@ -218,6 +218,16 @@ def _smallest_nonzero(s: Span) -> float:
     return 0.0
 
 
+def _log_sign(s: Span) -> int:
+    """1 when ``log`` of every value of ``s`` is >= 0 (every value >= 1), -1 when it is <= 0
+    (every value in [0, 1]), else 0."""
+    if s.lo >= 1:
+        return 1
+    if s.lo >= 0 and s.hi <= 1:
+        return -1
+    return 0
+
+
 def _bounds(analysis: RangeAnalysis):
     """(clip, overflow, normal): the largest finite value any float dtype of the program
     holds (to bound what an infinite span's finite values reach), the smallest largest value
@@ -249,6 +259,20 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
         return (small(c) > 0 and big(a) * big(c) + big(b) <= top
                 and big(a) + big(b) / small(c) <= top)
 
+    def log_split_normal(op, a, b) -> Fact | None:   # a*b (op Mul) or a/b (op Div) normal
+        ok = small(a) > 0 and small(b) > 0 and (
+            big(a) * big(b) <= top and small(a) * small(b) >= normal if op == "Mul"
+            else big(a) / small(b) <= top and small(a) / big(b) >= normal)
+        if not ok:
+            return None
+        return (MATH_PRODUCT_NORMAL if op == "Mul" else MATH_QUOTIENT_NORMAL)(a, b)
+
+    def logs_apart(op, a, b) -> list[Fact]:   # log(a)±log(b) cannot cancel
+        if a not in values or b not in values:
+            return []
+        sa, sb = _log_sign(values[a]), _log_sign(values[b])
+        return [MATH_LOGS_APART(a, b)] if sa and sb and (sa == sb) == (op == "Mul") else []
+
     out: dict[Fact, None] = {}   # in the order found: deterministic, no duplicates
     factors = [t for t in values if _closed(t) and values[t].real and values[t].nonzero]
     for term in values:
@@ -259,14 +283,19 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
                 out[MATH_QUOTIENTS_IN_RANGE(x[1], y[1], x[2])] = None
             if head == "Add" and y[0] == "Div" and whole(x, y[1], y[2]):
                 out[MATH_WHOLE_IN_RANGE(x, y[1], y[2])] = None
-            if x[0] == "Log" and y[0] == "Log":
-                a, b = x[1], y[1]
-                ok = small(a) > 0 and small(b) > 0 and (
-                    big(a) * big(b) <= top and small(a) * small(b) >= normal if head == "Add"
-                    else big(a) / small(b) <= top and small(a) / big(b) >= normal)
-                if ok:
-                    normal_of = MATH_PRODUCT_NORMAL if head == "Add" else MATH_QUOTIENT_NORMAL
-                    out[normal_of(a, b)] = None
+            if x[0] == "Log" and y[0] == "Log":   # logsimp: log(a)±log(b) -> log(a*b), log(a/b)
+                op = "Mul" if head == "Add" else "Div"
+                fact = log_split_normal(op, x[1], y[1])
+                if fact is not None:
+                    out[fact] = None
+                out.update(dict.fromkeys(logs_apart(op, x[1], y[1])))
+        if head == "Log" and isinstance(args[0], tuple) and args[0][0] in ("Mul", "Div"):
+            # expand_log: log(a*b) -> log(a)+log(b), log(a/b) -> log(a)-log(b)
+            op, a, b = args[0]
+            fact = log_split_normal(op, a, b)
+            if fact is not None:
+                out[fact] = None
+            out.update(dict.fromkeys(logs_apart(op, a, b)))
         if head == "Div" and isinstance(args[0], tuple):
             inner, c = args
             if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
@@ -330,6 +359,11 @@ MATH_PRODUCT_NORMAL = Relation(
 MATH_QUOTIENT_NORMAL = Relation(
     "MathQuotientNormal", ("Expr", "Expr"),
     "{0}/{1} is a normal number (no overflow, no underflow) for finite {0} and {1}")
+MATH_LOGS_APART = Relation(
+    "MathLogsApart", ("Expr", "Expr"),
+    "log({0}) and log({1}) cannot cancel: of one sign where they are added, of opposite "
+    "signs where one is subtracted from the other, so splitting or combining the logarithm "
+    "keeps the digits of the result")
 
 OPERAND_RANGE = Guard(
     "operand_range",
@@ -355,6 +389,7 @@ OPERAND_RANGE = Guard(
         MATH_WHOLE_IN_RANGE,
         MATH_PRODUCT_NORMAL,
         MATH_QUOTIENT_NORMAL,
+        MATH_LOGS_APART,
     ),
     facts=_range_facts)
 
