@@ -78,11 +78,12 @@ _TERMS = {
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from(["+", "-", "*"]), dtype=st.sampled_from(["f16", "f32", "f64"]),
        term=st.sampled_from(sorted(_TERMS)), rows=st.integers(1, 3),
-       width=st.sampled_from([8, 16, 24]), depth=st.integers(2, 5))
+       width=st.sampled_from([8, 12, 16, 21]), depth=st.integers(2, 5))
 def test_register_tiling_keeps_every_bit(verifier, op, dtype, term, rows, width, depth):
     """Any tileable accumulation (three operators, three dtypes, terms that read the output
     index as a value or under a condition) keeps every output bit on every special-value input
-    set: each element still takes its terms in the order of the reduction loop."""
+    set: each element still takes its terms in the order of the reduction loop. Widths that
+    are no multiple of the lanes exercise the remainder nest."""
     np_dtype = {"f16": "float16", "f32": "float32", "f64": "float64"}[dtype]
     e = _TERMS[term].replace("DT", dtype)
     acc = f"D^{{{dtype},g}}_{{tx,a}}"
@@ -93,7 +94,7 @@ def test_register_tiling_keeps_every_bit(verifier, op, dtype, term, rows, width,
            "outputs": [{"name": "D", "dtype": np_dtype, "shape": [rows, width]}]}
     root = Program.parse(text, sig)
     steps = single_steps(root, "register_tiling")
-    assert {int(t.bindings["w"]) for t in steps} == {w for w in (8, 16, 32, 64) if width % w == 0}
+    assert {int(t.bindings["w"]) for t in steps} == {w for w in (8, 16, 32, 64) if w <= width}
     for t in steps:
         verdict = judge(verifier, root, t.after, ulps=0, domain="float")
         assert verdict.skipped is None and verdict.ok and verdict.bitwise, verdict.failure
@@ -104,11 +105,14 @@ def test_register_tiling_keeps_every_bit(verifier, op, dtype, term, rows, width,
      "the term reads the accumulated tensor"),
     ("B^{4}_{tx=0}L^{16}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,15-a}=D^{f32,g}_{tx,15-a}+A^{f32,g}_{tx,c};];",
      "the output loop is not the last subscript on its own"),
+    ("B^{4}_{tx=0}L^{7}_{a=0}L^{5}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c};];",
+     "7 output columns hold no tile of 8 lanes"),
     ("B^{4}_{tx=0}L^{16}_{a=0}L^{5}_{c=0}[D^{f32,g}_{a,tx}=D^{f32,g}_{a,tx}+A^{f32,g}_{tx,c};];",
      "the loop outside the reduction indexes a strided dimension"),
 ])
 def test_register_tiling_refuses(text, why):
     sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 5]}],
            "outputs": [{"name": "D", "dtype": "float32",
-                        "shape": [16, 4] if "D^{f32,g}_{a,tx}" in text else [4, 16]}]}
+                        "shape": [16, 4] if "D^{f32,g}_{a,tx}" in text else
+                        [4, 7] if "L^{7}" in text else [4, 16]}]}
     assert single_steps(Program.parse(text, sig), "register_tiling") == [], why

@@ -7,8 +7,9 @@
   X's subscripts on its own, and ``a``, the loop just outside ``c``, is X's last subscript (the
   unit-stride axis of the row-major output). So each element of X is written by exactly one
   iteration of the loops around ``c``, and its terms arrive in the order of ``c``;
-* ``LaneTile n w`` (guard loop_range_factorization): a loop of ``n`` iterations splits into
-  ``n/w`` tiles of ``w`` vector lanes, ``w`` in LANE_WIDTHS dividing ``n``.
+* ``LaneTile n w`` (guard loop_range_factorization): a loop of ``n`` iterations holds at least
+  one tile of ``w`` vector lanes, ``w`` in LANE_WIDTHS up to ``n``: ``n//w`` tiles, and the
+  ``n%w`` iterations left over (the remainder) keep the original nest.
 
 A pure function of the program.
 """
@@ -81,7 +82,7 @@ def _lane_facts(loaded: LoadedProgram) -> Iterable[Fact]:
             extents.update(l.extent for l in nest.loops if l.index == found[0])
     for n in sorted(extents):
         for w in LANE_WIDTHS:
-            if w <= n and n % w == 0:
+            if w <= n:
                 yield LANE_TILE(n, w)
 
 
