@@ -296,6 +296,13 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         vec, strided_v = _vectorizes(loops, eq, reads, target, chain)
         cheap, trans = _op_cycles(eq.value, ops)
         cheap += ops["store"]
+        # an accumulation along vector lanes whose target stays put in the loop around them (a
+        # reduction loop outside the lanes): each vector of lanes is a dependency chain over
+        # that loop, and a local target (a register tile) is never loaded or stored in it
+        held = (bool(acc_op) and vec and not chain and len(loops) >= 2
+                and _stride(target, loops[-2].index) == 0.0)
+        if held and eq.target.scope == "l":
+            cheap -= ops["load"] + ops["store"]
         lanes = max(m.vector_bytes // target.bytes, 1)
         if vec and not strided_v:
             per_iter = cheap / lanes + trans / max(lanes * m.transcendental_vector_gain, 1.0)
@@ -305,6 +312,8 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
             per_iter = cheap + trans
         if chain:
             per_iter = max(per_iter, m.chain_latency)
+        if held:   # the lanes' chains run side by side: one latency per outer iteration
+            per_iter = max(per_iter, m.chain_latency / loops[-1].extent)
         any_vec |= vec
         any_chain |= chain
         copies = math.prod(l.extent for l in loops if l.kind == "U")
