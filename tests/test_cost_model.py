@@ -59,6 +59,19 @@ def test_a_register_tile_of_several_vectors_ranks_first():
     assert tile(32).seconds < glob.seconds
 
 
+def test_a_short_reduction_loop_is_unrolled_and_the_row_vectorised():
+    """An inner dimension of 16 (as #47's 18): LLVM unrolls the reduction and vectorises the
+    output loop around it, so the nest is no dependency chain; 256 stays one."""
+    short = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 16]},
+                        {"name": "C", "dtype": "float32", "shape": [16, 128]}],
+             "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+    body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{16}_{c=0}" + body, short)
+    assert not ijk.nests[0].chain and ijk.nests[0].vectorized
+    long = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
+    assert long.nests[0].chain and not long.nests[0].vectorized
+
+
 def test_fusion_saves_the_intermediate_pass():
     two = ("B^{256}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
            "B^{256}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}*2;];")
