@@ -36,6 +36,42 @@ def test_orders_the_textbook_cases():
     assert one_core.seconds >= rows.seconds        # a fork with nothing to share it
 
 
+def test_a_register_tile_of_several_vectors_ranks_first():
+    """register_tiling's kernels (docs/SEARCH.md): a local tile held across the reduction loop
+    is neither loaded nor stored in it, and each vector of lanes is a dependency chain over
+    that loop, so 4 vectors of lanes beat one, and beat the reordered nest that loads and
+    stores its global row in every iteration; all beat the scalar chain."""
+    body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
+    ikj = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + body, MM)
+
+    def tile(w):
+        return c(f"B^{{128}}_{{tx=0}}L^{{{128 // w}}}_{{a=0}}[V^{{{w}}}_{{d=0}}[E^{{f32,l}}_{{tx,d}}=0;];"
+                 f"L^{{256}}_{{c=0}}V^{{{w}}}_{{d=0}}[E^{{f32,l}}_{{tx,d}}=E^{{f32,l}}_{{tx,d}}"
+                 f"+A^{{f32,g}}_{{tx,c}}*C^{{f32,g}}_{{c,a*{w}+d}};];"
+                 f"V^{{{w}}}_{{d=0}}[D^{{f32,g}}_{{tx,a*{w}+d}}=E^{{f32,l}}_{{tx,d}};];];", MM)
+
+    assert tile(32).seconds < ikj.seconds < tile(8).seconds < ijk.seconds
+    # the same tile in global memory pays the load and store of every iteration
+    glob = c("B^{128}_{tx=0}L^{4}_{a=0}[V^{32}_{d=0}[E^{f32,g}_{tx,d}=0;];L^{256}_{c=0}V^{32}_{d=0}"
+             "[E^{f32,g}_{tx,d}=E^{f32,g}_{tx,d}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a*32+d};];"
+             "V^{32}_{d=0}[D^{f32,g}_{tx,a*32+d}=E^{f32,g}_{tx,d};];];", MM)
+    assert tile(32).seconds < glob.seconds
+
+
+def test_a_short_reduction_loop_is_unrolled_and_the_row_vectorised():
+    """An inner dimension of 16 (as #47's 18): LLVM unrolls the reduction and vectorises the
+    output loop around it, so the nest is no dependency chain; 256 stays one."""
+    short = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 16]},
+                        {"name": "C", "dtype": "float32", "shape": [16, 128]}],
+             "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+    body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{16}_{c=0}" + body, short)
+    assert not ijk.nests[0].chain and ijk.nests[0].vectorized
+    long = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
+    assert long.nests[0].chain and not long.nests[0].vectorized
+
+
 def test_fusion_saves_the_intermediate_pass():
     two = ("B^{256}_{tx=0}L^{512}_{a=0}[D^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a});];"
            "B^{256}_{tx=0}L^{512}_{a=0}[C^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}*2;];")

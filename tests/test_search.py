@@ -146,15 +146,39 @@ def test_shared_ranking_on_kernels_writing_one_tensor_and_the_unshareable_case()
 
 
 def test_diverse_ranking_offers_each_strategy_once_before_any_twice(root):
-    diverse = RulesProposer("cost", strategies=_strategies(), lookahead=1).ranked(root)
+    proposer = RulesProposer("cost", strategies=_strategies(), lookahead=1)
+    diverse = proposer.ranked(root)
     plain = RulesProposer("cost", strategies=_strategies(), lookahead=1,
                           diverse=False).ranked(root)
-    kinds = {t.strategy for t in plain}
-    assert len(kinds) > 1 and len({t.strategy for t in diverse[:len(kinds)]}) == len(kinds)
+    now = proposer.cost_of(root)
+    gains = [t for t in diverse if proposer.cost_of(t.after) < now]
+    # the steps the model expects to gain come first, each strategy once before any twice
+    assert diverse[:len(gains)] == gains
+    rest = diverse[len(gains):]
+    for group in (gains, rest):
+        kinds = {t.strategy for t in group}
+        assert len({t.strategy for t in group[:len(kinds)]}) == len(kinds)
+    assert gains and len({t.strategy for t in rest}) > 1
     assert sorted(t.after.text for t in diverse) == sorted(t.after.text for t in plain)
-    for kind in kinds:   # the cost order inside each strategy is kept
+    for kind in {t.strategy for t in plain}:   # the cost order inside each strategy is kept
         assert ([t.after.text for t in diverse if t.strategy == kind]
                 == [t.after.text for t in plain if t.strategy == kind])
+
+
+def test_the_proposer_offers_no_parallel_loop_on_one_thread(monkeypatch):
+    """At one timing thread a P loop is the serial loop plus a fork and join: never offered;
+    at two threads it is, and the model's machine has the timing's thread count."""
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 64]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 64]}]}
+    scale = Program.parse("B^{4}_{tx=0}L^{64}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];", sig)
+    monkeypatch.setenv("LEIR_NUM_THREADS", "1")
+    one = RulesProposer("cost", strategies=_strategies(), lookahead=1)
+    assert one.machine.cores == 1
+    assert "loop_parallelization" not in {t.strategy for t in one.ranked(scale)}
+    monkeypatch.setenv("LEIR_NUM_THREADS", "2")
+    two = RulesProposer("cost", strategies=_strategies(), lookahead=1)
+    assert two.machine.cores == 2
+    assert "loop_parallelization" in {t.strategy for t in two.ranked(scale)}
 
 
 def test_replay_answers_failures_are_samples_with_reasons(root, verifier, tmp_path):

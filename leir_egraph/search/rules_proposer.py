@@ -12,6 +12,13 @@ cost order spends a 16-sample budget on sixteen near-identical splits, unrolls a
 while a step of another strategy that pays, ranked lower, is never offered; interleaving keeps
 the cost order inside each strategy and lets the judge's measurements choose between
 strategies.
+The model's verdicts shape the order too (issue 39: "no samples spent on moves the model knows
+cannot help"): steps the model expects to make the program faster (their own cost, or the
+lookahead's, below the program's) come before every step it expects to gain nothing, each group
+interleaved as above; and a ``loop_parallelization`` step is never offered when the programs
+are timed on one thread, where a P loop is the serial loop plus a fork and join. The model's
+machine has the cores the timings run on (``lower.threads.wanted``: ``LEIR_NUM_THREADS``,
+``TVM_NUM_THREADS`` or the CPUs this process may use).
 ``rank="random"`` offers a seeded uniform choice -- the baseline. Either way a step is offered
 only if no step equal to it up to renaming was judged in this run or offered before it.
 
@@ -50,11 +57,14 @@ from .tree import Proposal
 
 # The second step of the lookahead tries, by default, the loop and fusion strategies among
 # the built-in ones: they are where speed comes from on a CPU (docs/COST.md), and enumerating
-# all 43 twice per node is too slow. A user's own strategies (loaded from a directory) that the
+# all 44 twice per node is too slow. A user's own strategies (loaded from a directory) that the
 # proposer runs are looked ahead with too: the user chose them, and nothing says they do not
 # enable a faster step.
 LOOKAHEAD_STRATEGIES = ("loop_reorder", "loop_split", "loop_parallelization",
-                        "loop_vectorization", "operator_fusion", "compute_inline")
+                        "loop_vectorization", "register_tiling", "operator_fusion",
+                        "compute_inline")
+# Steps that only add parallel (P) loops: they cannot make a program faster on one thread.
+PARALLEL_ONLY = frozenset({"loop_parallelization"})
 
 
 class RulesProposer:
@@ -71,7 +81,7 @@ class RulesProposer:
     def __init__(self, rank: str = "cost", *, seed: int = 0, strategies: Sequence | None = None,
                  lookahead: int = 2, beam: int = 2, diverse: bool = True,
                  lookahead_strategies: Sequence | str | None = "auto",
-                 machine: Machine = CPU, shared: bool = True):
+                 machine: Machine | None = None, shared: bool = True):
         if rank not in ("cost", "random"):
             raise ValueError(f"rank {rank!r}: use 'cost' or 'random'")
         self.rank, self.seed, self.lookahead, self.beam = rank, seed, lookahead, beam
@@ -79,8 +89,9 @@ class RulesProposer:
         self.strategies = list(resolve(strategies)) if strategies is not None else None
         if self.strategies == []:
             raise ValueError("strategies: an empty list chooses nothing; None means all")
-        self.machine, self.shared = machine, shared
-        self._seconds = SharedSeconds(machine)
+        self.machine = machine if machine is not None else timing_machine()
+        self.shared = shared
+        self._seconds = SharedSeconds(self.machine)
         self.lookahead_strategies = self._lookahead(lookahead_strategies)
         self._kernel_steps: KernelSteps | None = None
         self._next: dict[str, list[Transition]] = {}
@@ -159,6 +170,8 @@ class RulesProposer:
         if program.text in self._ranked:
             return self._ranked[program.text]
         steps = self.steps(program)
+        if self.machine.cores == 1:
+            steps = [t for t in steps if t.strategy not in PARALLEL_ONLY]
         own = {id(t): self.cost_of(t.after) for t in steps}
         order = sorted(steps, key=lambda t: (own[id(t)], t.strategy, t.after.text))
         score = dict(own)
@@ -176,8 +189,12 @@ class RulesProposer:
                     score[id(t)] = min(own[id(t)], best)
             order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
                                                  t.after.text))
+        now = self.cost_of(program)
+        gains = [t for t in order if score[id(t)] < now]
+        rest = [t for t in order if score[id(t)] >= now]
         if self.diverse:
-            order = interleave(order)
+            gains, rest = interleave(gains), interleave(rest)
+        order = gains + rest
         self._ranked[program.text] = order
         return order
 
@@ -201,6 +218,14 @@ class RulesProposer:
             if len(out) == request.k:
                 break
         return out
+
+
+def timing_machine() -> Machine:
+    """The model's CPU with the cores the timings run on (``lower.threads.wanted``)."""
+    from dataclasses import replace
+
+    from ..lower.threads import wanted
+    return replace(CPU, cores=wanted())
 
 
 def interleave(order: Sequence[Transition]) -> list[Transition]:
