@@ -46,6 +46,7 @@ class Measured:
     root_ms: float | None
     time_ms: float | None
     reason: str | None = None
+    threads: int | None = None   # TVM runtime threads the times ran on (lower.threads)
 
     @property
     def speedup(self) -> float | None:
@@ -73,7 +74,8 @@ def measure(space: Exploration, keys, *, trials: int = 3, timeout: float = 60.0,
     for k, r in zip(keys, results):
         independent = r.independent or (r.equal and r.before_independent is False)
         out.append(Measured(k, space.graph.nodes[k]["depth"], modelled[k], r.level, r.equal,
-                            independent, r.time_before_ms, r.time_after_ms, r.reason))
+                            independent, r.time_before_ms, r.time_after_ms, r.reason,
+                            r.threads))
     return out
 
 
