@@ -19,7 +19,7 @@ import statistics
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -263,6 +263,21 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
     configure_threads()
     built.function()(*args, *outs, *built.extra_args)
     return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
+
+
+def prepared_call(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm",
+                  **options) -> Callable[[], None]:
+    """A zero-argument call that runs ``program``'s build (cached) on argument and output
+    tensors made once from ``inputs``, on ``threads.in_use()`` threads: for timing a program
+    with the same clock as something that is not TVM (``benchmarks/peers.py`` times it beside
+    torch eager and torch.compile)."""
+    if target_kind(target) != "llvm":
+        raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
+    built = build(program, target, **options)
+    args, outs = _tensors(program, inputs)
+    configure_threads()
+    function, extra = built.function(), built.extra_args
+    return lambda: function(*args, *outs, *extra)
 
 
 def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, warmup: int,
