@@ -53,6 +53,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from results_file import recorded  # noqa: E402
+from search import load_rows  # noqa: E402  (benchmarks/search.py: its workloads, its rows)
 
 ALGORITHMS = ["greedy", "beam", "bfs", "dfs", "mcts", "chain", "chain_no_parent"]
 CONTENDERS = ("eager", "compile", "root", "best", "best_any", "metaschedule")
@@ -224,17 +225,6 @@ def settings(args) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- running and reporting
 
-def load_rows(path: Path) -> list[dict]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass   # a line cut off by an interrupted run
-    return rows
-
-
 def run(args) -> None:
     import torch
 
@@ -299,8 +289,9 @@ def _geo(values) -> str:
     return f"{math.exp(statistics.mean(math.log(v) for v in values)):.2f}" if values else "-"
 
 
-def report(args) -> None:
-    rows = [r for r in load_rows(Path(args.out) / "results.jsonl")]
+def report(args) -> int:
+    """Print the tables and figures of every row in ``--out`` (the exit status: 0)."""
+    rows = load_rows(Path(args.out) / "results.jsonl")
     counts = sorted({r["threads"]["wanted"] for r in rows})
     print("Times: per-call milliseconds, median over interleaved rounds (module docstring). "
           "Ratios best/peer < 1: ours is faster. `confirmed`: the beam search's confirmed "
@@ -356,6 +347,7 @@ def report(args) -> None:
             print("\nnot measured:")
             for index, what, why in sorted(errors):
                 print(f"- #{index} {what}: {why[:220]}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -383,8 +375,7 @@ def main(argv=None) -> int:
         ap.error("--threads, --rounds and --max-samples must be >= 1, --ms-samples >= 0")
     if not args.report:
         run(args)
-    report(args)
-    return 0
+    return report(args)
 
 
 if __name__ == "__main__":
