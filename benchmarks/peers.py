@@ -305,8 +305,12 @@ def report(args) -> int:
         failed = [r for r in mine.values() if "error" in r]
         configs = sorted({json.dumps(r["settings"], sort_keys=True) for r in mine.values()})
         loads = [x for r in ok for x in (r["load_before"][0], r["load_after"][0])]
+        thirty = [e.index for e in chosen_workloads("30")]
+        left = [i for i in thirty if i not in mine]
         print(f"\n## {threads} thread(s): {len(ok)} workloads measured"
-              + (f", {len(failed)} failed" if failed else ""))
+              + (f", {len(failed)} failed" if failed else "")
+              + (f"; {len(left)} of the 30 not measured at this count "
+                 f"({', '.join(f'#{i}' for i in left)})" if left else "; all 30"))
         print(f"\nworkloads: {', '.join(f'#{i}' for i in sorted(mine))}; settings: "
               f"{'; '.join(configs)}; 1-minute load during the rows: "
               + (f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-")
