@@ -5,7 +5,7 @@ one process, interleaved rounds, at each ``--threads`` count:
 
 * **eager**: the PyTorch module (torch's intra-op threads set to the count);
 * **compile**: ``torch.compile`` (inductor, default mode), compiled afresh for each count;
-* **root**: our translation of the module, TVM llvm at opt-level 3 (``lower.prepared_call``);
+* **root**: our translation of the module, TVM llvm at opt-level 3 (``lower.prepared_calls``);
 * **best**: the best program of ``leir search --algorithm beam --max-samples N`` (the rules
   proposer ranked by the cost model; confirmed speedup, docs/SEARCH.md §1), searched at that
   thread count;
@@ -143,7 +143,7 @@ def measure_workload(entry, threads: int, args, verifier, cache: Path) -> dict[s
 
     from leir_egraph.explore.measure import program_inputs
     from leir_egraph.frontend import from_torch
-    from leir_egraph.lower import prepared_call, run
+    from leir_egraph.lower import prepared_calls, run
     from leir_egraph.lower import threads as pool
     from leir_egraph.lower.targets import cpu_target
     from leir_egraph.workloads import steptp
@@ -183,13 +183,14 @@ def measure_workload(entry, threads: int, args, verifier, cache: Path) -> dict[s
         calls["compile"] = compiled_call
     except Exception as err:  # noqa: BLE001 -- recorded, the other contenders still run
         row["errors"]["compile"] = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
-    calls["root"] = prepared_call(program, tvm_inputs)
+    ours = {"root": program}   # one set of tensors for all of them (lower.prepared_calls)
     if "beam" in searches:
-        calls["best"] = prepared_call(searches["beam"]["program"], tvm_inputs)
+        ours["best"] = searches["beam"]["program"]
     if len(searches) > 1 or "beam" not in searches:
         fastest = max(searches, key=lambda a: (searches[a]["speedup"], a == "beam"))
         row["best_any_algorithm"] = fastest
-        calls["best_any"] = prepared_call(searches[fastest]["program"], tvm_inputs)
+        ours["best_any"] = searches[fastest]["program"]
+    calls.update(zip(ours, prepared_calls(list(ours.values()), tvm_inputs)))
     if args.ms_samples:
         from ms_replay import ReplayError, replay
         try:
@@ -220,7 +221,8 @@ def measure_workload(entry, threads: int, args, verifier, cache: Path) -> dict[s
 def settings(args) -> dict[str, Any]:
     """What makes two rows comparable (a row of other settings is measured again)."""
     return {"max_samples": args.max_samples, "algorithms": sorted(args.algorithms),
-            "ms_samples": args.ms_samples, "rounds": args.rounds, "seed": args.seed}
+            "ms_samples": args.ms_samples, "rounds": args.rounds, "seed": args.seed,
+            "tensors": "shared"}   # our programs on one set of tensors (lower.prepared_calls)
 
 
 # ---------------------------------------------------------------- running and reporting
