@@ -294,6 +294,8 @@ def _geo(values) -> str:
 def report(args) -> int:
     """Print the tables and figures of every row in ``--out`` (the exit status: 0)."""
     rows = load_rows(Path(args.out) / "results.jsonl")
+    if args.note:
+        print(args.note + "\n")
     counts = sorted({r["threads"]["wanted"] for r in rows})
     print("Times: per-call milliseconds, median over interleaved rounds (module docstring). "
           "Ratios best/peer < 1: ours is faster. `confirmed`: the beam search's confirmed "
@@ -376,6 +378,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/out/peers", help="results folder")
     ap.add_argument("--report", action="store_true", help="only print the tables")
+    ap.add_argument("--note", default="",
+                    help="a paragraph printed above the tables (e.g. how a staged run was "
+                         "made: its commands and scale)")
     args = ap.parse_args(argv)
     if min(args.threads) < 1 or args.rounds < 1 or args.max_samples < 1 or args.ms_samples < 0:
         ap.error("--threads, --rounds and --max-samples must be >= 1, --ms-samples >= 0")
