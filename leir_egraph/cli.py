@@ -209,6 +209,20 @@ def id_list(text: str | None) -> list[str] | None:
     return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
 
+# ---------------------------------------------------------------- timing threads
+
+def add_threads_option(parser) -> None:
+    """``--threads N``, the one way every command that times chooses how many threads TVM's
+    runtime pool runs ``P`` loops on (``lower/threads.py``; default: ``LEIR_NUM_THREADS``, else
+    ``TVM_NUM_THREADS``, else the CPUs this process may use). ``run_command`` applies it
+    (``threads.use``) before the handler runs, so every worker the command starts inherits it;
+    every timing records the count it ran on."""
+    parser.add_argument("--threads", type=positive_int, metavar="N",
+                        help="threads TVM runs parallel (P) loops on while timing (default: "
+                             "LEIR_NUM_THREADS, else TVM_NUM_THREADS, else the CPUs this "
+                             "process may use); recorded with every timing")
+
+
 # ---------------------------------------------------------------- running a command
 
 def build_parser() -> argparse.ArgumentParser:
@@ -272,6 +286,9 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
                   file=sys.stderr)
             return EXIT_BAD_INPUT
         name = f"{parser.prog} {args.command}" if getattr(args, "command", None) else name
+        if getattr(args, "threads", None) is not None:   # add_threads_option
+            from .lower.threads import use
+            use(args.threads)
         return int(handler(args) or 0)
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli import (ArgumentParser, InputError, bounded, natural, positive_float, positive_int,
-                  run_command)
+from .cli import (ArgumentParser, InputError, add_threads_option, bounded, natural,
+                  positive_float, positive_int, run_command)
 from .dataset import DEMO_PROGRAMS, DatasetConfig, Execution, build_dataset
 from .dataset.report import enumerated_label, markdown_table
 from .dataset.splits import DEFAULT_FRACTIONS, SplitLeakError
@@ -126,6 +126,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--timing", action="store_true",
                    help="measure run times and speedups (measurements differ between runs, so "
                         "the time columns are the only bytes that do)")
+    add_threads_option(g)
     g.add_argument("--no-cuda-source", action="store_true",
                    help="skip emitting CUDA C for every before/after program")
     g = p.add_argument_group("balancing")

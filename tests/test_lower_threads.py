@@ -70,3 +70,71 @@ def test_a_bad_count_is_a_one_line_error(monkeypatch):
     monkeypatch.setenv("LEIR_NUM_THREADS", "0")
     with pytest.raises(ValueError, match="threads >= 1"):
         threads.wanted()
+
+
+# ---------------------------------------------------------------- --threads on every timing command
+
+BEFORE = "P^{64}_{a=0}L^{32}_{c=0}[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a,c};];"
+SIGNATURE = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 32]}],
+             "outputs": [{"name": "C", "dtype": "float32", "shape": [64]}]}
+
+
+def _recorded_threads(command: str, out: Path) -> list:
+    """The thread counts a command's output records (one per timing it reports)."""
+    if command == "search":
+        result = json.loads((out / "stdout").read_text())
+        return [result["threads"]]
+    if command == "verify":
+        return [json.loads((out / "stdout").read_text())["threads"]]
+    if command == "explore":
+        result = json.loads((out / "stdout").read_text())
+        return [result["threads"]] + [m["threads"] for m in result["top"] if m["time_ms"]]
+    if command == "sample":
+        import polars as pl
+        rows = pl.read_parquet(out / "data" / "dictionary" / "*.parquet")
+        return rows.filter(pl.col("speedup").is_not_null())["threads"].to_list()
+    lines = [json.loads(line) for line in
+             (out / "data" / "trajectories" / "trajectories.jsonl").read_text().splitlines()]
+    return [line["threads"] for line in lines] + [line["machine"]["tvm_num_threads"]
+                                                  for line in lines]
+
+
+COMMANDS = {
+    "search": ["-m", "leir_egraph", "search", "--kind", "ReLU", "--max-samples", "1",
+               "--no-confirm", "--json"],
+    "verify": ["-m", "leir_egraph", "verify", "{dir}/before.leir", "{dir}/after.leir",
+               "--sig", "{dir}/sig.json", "--json"],
+    "explore": ["-m", "leir_egraph", "explore", "--kind", "ReLU", "--depth", "1", "--top", "1",
+                "--json"],
+    "sample": ["-m", "leir_egraph.sample", "--programs", "ReLU", "--strategies", "loop_reorder",
+               "--timing", "--workers", "1", "--quiet", "--out", "{dir}/data"],
+    "trajectories": ["-m", "leir_egraph.sample", "--programs", "ReLU", "--trajectories",
+                     "--max-samples", "1", "--quiet", "--out", "{dir}/data"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_timing_command_records_the_thread_count_its_option_sets(command, tmp_path):
+    """--threads 3 (neither the machine's count nor TVM's default on this 2-core machine, and
+    the environment says 1): every timing the command records ran on 3 threads."""
+    (tmp_path / "before.leir").write_text(BEFORE)
+    (tmp_path / "after.leir").write_text(BEFORE.replace("P^{64}", "L^{64}"))
+    (tmp_path / "sig.json").write_text(json.dumps(SIGNATURE))
+    argv = [arg.format(dir=tmp_path) for arg in COMMANDS[command]] + ["--threads", "3"]
+    environ = dict(os.environ, PYTHONPATH=str(ROOT), LEIR_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=environ,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (tmp_path / "stdout").write_text(done.stdout)
+    recorded = _recorded_threads(command, tmp_path)
+    assert recorded and all(count == 3 for count in recorded), recorded
+
+
+def test_a_bad_threads_option_is_refused_before_any_work():
+    from leir_egraph.cli import main
+    from leir_egraph.lower import threads
+    for bad in ("0", "two", "-1"):
+        assert main(["search", "--kind", "ReLU", "--threads", bad]) == 2
+    with pytest.raises(ValueError, match="threads >= 1"):
+        threads.use(0)

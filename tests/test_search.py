@@ -206,16 +206,26 @@ def test_replay_answers_failures_are_samples_with_reasons(root, verifier, tmp_pa
     assert result.stopped == "finished"
 
 
-def test_judge_cache_resumes_without_verifying_again(root, verifier, tmp_path):
+def test_judge_cache_resumes_without_verifying_again(root, verifier, tmp_path, monkeypatch):
+    from leir_egraph.lower.threads import wanted
     cache = tmp_path / "verdicts.jsonl"
     proposer = RulesProposer("cost", strategies=["loop_reorder"], lookahead=1)
     first = search(root, "chain", proposer, max_samples=1,
                    judge=Judge(root, verifier=verifier, trials=1, cache_file=cache))
     assert cache.exists() and first.samples[0].valid
+    # the thread count the timings ran on is in the result and in every cached verdict
+    assert first.threads == first.to_dict()["threads"] == wanted()
+    assert {json.loads(line)["verdict"]["threads"] for line in cache.read_text().splitlines()
+            } == {wanted()}
     again = Judge(root, verifier=None, trials=1, cache_file=cache)   # would need a worker
     key = again.key(first.nodes[1].program)
     assert key in again.cache and again.root_ms == pytest.approx(first.root_ms)
     assert again.cache[key].speedup == pytest.approx(first.samples[0].speedup)
+    assert again.threads == first.threads
+    # a run on another thread count measures again: its speedups are other measurements
+    monkeypatch.setenv("LEIR_NUM_THREADS", str(wanted() + 1))
+    other = Judge(root, verifier=None, trials=1, cache_file=cache)
+    assert key not in other.cache and other.root_ms is None and other.threads is None
 
 
 def test_unpaired_verdicts_of_an_older_cache_are_judged_again(root, tmp_path):

@@ -319,6 +319,7 @@ class _ProgramRun:
             "time_before_ms": result.time_before_ms if cfg.timing else None,
             "time_after_ms": result.time_after_ms if cfg.timing else None,
             "speedup": result.speedup if cfg.timing else None,
+            "threads": result.threads if cfg.timing else None,
             "domain": strategy.domain, "exact": strategy.exact, "bitwise": result.bitwise,
             "max_ulps": _finite(result.ulps),
         })

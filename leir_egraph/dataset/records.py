@@ -53,6 +53,7 @@ COLUMNS: tuple[tuple[str, Any, str], ...] = (
     ("time_before_ms", pl.Float64, "median run time of the original (with --timing)"),
     ("time_after_ms", pl.Float64, "median run time of the transformed program (with --timing)"),
     ("speedup", pl.Float64, "paired: median per-round ratio before/after, timed back to back (with --timing)"),
+    ("threads", pl.Int64, "threads of TVM's runtime pool the times ran on (with --timing; --threads)"),
     ("domain", pl.String, "inputs the strategy's guards assume: float (any IEEE value), finite or bounded (docs/RULES.md section 10)"),
     ("exact", pl.String, "exactness the strategy declares: bitwise or N ulp"),
     ("bitwise", pl.Boolean, "every output bit equal on every input set verified (normal and special values)"),

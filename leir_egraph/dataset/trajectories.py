@@ -73,6 +73,7 @@ def trajectory(result, meta: dict[str, Any]) -> dict[str, Any]:
             "algorithm": result.algorithm, "proposer": result.proposer, "steps": steps,
             "final_speedup": result.speedup,
             "final_rounds": confirmed.get("rounds") if confirmed else None,
+            "threads": result.threads,
             "samples": result.n_samples, "valid": sum(s.valid for s in result.samples),
             "stopped": result.stopped, "load": list(result.load or ())}
 
@@ -102,6 +103,7 @@ def preference_pairs(result, judge, meta: dict[str, Any],
                         "signature": state.program.signature.to_dict(),
                         "chosen": _side(fast), "rejected": _side(slow),
                         "ratio": paired.speedup, "min_ratio": paired.min_speedup,
+                        "threads": paired.threads,
                         "rounds": judge.rounds, "threshold": judge.threshold})
     return out
 

@@ -21,7 +21,7 @@ is no torch reference and that column is left out."""
 
 
 def register(sub) -> None:
-    from ..cli import add_rules_option, natural, positive_float, positive_int
+    from ..cli import add_rules_option, add_threads_option, natural, positive_float, positive_int
     p = sub.add_parser("explore", help="every program reachable in at most --depth steps",
                        description="Enumerate every program reachable from a LEIR program in at "
                                    "most --depth single steps, up to renaming of intermediates "
@@ -50,6 +50,7 @@ def register(sub) -> None:
                    help="verify and time the K best by the cost model")
     p.add_argument("--timeout", type=positive_float, default=60.0,
                    help="seconds per verification")
+    add_threads_option(p)
     p.add_argument("--naive", action="store_true", help="run the naive oracle instead")
     p.add_argument("--method", choices=["auto", "factored", "egraph"], default="auto",
                    help="factored: each kernel variant matched once, the product space counted "
@@ -109,13 +110,15 @@ def run_explore(args) -> int:
     best = top_k(space, args.top, timeout=args.timeout, seed=args.seed) if args.top else []
     torch_ms = root_tvm = best_tvm = None
     if module is not None and best:
+        from ..lower.threads import wanted
         valid = [m for m in best if m.valid and m.speedup]
-        torch_ms = torch_eager_ms(module, inputs)
+        torch_ms = torch_eager_ms(module, inputs, threads=wanted())   # as many threads as TVM
         root_tvm = tvm_ms(space.programs[space.root_key], inputs)
         if valid:
             best_tvm = tvm_ms(space.programs[max(valid, key=lambda m: m.speedup).program], inputs)
     result = space.summary()
     result["top"] = [m.to_dict() for m in best]
+    result["threads"] = next((m.threads for m in best if m.threads is not None), None)
     result["torch_eager_ms"], result["root_tvm_ms"], result["best_tvm_ms"] = (torch_ms, root_tvm,
                                                                              best_tvm)
     if args.json:
@@ -146,6 +149,9 @@ def table(space, best, torch_ms, root_tvm, best_tvm, has_torch: bool) -> str:
             lines.append(f"| {i} | {m.depth} | {m.modelled_s * 1e6:.4g} | {m.level} | "
                          f"{fmt(m.root_ms)} | {fmt(m.time_ms)} | "
                          f"{fmt(m.speedup) + 'x' if m.speedup else '-'} |")
+        threads = next((m.threads for m in best if m.threads is not None), None)
+        if threads is not None:
+            lines.append(f"\ntimed on {threads} thread(s) (--threads)")
         if has_torch and torch_ms:
             lines.append(f"\nsame inputs: torch eager {torch_ms:.4g} ms, root (TVM) "
                          f"{root_tvm:.4g} ms" + (f", best (TVM) {best_tvm:.4g} ms"

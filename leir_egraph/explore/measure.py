@@ -46,6 +46,7 @@ class Measured:
     root_ms: float | None
     time_ms: float | None
     reason: str | None = None
+    threads: int | None = None   # TVM runtime threads the times ran on (lower.threads)
 
     @property
     def speedup(self) -> float | None:
@@ -73,7 +74,8 @@ def measure(space: Exploration, keys, *, trials: int = 3, timeout: float = 60.0,
     for k, r in zip(keys, results):
         independent = r.independent or (r.equal and r.before_independent is False)
         out.append(Measured(k, space.graph.nodes[k]["depth"], modelled[k], r.level, r.equal,
-                            independent, r.time_before_ms, r.time_after_ms, r.reason))
+                            independent, r.time_before_ms, r.time_after_ms, r.reason,
+                            r.threads))
     return out
 
 
@@ -131,11 +133,18 @@ def tvm_ms(program: Program, inputs) -> float:
     """Median time (ms) of ``program`` on ``inputs`` (torch tensors in signature input order, or
     a name -> array mapping), TVM llvm at opt-level 3 (``lower.build.time_program``)."""
     from ..lower.build import time_program
-    if not isinstance(inputs, dict):
-        tensors = [x for x in inputs if hasattr(x, "detach")]
-        inputs = {spec.name: x.detach().cpu().numpy()
-                  for spec, x in zip(program.signature.inputs, tensors)}
-    return time_program(program, inputs)   # "llvm": the CPU target the verifier times with
+    return time_program(program, program_inputs(program, inputs))   # "llvm": as the verifier
+
+
+def program_inputs(program: Program, inputs) -> dict:
+    """``inputs`` as the name -> array mapping TVM runs ``program`` on: a mapping as it is, or
+    the module's torch tensors in the order of the signature's inputs (the frontend's order;
+    inputs it stored, weights, come from ``program.values``)."""
+    if isinstance(inputs, dict):
+        return inputs
+    tensors = [x for x in inputs if hasattr(x, "detach")]
+    return {spec.name: x.detach().cpu().numpy()
+            for spec, x in zip(program.signature.inputs, tensors)}
 
 
 def torch_eager_ms(module, inputs, *, warmup: int = 2, repeat: int = 5,

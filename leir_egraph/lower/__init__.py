@@ -8,6 +8,7 @@
                                                                  each cached as its own build)
     run(program, inputs, target="llvm") -> {output name: array}
     time_program(program, inputs) -> median milliseconds
+    prepared_calls(programs, inputs) -> zero-argument calls on one set of tensors (for timing)
     cuda_source(program) -> CUDA C text                         (CudaInvalid says why not)
 
 TVM is imported inside these functions, never at module import.
@@ -20,7 +21,7 @@ from ..lazy import lazy_exports
 __getattr__, __all__ = lazy_exports(__name__, {
     "Built": "build", "arguments": "build", "build": "build", "build_many": "build",
     "clear_cache": "build",
-    "cuda_source": "build", "run": "build", "time_program": "build",
+    "cuda_source": "build", "prepared_calls": "build", "run": "build", "time_program": "build",
     "CudaInvalid": "cuda",
     "LoweringError": "expr",
     "target_dict": "targets", "target_kind": "targets",

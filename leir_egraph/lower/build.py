@@ -19,7 +19,7 @@ import statistics
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -263,6 +263,26 @@ def run(program: Program, inputs: Mapping[str, Any], target: TargetLike = "llvm"
     configure_threads()
     built.function()(*args, *outs, *built.extra_args)
     return {spec.name: out.numpy() for spec, out in zip(program.signature.outputs, outs)}
+
+
+def prepared_calls(programs: list[Program], inputs: Mapping[str, Any], target: TargetLike = "llvm",
+                   **options) -> list[Callable[[], None]]:
+    """A zero-argument call per program (builds cached) on one set of argument and output
+    tensors made once from ``inputs`` (the programs share a signature; ``programs[0]``'s stored
+    values fill the rest), on ``threads.in_use()`` threads: for timing programs with the same
+    clock as something that is not TVM (``benchmarks/peers.py`` times them beside torch eager
+    and torch.compile). One set of tensors for all, as ``time_pair`` does: where buffers lie
+    relative to each other changes a kernel's time, and would otherwise differ between them."""
+    if target_kind(target) != "llvm":
+        raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
+    builds = [build(program, target, **options) for program in programs]
+    args, outs = _tensors(programs[0], inputs)
+    configure_threads()
+
+    def call(built):
+        function, extra = built.function(), built.extra_args
+        return lambda: function(*args, *outs, *extra)
+    return [call(built) for built in builds]
 
 
 def _evaluator(program: Program, inputs: Mapping[str, Any], target: TargetLike, warmup: int,

@@ -11,6 +11,12 @@ they call a program, and every timing records the count the pool really has (``i
 A pool that already exists can shrink but not grow past the size it was created with, so the
 count is set in the environment too (inherited by worker processes started later) and read
 back, never assumed.
+
+``use(n)`` is how a caller chooses the count (every command that times takes ``--threads N``,
+applied by ``cli.run_command`` through it; ``benchmarks/peers.py`` switches between counts
+with it): it sets ``LEIR_NUM_THREADS``, which the next ``configure`` -- in this process and in
+every verifier worker started afterwards -- reads. A worker that is already running keeps the
+count it started with; start a fresh ``Verifier`` after changing it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,16 @@ def wanted() -> int:
                 raise ValueError(f"{name}={value!r}: expected a whole number of threads >= 1")
             return count
     return machine_threads()
+
+
+def use(count: int) -> int:
+    """Run TVM's parallel loops on ``count`` threads from now on: in this process (its pool is
+    reconfigured at the next ``configure``) and in worker processes started afterwards (they
+    inherit ``LEIR_NUM_THREADS``). Returns ``count``; below 1 is a ValueError."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"threads: expected a whole number of threads >= 1, got {count!r}")
+    os.environ[ENV] = str(count)
+    return count
 
 
 def configure() -> int:

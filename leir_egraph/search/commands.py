@@ -16,7 +16,7 @@ EXAMPLE = """examples:
 
 
 def register(sub) -> None:
-    from ..cli import add_rules_option, natural, natural_float, positive_float, positive_int
+    from ..cli import add_rules_option, add_threads_option, natural, natural_float, positive_float, positive_int
     from .budgets import DEFAULTS
     p = sub.add_parser("search", help="multi-step optimization search over verified steps",
                        description="Search for a faster equivalent program step by step: every "
@@ -50,6 +50,7 @@ def register(sub) -> None:
     p.add_argument("--confirm", action=argparse.BooleanOptionalAction, default=True,
                    help="re-time the fastest programs against the root at the end; the "
                         "confirmed speedup is the result (default: on)")
+    add_threads_option(p)
     p.add_argument("--json", action="store_true", help="the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_search)
@@ -121,6 +122,8 @@ def table(result) -> str:
     lines.append(f"samples {m['samples']} (valid {m['valid']}, repeats {m['repeats']}), speedup "
                  f"{m['speedup']:.3g}x, strategies {m['strategies']}, efficiency "
                  f"{m['efficiency']:.3g}; {result.stopped}")
+    if result.threads is not None:
+        lines.append(f"timed on {result.threads} thread(s) (--threads)")
     if result.confirmed is not None:
         lines.append(f"speedup confirmed by re-timing against the root (in search: "
                      f"{result.search_speedup:.3g}x); {len(result.confirmations)} node(s) "

@@ -22,8 +22,9 @@ a candidate's paired timing compiles only the candidate, and ``confirm`` compile
 
 Verdicts are cached by canonical text, in memory and optionally in a JSONL file keyed by the
 root's text, so that a resumed run or another algorithm on the same workload does not verify
-the same program twice. Valid verdicts timed unpaired (older caches) or with another number
-of rounds are not reused (they are judged again).
+the same program twice. Valid verdicts timed unpaired (older caches), with another number
+of rounds or on another number of threads (``lower.threads``) are not reused (they are judged
+again).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Verdict:
     faster: bool = False               # both ratios >= the judge's threshold
     load: float | None = None          # 1-minute load average when it was timed
     rounds: int | None = None          # paired rounds it was timed with
+    threads: int | None = None         # TVM runtime threads it was timed on (lower.threads)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -72,6 +74,7 @@ class Timed:
     rounds: int
     compiled: int | None
     load: float
+    threads: int | None = None   # TVM runtime threads both ran on (lower.threads)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -88,7 +91,9 @@ class Judge:
     """Verifies candidates of one root and times them against it, paired. ``cache_file``:
     JSONL of earlier verdicts (resume). ``rounds``/``confirm_rounds``: interleaved timing
     rounds when judging / confirming; ``threshold``: the paired speedup a program must reach
-    to count as faster (``NOISE_THRESHOLD``)."""
+    to count as faster (``NOISE_THRESHOLD``). Every timing records the thread count of TVM's
+    pool (``threads``, ``lower.threads``); a cached verdict timed on another count is judged
+    again."""
 
     def __init__(self, root: Program, *, verifier: Verifier | None = None, trials: int = 3,
                  timeout: float = 60.0, seed: int = 0, cache_file: str | Path | None = None,
@@ -100,6 +105,7 @@ class Judge:
         self.options = dict(trials=trials, timeout=timeout, seed=seed, timing=False)
         self.rounds, self.confirm_rounds, self.threshold = rounds, confirm_rounds, threshold
         self.root_ms: float | None = None
+        self.threads: int | None = None   # the thread count of the latest paired timing
         self.cache: dict[str, Verdict] = {}
         self.cache_file = Path(cache_file) if cache_file else None
         self._load()
@@ -107,6 +113,8 @@ class Judge:
     def _load(self):
         if self.cache_file is None or not self.cache_file.exists():
             return
+        from ..lower.threads import wanted
+        threads = wanted()   # the count this run's timings will run on
         with open(self.cache_file) as f:
             for line in f:
                 try:
@@ -118,13 +126,15 @@ class Judge:
                 fields = {k: v for k, v in row["verdict"].items()
                           if k in Verdict.__dataclass_fields__}
                 if fields.get("valid") and (fields.get("speedup") is None
-                                            or fields.get("rounds") != self.rounds):
-                    continue   # timed unpaired or with other rounds: judge it again
+                                            or fields.get("rounds") != self.rounds
+                                            or fields.get("threads") != threads):
+                    continue   # timed unpaired, with other rounds or threads: judge it again
                 if fields.get("valid"):
                     fields["faster"] = self._faster(fields["speedup"], fields["min_speedup"])
                 self.cache[row["key"]] = Verdict(**fields)
                 if fields.get("valid") and fields.get("root_ms"):
                     self.root_ms = self.root_ms or fields["root_ms"]
+                    self.threads = threads
 
     def _faster(self, speedup: float | None, min_speedup: float | None) -> bool:
         return bool(speedup and min_speedup and speedup >= self.threshold
@@ -183,10 +193,11 @@ class Judge:
         else:
             paired = time_pair(self.root, program, **options)
         self.root_ms = self.root_ms or paired.before_median_ms
+        self.threads = paired.threads
         return Timed(paired.speedup, paired.min_speedup,
                      self._faster(paired.speedup, paired.min_speedup),
                      paired.before_median_ms, paired.after_median_ms, rounds, paired.compiled,
-                     load_average())
+                     load_average(), paired.threads)
 
     def confirm(self, program: Program) -> Timed | None:
         """A final paired re-measurement with ``confirm_rounds`` rounds: a speedup picked as
@@ -212,4 +223,4 @@ class Judge:
         except TimingError as err:
             return Verdict(False, r.level, f"equal but not timed: {err}")
         return Verdict(True, r.level, None, t.time_ms, t.root_ms, t.speedup, t.min_speedup,
-                       t.faster, t.load, t.rounds)
+                       t.faster, t.load, t.rounds, t.threads)

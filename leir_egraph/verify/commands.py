@@ -6,8 +6,8 @@ import argparse
 import json
 import time
 
-from ..cli import (EXIT_NOT_EQUIVALENT, TimeLimit, natural, positive_float, positive_int,
-                   time_limit)
+from ..cli import (EXIT_NOT_EQUIVALENT, TimeLimit, add_threads_option, natural, positive_float,
+                   positive_int, time_limit)
 from ..leir.commands import load_program
 from ..leir.files import read_text
 
@@ -42,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=natural, default=0,
                    help="seed of the random inputs, >= 0 (default 0)")
     p.add_argument("--no-timing", action="store_true", help="skip the timing runs")
+    add_threads_option(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(handler=run_verify)
 
