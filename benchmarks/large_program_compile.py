@@ -39,7 +39,7 @@ from leir_egraph.leir import Program  # noqa: E402
 from leir_egraph.leir.ast import Leir  # noqa: E402
 from leir_egraph.lower import build, clear_cache, lower, run  # noqa: E402
 from leir_egraph.lower import link as linking  # noqa: E402
-from leir_egraph.lower.build import _tensors  # noqa: E402
+from leir_egraph.lower.build import call_tensors  # noqa: E402
 from leir_egraph.lower.segments import partition  # noqa: E402
 from results_file import recorded  # noqa: E402
 
@@ -85,7 +85,7 @@ def whole_seconds(program: Program, target: dict) -> float:
     import tvm
     start = time.perf_counter()
     executable = tvm.compile(lower(program), target=target)
-    args, outs = _tensors(program, feeds(program))
+    args, outs = call_tensors(program, feeds(program))
     executable(*args, *outs)
     return time.perf_counter() - start
 

@@ -276,7 +276,7 @@ def prepared_calls(programs: list[Program], inputs: Mapping[str, Any], target: T
     if target_kind(target) != "llvm":
         raise LoweringError("only the llvm target can run here; use cuda_source() for CUDA")
     builds = [build(program, target, **options) for program in programs]
-    args, outs = _tensors(programs[0], inputs)
+    args, outs = call_tensors(programs[0], inputs)
     configure_threads()
 
     def call(built):
