@@ -56,14 +56,22 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
     term -> canonical program across calls (a program reached from several parents is
     decoded and renamed once)."""
+    return place(program, engine.matches(program, chosen), decoder, known)
+
+
+def place(program: Program, matches, decoder: Decoder | None = None, known: dict | None = None,
+          term=None) -> list[tuple[Program, str, str]]:
+    """:func:`successors` from the program's recorded rows (``RawMatch``, in rule order): each
+    placed at every occurrence of its matched term (``term``: the program's encoded term,
+    when the caller has it)."""
     decoder = decoder or Decoder()
     known = {} if known is None else known
-    term = encode(program.leir)
+    term = encode(program.leir) if term is None else term
     index = OccurrenceIndex(term)  # one walk per program, not one per match
     keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
     seen: set = set()
-    for m in engine.matches(program, chosen):
+    for m in matches:
         if m.rhs is None or m.rhs == m.lhs:
             continue
         for path in index.paths(m.lhs):
@@ -84,7 +92,11 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
 
 def _search(root: Program, strategies, depth: int, max_programs, time_limit, seed: int,
             method: str, expand: Callable, space_egraph: SpaceEGraph | None,
-            progress: Callable[[Round], None] | None) -> Exploration:
+            progress: Callable[[Round], None] | None,
+            prepare: Callable[[list[str], list[Program]], None] | None = None) -> Exploration:
+    """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
+    seconds it matched for; ``prepare(keys, programs)``, when given, is called once per round
+    with the whole frontier before any of it is expanded (the shared method matches there)."""
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
     chosen = resolve(strategies)
@@ -102,6 +114,9 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
         rnd = Round(d)
         t0 = time.perf_counter()
         found: list[str] = []
+        if prepare is not None:
+            prepare(frontier, [space.programs[k] for k in frontier])
+            rnd.matching_s += time.perf_counter() - t0
         for key in frontier:
             if budget.check(space):
                 break
@@ -157,10 +172,10 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     takes ``factored`` where it applies. A factored exploration holds at most ``max_programs``
     programs in its graph (``GRAPH_LIMIT`` when None) and counts the whole space
     (``Exploration.space_counts``)."""
-    if method not in ("auto", "factored", "egraph"):
-        raise ValueError(f"method must be auto, factored or egraph, not {method!r}")
+    if method not in ("auto", "factored", "shared", "egraph"):
+        raise ValueError(f"method must be auto, factored, shared or egraph, not {method!r}")
     chosen = resolve(strategies)
-    if method != "egraph":
+    if method not in ("egraph", "shared"):
         from .factored import unfactorable_reason
         reason = unfactorable_reason(program, chosen)
         if reason is None:
@@ -168,6 +183,9 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
                                      progress)
         if method == "factored":
             raise ValueError(f"the space is not a product of kernels: {reason}")
+    if method != "egraph":
+        return _explore_shared(program, strategies, chosen, depth, max_programs, time_limit,
+                               seed, progress)
     engine = engine_for(default_strategies() if strategies is None else chosen)
     decoder, known = Decoder(), {}
 
@@ -178,6 +196,30 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
     return _search(program, strategies, depth, max_programs, time_limit, seed, "egraph",
                    expand, SpaceEGraph(), progress)
+
+
+def _explore_shared(program: Program, strategies, chosen, depth: int, max_programs, time_limit,
+                    seed, progress) -> Exploration:
+    """The shared method: each round's frontier is added to one persistent database and
+    matched in one run (explore/shared.py); each program's rows are then placed."""
+    from .shared import SharedMatcher
+    matcher = SharedMatcher(tuple(chosen))
+    decoder, known = Decoder(), {}
+    numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
+
+    def prepare(keys: list[str], programs: list[Program]) -> None:
+        for key, p in zip(keys, programs):
+            numbers[key] = (matcher.add(p), encode(p.leir))
+        matcher.match()
+
+    def expand(p: Program, chosen):
+        t = time.perf_counter()
+        number, term = numbers.pop(p.text)
+        steps = place(p, matcher.matches(number, term), decoder, known, term)
+        return steps, time.perf_counter() - t
+
+    return _search(program, strategies, depth, max_programs, time_limit, seed, "shared",
+                   expand, SpaceEGraph(), progress, prepare)
 
 
 # A factored exploration counts its whole space but holds at most this many programs in its

@@ -1,0 +1,179 @@
+"""Matching for the per-program exploration in one persistent egglog database (docs/EXPLORE.md,
+"The shared method").
+
+Every program of a round is added to one database that is never popped: its nests and suffixes
+are declared, the facts of relations decided by their key terms are stated once per fact
+(whichever program first holds them), and the facts of every other relation are stated with a
+last column naming the program they were computed for (``Engine(context=...)``). The round then
+runs the analysis rules, the strategies once and the helpers over the whole database; egglog's
+seminaive evaluation matches only what involves tuples added since the last run, so a nest or a
+suffix that an earlier program held is not matched again. The rows are read and
+
+* a row of a rule that reads only key-decided facts is a function of its matched term: it is
+  placed at every occurrence of that term in every program of the round (and of later rounds);
+* a row of a rule that reads a context relation carries the program its context facts were
+  stated for, and is placed in that program only.
+
+A strategy whose analysis or provider egglog rules read a context relation (those rules would
+derive facts without the program column) is matched program by program with the per-program
+engine instead (:func:`fallback_reason`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..egraph.encoding import Term, shared_terms
+from ..egraph.engine import (MAX_ROWS, Engine, RawMatch, _rows, engine_for, match_relation,
+                             prelude_text, provider_errors, reads_context, ruleset_name)
+from ..egraph.loaded import LoadedProgram
+from ..egraph.strategy import Strategy
+from ..egraph.vocabulary import Vocabulary, vocabulary_of
+from ..leir.program import Program
+
+# The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
+# one program is true of every program holding its key terms (tests/test_providers.py checks
+# the claim, tests/test_explore.py that this set is that table's).
+KEY_DECIDED = frozenset({
+    "BoundIndexTable", "BoundSubexpressionFrame", "CompoundIndexRead", "EquationCount",
+    "FactorizableReduction", "IndependentAxis", "InnerLoopsUsed", "KernelLoops", "LoopNext",
+    "LoopOuter", "MathNatural", "ProperFactor", "ReadOnlyIn", "ReorderedSubexpressionFrame",
+    "ScanAxis", "ScanGap", "ScanNest", "ScopeChange", "ShiftableOperand", "SplitBy",
+    "SplitPoint", "SplitSite", "StagingLoops", "StagingScope", "StencilLoops",
+    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInSuffix",
+    "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn", "WholePartials"})
+# Decided by the signature alone (5.5), which is one for the whole exploration.
+SIGNATURE_DECIDED = frozenset({"Intermediate"})
+
+
+def context_relations(vocab: Vocabulary) -> frozenset[str]:
+    """Every guard and parameter relation of ``vocab`` whose facts may differ between two
+    programs of one exploration holding the same key terms (not in :data:`KEY_DECIDED` or
+    :data:`SIGNATURE_DECIDED`; a relation the audit does not list counts as one)."""
+    every = set(vocab.relations) | set(vocab.parameters)
+    return frozenset(every - KEY_DECIDED - SIGNATURE_DECIDED)
+
+
+def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
+    """Why a strategy cannot be matched in the shared database (None when it can): an egglog
+    rule of its vocabulary (prelude, guards' analysis rules, providers' ``.egg`` files) reads a
+    context relation, and would derive facts that lose the program they hold in."""
+    text = prelude_text() + vocabulary_of((strategy,)).analysis_rules
+    read = sorted(n for n in context if re.search(rf"\({n}[\s)]", text))
+    if read:
+        return f"its egglog rules read the context relation(s) {', '.join(read)}"
+    return None
+
+
+class _Member(LoadedProgram):
+    """A program loaded beside others: its ``let`` names carry its number (``$p3n0_``)."""
+
+    def __init__(self, program: Program, number: int):
+        self.number = number
+        super().__init__(program)
+
+    def nest_name(self, k: int) -> str:
+        return f"$p{self.number}n{k}_"
+
+    def suffix_name(self, i: int) -> str:
+        return f"$p{self.number}s{i}_"
+
+
+def subterms(term: Term) -> list[Term]:
+    """The distinct subterms of ``term`` (itself included), in pre-order of first occurrence."""
+    seen: set = set()
+    out: list[Term] = []
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        out.append(t)
+        stack.extend(a for a in reversed(t[1:]) if type(a) is tuple)
+    return out
+
+
+class SharedMatcher:
+    """One persistent database for one exploration's programs (module docstring).
+
+    ``add(program)`` declares a program and states its facts, returning its number;
+    ``match()`` runs the round and returns nothing; ``matches(number, term)`` then gives that
+    program's rows in rule order, as ``Engine.matches`` would for it alone."""
+
+    def __init__(self, chosen: tuple[Strategy, ...]):
+        vocab = vocabulary_of(chosen)
+        self.context = context_relations(vocab)
+        self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
+        self.alone = tuple(s for s in chosen if s not in self.shared)
+        self.engine = Engine(self.shared, self.context) if self.shared else None
+        self.fallback = engine_for(self.alone) if self.alone else None
+        self.order = {(s.id, r.name): i for i, (s, r) in
+                      enumerate((s, r) for s in chosen for r in s.rules)}
+        self._rows = {match_relation(s, r): (s, r) for s in self.shared for r in s.rules}
+        self._contextual = frozenset(match_relation(s, r) for s in self.shared for r in s.rules
+                                     if reads_context(r, self.context))
+        self._step = (self.engine.one_iteration(self.shared, ruleset_name)
+                      if self.engine else "")
+        self._stated: set = set()
+        self._pending: list[str] = []
+        self._programs: list[Program] = []
+        self._by_term: dict[Term, list[RawMatch]] = {}
+        self._by_program: dict[int, list[RawMatch]] = {}
+
+    def add(self, program: Program) -> int:
+        """Declare ``program`` and state its facts (those of a key-decided relation only when
+        no earlier program stated them); its number, the context column of its facts."""
+        number = len(self._programs)
+        self._programs.append(program)
+        if self.engine is None:
+            return number
+        member = _Member(program, number)
+        out = member.declarations().splitlines()
+        engine, context = self.engine, self.context
+        with shared_terms(member.named_terms(), f"$p{number}f") as shared, provider_errors():
+            for fact in engine.vocabulary.facts(member, engine.read_relations):
+                if fact.name in context:
+                    text = f"{fact.text()[:-1]} {number})"
+                elif fact in self._stated:
+                    continue
+                else:
+                    self._stated.add(fact)
+                    text = fact.text()
+                out.extend(shared.take())
+                out.append(text)
+        self._pending += out
+        return number
+
+    def match(self) -> None:
+        """Run the round over what :meth:`add` stated since the last round and read the rows."""
+        if self.engine is None:
+            return
+        engine = self.engine
+        engine.send(self._pending + ["(run-schedule (saturate (run analysis)))", self._step,
+                                     "(run-schedule (saturate (run helpers)))"])
+        self._pending = []
+        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        found, _ = _rows(output, self._rows, self._contextual)
+        # every row ever found is printed again: rebuilt, not appended to
+        self._by_term, self._by_program = {}, {}
+        for m in found:
+            if m.context is None:
+                self._by_term.setdefault(m.lhs, []).append(m)
+            else:
+                self._by_program.setdefault(m.context, []).append(m)
+
+    def matches(self, number: int, term: Term) -> list[RawMatch]:
+        """The rows of program ``number`` (its encoded term ``term``), in rule order: the
+        shared rows of every subterm it holds, its own context rows, and the per-program
+        engine's rows for the strategies that fall back."""
+        out: list[RawMatch] = []
+        if self._by_term:
+            for t in subterms(term):
+                out += self._by_term.get(t, ())
+        out += self._by_program.get(number, ())
+        if self.fallback is not None:
+            out += self.fallback.matches(self._programs[number], self.alone)
+        order = self.order
+        out.sort(key=lambda m: order.get((m.strategy, m.rule), len(order)))
+        return out
