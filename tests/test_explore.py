@@ -295,7 +295,7 @@ def test_factored_samples_are_equal_to_the_root():
 def test_unfactorable_spaces_fall_back_or_refuse():
     p = zoo_program("softmax")
     mixed = ["loop_reorder", "compute_inline"]
-    assert explore(p, mixed, depth=1).method == "egraph"
+    assert explore(p, mixed, depth=1).method == "shared"
     with pytest.raises(ValueError, match="compute_inline"):
         explore(p, mixed, depth=1, method="factored")
     from leir_egraph import Program
@@ -304,7 +304,7 @@ def test_unfactorable_spaces_fall_back_or_refuse():
     twice = Program.parse("L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];"
                           "L^{4}_{a=0}[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a};];", sig)
     assert "both write C" in unfactorable_reason(twice, KERNEL_LOCAL)
-    assert explore(twice, KERNEL_LOCAL, depth=1).method == "egraph"
+    assert explore(twice, KERNEL_LOCAL, depth=1).method == "shared"
     # the audit: a kernel-local strategy reads only kernel-local relations
     from leir_egraph.egraph.steps import resolve
     for strategy in resolve(KERNEL_LOCAL):

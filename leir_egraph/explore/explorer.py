@@ -203,7 +203,13 @@ def _explore_shared(program: Program, strategies, chosen, depth: int, max_progra
     """The shared method: each round's frontier is added to one persistent database and
     matched in one run (explore/shared.py); each program's rows are then placed."""
     from .shared import SharedMatcher
-    matcher = SharedMatcher(tuple(chosen))
+    with SharedMatcher(tuple(chosen)) as matcher:
+        return _search_shared(program, strategies, matcher, depth, max_programs, time_limit,
+                              seed, progress)
+
+
+def _search_shared(program: Program, strategies, matcher, depth: int, max_programs, time_limit,
+                   seed, progress) -> Exploration:
     decoder, known = Decoder(), {}
     numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
 

@@ -22,8 +22,9 @@ engine instead (:func:`fallback_reason`).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from ..egraph.encoding import Term, shared_terms
+from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
 from ..egraph.engine import (MAX_ROWS, Engine, RawMatch, _rows, engine_for, match_relation,
                              prelude_text, provider_errors, reads_context, ruleset_name)
 from ..egraph.loaded import LoadedProgram
@@ -65,18 +66,49 @@ def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
     return None
 
 
-class _Member(LoadedProgram):
-    """A program loaded beside others: its ``let`` names carry its number (``$p3n0_``)."""
+class References:
+    """Names for the terms an exploration sends, kept for all of it (the ``table`` of
+    :func:`shared_terms`): a term whose text is at least ``MIN_CHARS`` long is sent once, as
+    ``(union (<Sort>Ref__ k) <its text>)`` (its subterms by their references), and named by
+    that reference from then on, in every program that holds it -- a depth-2 program sends only
+    the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
+    and the cost of every later command grew with their number. A reference costs more than any
+    term, so extraction never returns one."""
 
-    def __init__(self, program: Program, number: int):
-        self.number = number
-        super().__init__(program)
+    MIN_CHARS = 24
 
-    def nest_name(self, k: int) -> str:
-        return f"$p{self.number}n{k}_"
+    def __init__(self):
+        self._text: dict[Term, str] = {}
+        self._by_id: dict[int, tuple[Term, str]] = {}  # a term object seen before, unhashed
+        self._unions: list[str] = []
+        self.count = 0  # references made
 
-    def suffix_name(self, i: int) -> str:
-        return f"$p{self.number}s{i}_"
+    @staticmethod
+    def declarations() -> str:
+        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :cost 1000000000)"
+                         for sort in sorted(set(SORT_OF.values())))
+
+    def text(self, term: Term) -> str:
+        known = self._by_id.get(id(term))
+        if known is not None and known[0] is term:
+            return known[1]
+        text = self._text.get(term)
+        if text is None:
+            text = ("(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+                    if len(term) > 1 else f"({term[0]})")
+            if len(text) >= self.MIN_CHARS:
+                ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
+                self.count += 1
+                self._unions.append(f"(union {ref} {text})")
+                text = ref
+            self._text[term] = text
+        self._by_id[id(term)] = (term, text)
+        return text
+
+    def take(self) -> list[str]:
+        """The unions made since the last call (sent before any text naming them)."""
+        out, self._unions = self._unions, []
+        return out
 
 
 def subterms(term: Term) -> list[Term]:
@@ -94,6 +126,17 @@ def subterms(term: Term) -> list[Term]:
     return out
 
 
+@lru_cache(maxsize=4)
+def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
+    """The context engine of a strategy set (its vocabulary's context relations), with the
+    references' constructors and the one-iteration ruleset declared; an exploration works in a
+    ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
+    engine = Engine(strategies, context_relations(vocabulary_of(strategies)))
+    engine.run(References.declarations())
+    engine.one_iteration(strategies, ruleset_name)
+    return engine
+
+
 class SharedMatcher:
     """One persistent database for one exploration's programs (module docstring).
 
@@ -106,7 +149,7 @@ class SharedMatcher:
         self.context = context_relations(vocab)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
-        self.engine = Engine(self.shared, self.context) if self.shared else None
+        self.engine = shared_engine_for(self.shared) if self.shared else None
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
@@ -116,10 +159,26 @@ class SharedMatcher:
         self._step = (self.engine.one_iteration(self.shared, ruleset_name)
                       if self.engine else "")
         self._stated: set = set()
+        self._references = References()
+        if self.engine is not None:
+            self.engine.run("(push)")
         self._pending: list[str] = []
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
+
+    def close(self) -> None:
+        """Drop this exploration's programs from the engine (kept for the next exploration of
+        the same strategy set: compiling the rules takes about a second)."""
+        if self.engine is not None:
+            self.engine.run("(pop)")
+            self.engine = None
+
+    def __enter__(self) -> "SharedMatcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def add(self, program: Program) -> int:
         """Declare ``program`` and state its facts (those of a key-decided relation only when
@@ -128,19 +187,20 @@ class SharedMatcher:
         self._programs.append(program)
         if self.engine is None:
             return number
-        member = _Member(program, number)
-        out = member.declarations().splitlines()
-        engine, context = self.engine, self.context
-        with shared_terms(member.named_terms(), f"$p{number}f") as shared, provider_errors():
-            for fact in engine.vocabulary.facts(member, engine.read_relations):
+        loaded = LoadedProgram(program)
+        engine, context, out = self.engine, self.context, []
+        with shared_terms(table=self._references) as shared, provider_errors():
+            shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
+            out += shared.take()
+            for fact in engine.vocabulary.facts(loaded, engine.read_relations):
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
-                elif fact in self._stated:
-                    continue
-                else:
+                elif fact not in self._stated:
                     self._stated.add(fact)
                     text = fact.text()
-                out.extend(shared.take())
+                else:
+                    continue
+                out += shared.take()
                 out.append(text)
         self._pending += out
         return number
