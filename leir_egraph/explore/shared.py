@@ -167,6 +167,11 @@ class SharedMatcher:
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
 
+    @property
+    def facts_stated(self) -> int:
+        """How many facts of key-decided relations have been stated (each once)."""
+        return len(self._stated)
+
     def close(self) -> None:
         """Drop this exploration's programs from the engine (kept for the next exploration of
         the same strategy set: compiling the rules takes about a second)."""
