@@ -70,6 +70,8 @@ def making_ruleset(strategy: Strategy) -> str:
 
 
 CONTEXT_VARIABLE = "__ctx"
+# In a database of many programs: (HeldSuffix__ suffix program), a suffix of that program.
+HELD_SUFFIX = "HeldSuffix__"
 
 
 def reads_context(rule: Rule, context: frozenset[str]) -> bool:
@@ -84,7 +86,10 @@ def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = fro
     was stated for (an ``i64``; a shared database holding many programs, explore/shared.py).
     Every such condition of the rule reads it through one variable, so all of a match's
     context facts are of one program, and the row records that program after its
-    replacement. Empty (the per-program engine), the rule is compiled as written."""
+    replacement; a rule rewriting a program suffix also reads ``(HeldSuffix__ __lhs __ctx)``,
+    so that its context facts (a fresh tensor name, which names no term) do not join with the
+    suffixes of every other program in the database. Empty (the per-program engine), the rule
+    is compiled as written."""
     sorts = [rule.lhs_sort, rule.lhs_sort]
     conditions = list(rule.conditions)
     values = ["__lhs", rule.rhs]
@@ -92,6 +97,8 @@ def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = fro
         for i, condition in enumerate(rule.parsed_conditions):
             if condition.head in context:
                 conditions[i] = f"{condition.text[:-1]} {CONTEXT_VARIABLE})"
+        if rule.lhs_sort == "Prog":
+            conditions.append(f"({HELD_SUFFIX} __lhs {CONTEXT_VARIABLE})")
         sorts.append("i64")
         values.append(CONTEXT_VARIABLE)
     sorts = " ".join(sorts + [s for _, s in rule.bindings])
@@ -192,6 +199,7 @@ def base_program(vocab: Vocabulary | None = None, context: frozenset[str] = froz
         declarations = re.sub(r"^\(relation (\w+) \(([^()]*)\)\)$",
                               lambda m: (f"(relation {m[1]} ({m[2]} i64))" if m[1] in context
                                          else m[0]), declarations, flags=re.M)
+        declarations += f"\n(relation {HELD_SUFFIX} (Prog i64))"
     parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
              declarations, prelude_text(), vocab.analysis_rules, MATCH_TABLE]
     return "\n".join(p for p in parts if p)

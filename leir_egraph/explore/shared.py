@@ -25,8 +25,9 @@ import re
 from functools import lru_cache
 
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
-from ..egraph.engine import (MAX_ROWS, Engine, RawMatch, _rows, engine_for, match_relation,
-                             prelude_text, provider_errors, reads_context, ruleset_name)
+from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
+                             match_relation, prelude_text, provider_errors, reads_context,
+                             ruleset_name)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
@@ -197,6 +198,7 @@ class SharedMatcher:
         with shared_terms(table=self._references) as shared, provider_errors():
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
             out += shared.take()
+            out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
             for fact in engine.vocabulary.facts(loaded, engine.read_relations):
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
