@@ -93,10 +93,11 @@ def place(program: Program, matches, decoder: Decoder | None = None, known: dict
 def _search(root: Program, strategies, depth: int, max_programs, time_limit, seed: int,
             method: str, expand: Callable, space_egraph: SpaceEGraph | None,
             progress: Callable[[Round], None] | None,
-            prepare: Callable[[list[str], list[Program]], None] | None = None) -> Exploration:
+            prepare: Callable | None = None) -> Exploration:
     """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
-    seconds it matched for; ``prepare(keys, programs)``, when given, is called once per round
-    with the whole frontier before any of it is expanded (the shared method matches there)."""
+    seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
+    once per round with the whole frontier before any of it is expanded (the shared method
+    adds the programs until ``out_of_budget()`` and matches them there)."""
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
     chosen = resolve(strategies)
@@ -115,7 +116,8 @@ def _search(root: Program, strategies, depth: int, max_programs, time_limit, see
         t0 = time.perf_counter()
         found: list[str] = []
         if prepare is not None:
-            prepare(frontier, [space.programs[k] for k in frontier])
+            prepare(frontier, [space.programs[k] for k in frontier],
+                    lambda: budget.check(space))
             rnd.matching_s += time.perf_counter() - t0
         for key in frontier:
             if budget.check(space):
@@ -213,8 +215,12 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
     decoder, known = Decoder(), {}
     numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
 
-    def prepare(keys: list[str], programs: list[Program]) -> None:
+    def prepare(keys: list[str], programs: list[Program], out_of_budget) -> None:
+        # A program not added is never expanded: the budget that stopped adding it stops
+        # the round's expansion before it.
         for key, p in zip(keys, programs):
+            if out_of_budget():
+                break
             numbers[key] = (matcher.add(p), encode(p.leir))
         matcher.match()
 
