@@ -70,13 +70,24 @@ def run_one(kind: str, args) -> dict:
     # explorer vs oracle at the same depth and budgets
     d = min(args.naive_depth, args.depth)
     compare = dict(time_limit=args.time_limit)   # no program cap: both must find everything
+    naive(root, args.strategies, depth=1, max_programs=2)   # the oracle's engine compiled too
+    cpu = time.process_time()
     fast = explore(root, args.strategies, depth=d, **compare)
+    fast_cpu, cpu = time.process_time() - cpu, time.process_time()
     slow = naive(root, args.strategies, depth=d, **compare)
+    slow_cpu = time.process_time() - cpu
     row.update(compare_depth=d, egraph_s=fast.seconds, naive_s=slow.seconds,
+               egraph_cpu_s=fast_cpu, naive_cpu_s=slow_cpu, compare_method=fast.method,
                ratio=slow.seconds / fast.seconds if fast.seconds and d > 0 else None,
+               ratio_cpu=slow_cpu / fast_cpu if fast_cpu and d > 0 else None,
                compare_programs=len(slow),
                same_programs=fast.keys() == slow.keys(), compare_stopped=[fast.stopped,
                                                                          slow.stopped])
+    if args.per_program and fast.method == "shared":
+        cpu = time.process_time()
+        alone = explore(root, args.strategies, depth=d, method="egraph", **compare)
+        row.update(per_program_s=alone.seconds, per_program_cpu_s=time.process_time() - cpu,
+                   same_programs=row["same_programs"] and alone.keys() == slow.keys())
     print(f"{kind}: {space.space_counts()} ({space.stopped}, {space.method}), e-graph {row['eclasses']} classes / "
           f"{row['enodes']} nodes; depth {d}: explorer {fast.seconds:.2f} s, naive "
           f"{slow.seconds:.2f} s, same {row['same_programs']}", file=sys.stderr, flush=True)
@@ -165,7 +176,9 @@ def main(argv=None) -> int:
                     help="depth of the side-by-side timing (0: skip it)")
     ap.add_argument("--strategies", default="kernel",
                     help="comma-separated ids, or 'kernel' (the loop strategies, explored "
-                         "factored) or 'mixed' (ten of all four categories, program by program)")
+                         "factored), 'mixed' (ten of all four categories) or 'all' (the 43)")
+    ap.add_argument("--per-program", action="store_true",
+                    help="also time the per-program method (method='egraph') beside the shared one")
     ap.add_argument("--max-programs", type=int, default=20_000)
     ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per exploration")
     ap.add_argument("--top", type=int, default=16)
@@ -175,7 +188,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="exploration.json")
     args = ap.parse_args(argv)
     named = {"kernel": KERNEL, "mixed": STRATEGIES}
-    args.strategies = named.get(args.strategies) or [s for s in args.strategies.split(",") if s]
+    args.strategies = (None if args.strategies == "all" else named.get(args.strategies)
+                       or [s for s in args.strategies.split(",") if s])
     kinds = args.kinds.split(",") if args.kinds else SUITE[:args.programs]
     start = time.perf_counter()
     rows = [run_one(k, args) for k in kinds]
@@ -185,6 +199,11 @@ def main(argv=None) -> int:
     summary = {
         "programs": len(rows), "strategies": args.strategies, "depth": args.depth,
         "median_ratio_naive_over_egraph": statistics.median(ratios) if ratios else None,
+        "median_cpu_ratio_naive_over_egraph": statistics.median(
+            [r["ratio_cpu"] for r in rows if r.get("ratio_cpu")] or [0]),
+        "median_cpu_ratio_per_program_over_shared": statistics.median(
+            [r["per_program_cpu_s"] / r["egraph_cpu_s"] for r in rows
+             if r.get("per_program_cpu_s") and r["egraph_cpu_s"]] or [0]),
         "median_best_speedup": statistics.median(speedups) if speedups else None,
         "sample_equal": sum(r["sample_equal"] for r in rows),
         "sample_size": sum(r["sample_size"] for r in rows),
@@ -195,13 +214,16 @@ def main(argv=None) -> int:
     summary["plots"] = plots(rows, out)
     out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     print("| kind | per depth | method | stopped | classes | nodes | explorer s | naive s | "
-          "ratio | best top-k | vs torch | spearman |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "ratio | explorer CPU s | naive CPU s | CPU ratio | per-program CPU s | "
+          "best top-k | vs torch | spearman |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = (lambda v, p="": f"{v:.3g}{p}" if isinstance(v, (int, float)) else "-")
         print(f"| {r['kind'][:28]} | {r['per_depth']} | {r['method']} | {r['stopped']} | "
               f"{r['eclasses']} | "
               f"{r['enodes']} | {f(r['egraph_s'])} | {f(r['naive_s'])} | {f(r['ratio'], 'x')} | "
+              f"{f(r['egraph_cpu_s'])} | {f(r['naive_cpu_s'])} | {f(r['ratio_cpu'], 'x')} | "
+              f"{f(r.get('per_program_cpu_s'))} | "
               f"{f(r['best_speedup'], 'x')} | {f(r.get('best_vs_torch'), 'x')} | "
               f"{f(r['spearman'])} |")
     print(json.dumps(summary))

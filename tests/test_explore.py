@@ -48,14 +48,20 @@ def both(kind: str, depth: int):
     return explore(p, STRATEGIES, depth=depth), naive(p, STRATEGIES, depth=depth)
 
 
+def step_labels(space) -> dict:
+    return {e: sorted(a["steps"]) for e, a in space.graph.edges.items()}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_explorer_equals_naive_at_depth_2(kind):
     fast, slow = both(kind, 2)
+    assert fast.method == "shared"
     for d in (1, 2):
         assert fast.keys(d) == slow.keys(d), d
     assert fast.counts() == slow.counts()
-    # the same state graph, not only the same nodes
+    # the same state graph, not only the same nodes, and the same strategy/rule on every edge
     assert set(fast.graph.edges) == set(slow.graph.edges)
+    assert step_labels(fast) == step_labels(slow)
     assert fast.stopped == slow.stopped
     assert all(k == canonical_text(p) for k, p in fast.programs.items())
 
@@ -71,6 +77,58 @@ def test_explorer_equals_naive_at_depth_3(kind):
     fast, slow = both(kind, 3)
     assert fast.keys() == slow.keys()
     assert fast.counts() == slow.counts()
+    assert step_labels(fast) == step_labels(slow)
+
+
+def test_shared_method_with_every_strategy_equals_naive_at_depth_2():
+    """All 43 strategies to depth 2 on a one-nest program (976 programs; the smallest suite
+    program, ReLU, has 13,197 there, minutes for the oracle), and the per-program method too."""
+    from leir_egraph import Program
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4]}]}
+    p = Program.parse("L^{4}_{a=0}[C^{f32,g}_{a}=exp(A^{f32,g}_{a})*A^{f32,g}_{a};];", sig)
+    fast, slow = explore(p, None, depth=2), naive(p, None, depth=2)
+    assert fast.method == "shared" and fast.counts() == slow.counts() and len(fast) > 500
+    assert fast.keys() == slow.keys() and step_labels(fast) == step_labels(slow)
+    alone = explore(p, None, depth=1, method="egraph")
+    assert alone.keys() == fast.keys(1) and step_labels(alone) == {
+        e: v for e, v in step_labels(fast).items() if fast.graph.nodes[e[0]]["depth"] == 0}
+
+
+def test_shared_facts_are_the_audited_ones_and_stated_once():
+    """The relations the shared method states once per fact are exactly those docs/RULES.md 5.5
+    calls decided by their key columns alone, plus the signature's; every other relation of
+    the vocabulary carries its program; a strategy whose egglog rules read a context relation
+    is matched per program; and a child program states fewer key-decided facts than alone."""
+    import re
+
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.vocabulary import vocabulary_of
+    from leir_egraph.explore.shared import (KEY_DECIDED, SIGNATURE_DECIDED, SharedMatcher,
+                                            context_relations, fallback_reason)
+    text = (Path(__file__).resolve().parents[1] / "docs" / "RULES.md").read_text()
+    table = re.findall(r"^\| `(\w+)` \|[^|]*\|[^|]*\| (.*?) \|$", text, re.M)
+    assert KEY_DECIDED == {n for n, why in table if why == "its key columns alone"}
+    assert [why for n, why in table if n in SIGNATURE_DECIDED] == [
+        "the signature (the tensor is neither input nor output)"]
+    every = resolve(None)
+    vocab = vocabulary_of(every)
+    context = context_relations(vocab)
+    assert context and not context & (KEY_DECIDED | SIGNATURE_DECIDED)
+    assert context | KEY_DECIDED | SIGNATURE_DECIDED >= set(vocab.relations) | set(vocab.parameters)
+    alone = {s.id for s in every if fallback_reason(s, context)}
+    assert alone == {"set_storage_layout"}
+    assert "TensorInNest" in fallback_reason(resolve(["set_storage_layout"])[0], context)
+    root = zoo_program("softmax")
+    child = list(explore(root, STRATEGIES, depth=1).programs.values())[1]
+    with SharedMatcher(tuple(resolve(STRATEGIES))) as matcher:
+        matcher.add(root)
+        first = matcher.facts_stated
+        matcher.add(child)
+        added = matcher.facts_stated - first
+    with SharedMatcher(tuple(resolve(STRATEGIES))) as matcher:
+        matcher.add(child)
+        assert 0 <= added < matcher.facts_stated
 
 
 def test_space_egraph_grows_and_unions():
@@ -295,7 +353,7 @@ def test_factored_samples_are_equal_to_the_root():
 def test_unfactorable_spaces_fall_back_or_refuse():
     p = zoo_program("softmax")
     mixed = ["loop_reorder", "compute_inline"]
-    assert explore(p, mixed, depth=1).method == "egraph"
+    assert explore(p, mixed, depth=1).method == "shared"
     with pytest.raises(ValueError, match="compute_inline"):
         explore(p, mixed, depth=1, method="factored")
     from leir_egraph import Program
@@ -304,7 +362,7 @@ def test_unfactorable_spaces_fall_back_or_refuse():
     twice = Program.parse("L^{4}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];"
                           "L^{4}_{a=0}[C^{f32,g}_{a}=C^{f32,g}_{a}+A^{f32,g}_{a};];", sig)
     assert "both write C" in unfactorable_reason(twice, KERNEL_LOCAL)
-    assert explore(twice, KERNEL_LOCAL, depth=1).method == "egraph"
+    assert explore(twice, KERNEL_LOCAL, depth=1).method == "shared"
     # the audit: a kernel-local strategy reads only kernel-local relations
     from leir_egraph.egraph.steps import resolve
     for strategy in resolve(KERNEL_LOCAL):

@@ -283,12 +283,13 @@ _sharing: SharedTerms | None = None
 
 
 @contextmanager
-def shared_terms(names: dict | None = None, prefix: str = "$f"):
+def shared_terms(names: dict | None = None, prefix: str = "$f", table=None):
     """Within the block, :func:`to_egglog` shares repeated subterms through a
-    :class:`SharedTerms` table (yielded), its ``let`` names starting with ``prefix``. Not
-    thread-safe: one program is loaded at a time."""
+    :class:`SharedTerms` table (yielded), its ``let`` names starting with ``prefix``; or
+    through ``table``, any object with SharedTerms' ``text(term)`` (explore/shared.py keeps
+    one for a whole exploration). Not thread-safe: one program is loaded at a time."""
     global _sharing
-    outer, _sharing = _sharing, SharedTerms(names, prefix)
+    outer, _sharing = _sharing, SharedTerms(names, prefix) if table is None else table
     try:
         yield _sharing
     finally:

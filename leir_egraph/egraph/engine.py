@@ -69,11 +69,41 @@ def making_ruleset(strategy: Strategy) -> str:
     return f"make__{strategy.id}"
 
 
-def recording_rule(strategy: Strategy, rule: Rule) -> str:
-    """The single-step form of a rule: record a row instead of unioning."""
-    sorts = " ".join([rule.lhs_sort, rule.lhs_sort] + [s for _, s in rule.bindings])
-    facts = " ".join((f"(= __lhs {rule.lhs})",) + rule.conditions)
-    values = " ".join(["__lhs", rule.rhs, *rule.binding_names])
+CONTEXT_VARIABLE = "__ctx"
+# In a database of many programs: (HeldSuffix__ suffix program), a suffix of that program.
+HELD_SUFFIX = "HeldSuffix__"
+
+
+def reads_context(rule: Rule, context: frozenset[str]) -> bool:
+    """Whether a rule reads a relation of ``context`` (one with a program column, below)."""
+    return any(c.head in context for c in rule.parsed_conditions)
+
+
+def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = frozenset()) -> str:
+    """The single-step form of a rule: record a row instead of unioning.
+
+    ``context``: relations declared with one more column, last, naming the program their fact
+    was stated for (an ``i64``; a shared database holding many programs, explore/shared.py).
+    Every such condition of the rule reads it through one variable, so all of a match's
+    context facts are of one program, and the row records that program after its
+    replacement; a rule rewriting a program suffix also reads ``(HeldSuffix__ __lhs __ctx)``,
+    so that its context facts (a fresh tensor name, which names no term) do not join with the
+    suffixes of every other program in the database. Empty (the per-program engine), the rule
+    is compiled as written."""
+    sorts = [rule.lhs_sort, rule.lhs_sort]
+    conditions = list(rule.conditions)
+    values = ["__lhs", rule.rhs]
+    if reads_context(rule, context):
+        for i, condition in enumerate(rule.parsed_conditions):
+            if condition.head in context:
+                conditions[i] = f"{condition.text[:-1]} {CONTEXT_VARIABLE})"
+        if rule.lhs_sort == "Prog":
+            conditions.append(f"({HELD_SUFFIX} __lhs {CONTEXT_VARIABLE})")
+        sorts.append("i64")
+        values.append(CONTEXT_VARIABLE)
+    sorts = " ".join(sorts + [s for _, s in rule.bindings])
+    facts = " ".join([f"(= __lhs {rule.lhs})"] + conditions)
+    values = " ".join(values + list(rule.binding_names))
     row = match_relation(strategy, rule)
     return (f"(constructor {row} ({sorts}) MatchRow)\n"
             f"(rule ({facts}) ((Matched ({row} {values}))) :ruleset {ruleset_name(strategy)} "
@@ -159,12 +189,19 @@ def prelude_text() -> str:
     return "\n".join(p.read_text() for p in sorted(PRELUDE_DIR.glob("*.egg")))
 
 
-def base_program(vocab: Vocabulary | None = None) -> str:
+def base_program(vocab: Vocabulary | None = None, context: frozenset[str] = frozenset()) -> str:
     """Schema, rulesets, helpers, the relations of the vocabulary (default: the shared one), the
-    prelude, the providers' egglog files and the guards' analysis rules."""
+    prelude, the providers' egglog files and the guards' analysis rules. The relations of
+    ``context`` are declared with a last ``i64`` column naming a program (:func:`recording_rule`)."""
     vocab = vocab or vocabulary()
+    declarations = vocab.declarations()
+    if context:
+        declarations = re.sub(r"^\(relation (\w+) \(([^()]*)\)\)$",
+                              lambda m: (f"(relation {m[1]} ({m[2]} i64))" if m[1] in context
+                                         else m[0]), declarations, flags=re.M)
+        declarations += f"\n(relation {HELD_SUFFIX} (Prog i64))"
     parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
-             vocab.declarations(), prelude_text(), vocab.analysis_rules, MATCH_TABLE]
+             declarations, prelude_text(), vocab.analysis_rules, MATCH_TABLE]
     return "\n".join(p for p in parts if p)
 
 
@@ -177,15 +214,24 @@ class RawMatch:
     lhs: Term
     rhs: Term | None
     bindings: tuple[tuple[str, Term | Literal | None], ...]
+    context: int | None = None  # the program its context facts were stated for, if any
 
 
 class Engine:
-    """A compiled strategy set, reusable across programs (push/pop per program)."""
+    """A compiled strategy set, reusable across programs (push/pop per program).
 
-    def __init__(self, strategies: list[Strategy] | tuple[Strategy, ...]):
+    ``context`` (explore/shared.py): relations whose facts hold only in the program they were
+    stated for. They are declared with a last column naming that program, every rule reading
+    them is compiled to bind it (:func:`recording_rule`), no relation is deferred, and only the
+    recording rules are compiled: such an engine holds many programs at once and is not used
+    through :meth:`matches`. Empty (default), nothing changes."""
+
+    def __init__(self, strategies: list[Strategy] | tuple[Strategy, ...],
+                 context: frozenset[str] = frozenset()):
         from egglog import bindings
 
         self.strategies = tuple(strategies)
+        self.context = frozenset(context)
         try:
             self.vocabulary = vocabulary_of(self.strategies)
         except ProviderError as err:
@@ -193,12 +239,12 @@ class Engine:
         self._egraph = bindings.EGraph()
         self._analysed = set(re.findall(r"\((\w+)", prelude_text()
                                         + self.vocabulary.analysis_rules))
-        self.deferred = self._deferrable()
+        self.deferred = self._deferrable() if not self.context else {}
         # per (strategy, rule): the variables of deferred last columns it does not report
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
                         for st in self.strategies for r in st.rules}
         try:
-            self.run(base_program(self.vocabulary))
+            self.run(base_program(self.vocabulary, self.context))
         except Exception as err:  # egglog rejects a provider's egglog text
             message = str(err).splitlines()
             raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
@@ -254,9 +300,12 @@ class Engine:
                  f"(ruleset {making_ruleset(strategy)})")
         for rule in strategy.rules:
             try:
-                self.run("\n".join((recording_rule(strategy, rule),
-                                    finding_rule(strategy, rule, self.deferred),
-                                    making_rule(strategy, rule))))
+                if self.context:
+                    self.run(recording_rule(strategy, rule, self.context))
+                else:
+                    self.run("\n".join((recording_rule(strategy, rule),
+                                        finding_rule(strategy, rule, self.deferred),
+                                        making_rule(strategy, rule))))
             except Exception as err:  # egglog's own error type: a type or name error
                 message = str(err).splitlines()
                 variant = ", a variant of its [[rules]] entry" if rule.variant else ""
@@ -545,9 +594,11 @@ class Applications:
         return out
 
 
-def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
+def _rows(output, rows: dict[str, tuple[Strategy, Rule]], contextual: frozenset[str] = frozenset()
+          ) -> tuple[list[RawMatch], int]:
     """The rows of a ``print-function Matched`` output (egglog's order), and how many could not
-    be extracted."""
+    be extracted. The rows of the constructors in ``contextual`` hold a program column after
+    the replacement (:func:`recording_rule`)."""
     found: list[RawMatch] = []
     stuck = 0
     termdag, memo = output.termdag, {}
@@ -559,11 +610,13 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch
             continue
         strategy, rule = rows[row.name]
         args = [from_termdag(termdag, a, memo) for a in row.args]
-        lhs, rhs, values = args[0], args[1], args[2:]
+        lhs, rhs, values, context = args[0], args[1], args[2:], None
+        if row.name in contextual:
+            context, values = values[0], values[1:]
         if lhs is None:
             continue
         found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
-                              tuple(zip(rule.binding_names, values))))
+                              tuple(zip(rule.binding_names, values)), context))
     return found, stuck
 
 

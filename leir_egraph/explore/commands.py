@@ -52,10 +52,11 @@ def register(sub) -> None:
                    help="seconds per verification")
     add_threads_option(p)
     p.add_argument("--naive", action="store_true", help="run the naive oracle instead")
-    p.add_argument("--method", choices=["auto", "factored", "egraph"], default="auto",
+    p.add_argument("--method", choices=["auto", "factored", "shared", "egraph"], default="auto",
                    help="factored: each kernel variant matched once, the product space counted "
-                        "(kernel-local strategies only); egraph: every program matched; auto "
-                        "(default): factored where it applies")
+                        "(kernel-local strategies only); shared: every program added to one "
+                        "persistent database, each term matched once; egraph: every program "
+                        "matched alone; auto (default): factored where it applies, else shared")
     p.add_argument("--json", action="store_true", help="the result as one JSON object")
     p.add_argument("--graph", metavar="OUT", help="write the state graph (.graphml or .jsonl)")
     p.set_defaults(handler=run_explore)

@@ -57,14 +57,22 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
     term -> canonical program across calls (a program reached from several parents is
     decoded and renamed once). With a ``deadline``, the matches are placed until it passes
     (the engine run itself is one indivisible piece): the steps placed by then."""
+    return place(program, engine.matches(program, chosen), decoder, known, deadline=deadline)
+
+
+def place(program: Program, matches, decoder: Decoder | None = None, known: dict | None = None,
+          term=None, deadline: Deadline | None = None) -> list[tuple[Program, str, str]]:
+    """:func:`successors` from the program's recorded rows (``RawMatch``, in rule order): each
+    placed at every occurrence of its matched term (``term``: the program's encoded term,
+    when the caller has it), until ``deadline`` passes."""
     decoder = decoder or Decoder()
     known = {} if known is None else known
-    term = encode(program.leir)
+    term = encode(program.leir) if term is None else term
     index = OccurrenceIndex(term)  # one walk per program, not one per match
     keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
     seen: set = set()
-    for m in engine.matches(program, chosen):
+    for m in matches:
         if m.rhs is None or m.rhs == m.lhs:
             continue
         if deadline is not None and deadline.passed():
@@ -87,7 +95,12 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
 
 def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadline, seed: int,
             method: str, expand: Callable, space_egraph: SpaceEGraph | None,
-            progress: Callable[[Round], None] | None) -> Exploration:
+            progress: Callable[[Round], None] | None,
+            prepare: Callable | None = None) -> Exploration:
+    """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
+    seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
+    once per round with the whole frontier before any of it is expanded (the shared method
+    adds the programs until ``out_of_budget()`` and matches them there)."""
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
     chosen = resolve(strategies)
@@ -104,6 +117,10 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
         rnd = Round(d)
         t0 = time.perf_counter()
         found: list[str] = []
+        if prepare is not None:
+            prepare(frontier, [space.programs[k] for k in frontier],
+                    lambda: budget.check(space))
+            rnd.matching_s += time.perf_counter() - t0
         for key in frontier:
             if budget.check(space):
                 break
@@ -159,15 +176,17 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
     ``method``: ``"factored"`` matches each kernel variant once and counts the product space
     (``explore/factored.py``; only when every strategy is kernel-local and no two kernels write
-    one tensor), ``"egraph"`` matches every program in its own context, ``"auto"`` (default)
-    takes ``factored`` where it applies. A factored exploration holds at most ``max_programs``
+    one tensor), ``"shared"`` adds every program to one persistent database and matches each
+    round once (``explore/shared.py``), ``"egraph"`` matches every program alone in its own
+    push/pop context, ``"auto"`` (default) takes ``factored`` where it applies and ``shared``
+    elsewhere. A factored exploration holds at most ``max_programs``
     programs in its graph (``GRAPH_LIMIT`` when None) and counts the whole space
     (``Exploration.space_counts``)."""
-    if method not in ("auto", "factored", "egraph"):
-        raise ValueError(f"method must be auto, factored or egraph, not {method!r}")
+    if method not in ("auto", "factored", "shared", "egraph"):
+        raise ValueError(f"method must be auto, factored, shared or egraph, not {method!r}")
     deadline = Deadline(time_limit)   # counted from this call: engine set-up included
     chosen = resolve(strategies)
-    if method != "egraph":
+    if method not in ("egraph", "shared"):
         from .factored import unfactorable_reason
         reason = unfactorable_reason(program, chosen)
         if reason is None:
@@ -175,6 +194,9 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
                                      progress)
         if method == "factored":
             raise ValueError(f"the space is not a product of kernels: {reason}")
+    if method != "egraph":
+        return _explore_shared(program, strategies, chosen, depth, max_programs, deadline,
+                               seed, progress)
     engine = engine_for(default_strategies() if strategies is None else chosen)
     decoder, known = Decoder(), {}
 
@@ -185,6 +207,56 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
                    expand, SpaceEGraph(), progress)
+
+
+def _explore_shared(program: Program, strategies, chosen, depth: int, max_programs,
+                    deadline: Deadline, seed, progress) -> Exploration:
+    """The shared method: each round's frontier is added to one persistent database and
+    matched in one run (explore/shared.py); each program's rows are then placed."""
+    from .shared import SharedMatcher
+    with SharedMatcher(tuple(chosen)) as matcher:
+        return _search_shared(program, strategies, matcher, depth, max_programs, deadline,
+                              seed, progress)
+
+
+def _search_shared(program: Program, strategies, matcher, depth: int, max_programs,
+                   deadline: Deadline, seed, progress) -> Exploration:
+    decoder, known = Decoder(), {}
+    numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
+
+    def prepare(keys: list[str], programs: list[Program], out_of_budget) -> None:
+        # A program not added is never expanded: the budget that stopped adding it stops
+        # the round's expansion before it. Under a time limit the frontier is added and
+        # matched in pieces sized to half the time left (one rule run is indivisible; each
+        # later run matches only the new programs' tuples), as factored.py sizes its runs.
+        at, pace = 0, None   # pace: seconds per program of the last piece
+        while at < len(keys) and not out_of_budget():
+            if deadline.seconds is None:
+                size = len(keys)
+            elif pace is None:
+                size = 4
+            else:
+                size = max(1, int(deadline.left() / 2 / max(pace, 1e-9)))
+            t = time.perf_counter()
+            added = 0
+            for key, p in zip(keys[at:at + size], programs[at:at + size]):
+                if out_of_budget():
+                    break
+                numbers[key] = (matcher.add(p), encode(p.leir))
+                added += 1
+            at += size
+            if added:
+                matcher.match()
+                pace = (time.perf_counter() - t) / added
+
+    def expand(p: Program, chosen, deadline):
+        t = time.perf_counter()
+        number, term = numbers.pop(p.text)
+        steps = place(p, matcher.matches(number, term), decoder, known, term, deadline)
+        return steps, time.perf_counter() - t
+
+    return _search(program, strategies, depth, max_programs, deadline, seed, "shared",
+                   expand, SpaceEGraph(), progress, prepare)
 
 
 # A factored exploration counts its whole space but holds at most this many programs in its

@@ -1,0 +1,246 @@
+"""Matching for the per-program exploration in one persistent egglog database (docs/EXPLORE.md,
+"The shared method").
+
+Every program of a round is added to one database that is never popped: its nests and suffixes
+are declared, the facts of relations decided by their key terms are stated once per fact
+(whichever program first holds them), and the facts of every other relation are stated with a
+last column naming the program they were computed for (``Engine(context=...)``). The round then
+runs the analysis rules, the strategies once and the helpers over the whole database; egglog's
+seminaive evaluation matches only what involves tuples added since the last run, so a nest or a
+suffix that an earlier program held is not matched again. The rows are read and
+
+* a row of a rule that reads only key-decided facts is a function of its matched term: it is
+  placed at every occurrence of that term in every program of the round (and of later rounds);
+* a row of a rule that reads a context relation carries the program its context facts were
+  stated for, and is placed in that program only.
+
+A strategy whose analysis or provider egglog rules read a context relation (those rules would
+derive facts without the program column) is matched program by program with the per-program
+engine instead (:func:`fallback_reason`).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
+from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
+                             match_relation, prelude_text, provider_errors, reads_context,
+                             ruleset_name)
+from ..egraph.loaded import LoadedProgram
+from ..egraph.strategy import Strategy
+from ..egraph.vocabulary import Vocabulary, vocabulary_of
+from ..leir.program import Program
+
+# The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
+# one program is true of every program holding its key terms (tests/test_providers.py checks
+# the claim, tests/test_explore.py that this set is that table's).
+KEY_DECIDED = frozenset({
+    "BoundIndexTable", "BoundSubexpressionFrame", "CompoundIndexRead", "EquationCount",
+    "FactorizableReduction", "IndependentAxis", "InnerLoopsUsed", "KernelLoops", "LoopNext",
+    "LoopOuter", "MathNatural", "ProperFactor", "ReadOnlyIn", "ReorderedSubexpressionFrame",
+    "ScanAxis", "ScanGap", "ScanNest", "ScopeChange", "ShiftableOperand", "SplitBy",
+    "SplitPoint", "SplitSite", "StagingLoops", "StagingScope", "StencilLoops",
+    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInSuffix",
+    "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn", "WholePartials"})
+# Decided by the signature alone (5.5), which is one for the whole exploration.
+SIGNATURE_DECIDED = frozenset({"Intermediate"})
+
+
+def context_relations(vocab: Vocabulary) -> frozenset[str]:
+    """Every guard and parameter relation of ``vocab`` whose facts may differ between two
+    programs of one exploration holding the same key terms (not in :data:`KEY_DECIDED` or
+    :data:`SIGNATURE_DECIDED`; a relation the audit does not list counts as one)."""
+    every = set(vocab.relations) | set(vocab.parameters)
+    return frozenset(every - KEY_DECIDED - SIGNATURE_DECIDED)
+
+
+def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
+    """Why a strategy cannot be matched in the shared database (None when it can): an egglog
+    rule of its vocabulary (prelude, guards' analysis rules, providers' ``.egg`` files) reads a
+    context relation, and would derive facts that lose the program they hold in."""
+    text = prelude_text() + vocabulary_of((strategy,)).analysis_rules
+    read = sorted(n for n in context if re.search(rf"\({n}[\s)]", text))
+    if read:
+        return f"its egglog rules read the context relation(s) {', '.join(read)}"
+    return None
+
+
+class References:
+    """Names for the terms an exploration sends, kept for all of it (the ``table`` of
+    :func:`shared_terms`): a term whose text is at least ``MIN_CHARS`` long is sent once, as
+    ``(union (<Sort>Ref__ k) <its text>)`` (its subterms by their references), and named by
+    that reference from then on, in every program that holds it -- a depth-2 program sends only
+    the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
+    and the cost of every later command grew with their number. A reference costs more than any
+    term, so extraction never returns one."""
+
+    MIN_CHARS = 24
+
+    def __init__(self):
+        self._text: dict[Term, str] = {}
+        self._by_id: dict[int, tuple[Term, str]] = {}  # a term object seen before, unhashed
+        self._unions: list[str] = []
+        self.count = 0  # references made
+
+    @staticmethod
+    def declarations() -> str:
+        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :cost 1000000000)"
+                         for sort in sorted(set(SORT_OF.values())))
+
+    def text(self, term: Term) -> str:
+        known = self._by_id.get(id(term))
+        if known is not None and known[0] is term:
+            return known[1]
+        text = self._text.get(term)
+        if text is None:
+            text = ("(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
+                    if len(term) > 1 else f"({term[0]})")
+            if len(text) >= self.MIN_CHARS:
+                ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
+                self.count += 1
+                self._unions.append(f"(union {ref} {text})")
+                text = ref
+            self._text[term] = text
+        self._by_id[id(term)] = (term, text)
+        return text
+
+    def take(self) -> list[str]:
+        """The unions made since the last call (sent before any text naming them)."""
+        out, self._unions = self._unions, []
+        return out
+
+
+def subterms(term: Term) -> list[Term]:
+    """The distinct subterms of ``term`` (itself included), in pre-order of first occurrence."""
+    seen: set = set()
+    out: list[Term] = []
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        out.append(t)
+        stack.extend(a for a in reversed(t[1:]) if type(a) is tuple)
+    return out
+
+
+@lru_cache(maxsize=4)
+def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
+    """The context engine of a strategy set (its vocabulary's context relations), with the
+    references' constructors and the one-iteration ruleset declared; an exploration works in a
+    ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
+    engine = Engine(strategies, context_relations(vocabulary_of(strategies)))
+    engine.run(References.declarations())
+    engine.one_iteration(strategies, ruleset_name)
+    return engine
+
+
+class SharedMatcher:
+    """One persistent database for one exploration's programs (module docstring).
+
+    ``add(program)`` declares a program and states its facts, returning its number;
+    ``match()`` runs the round and returns nothing; ``matches(number, term)`` then gives that
+    program's rows in rule order, as ``Engine.matches`` would for it alone."""
+
+    def __init__(self, chosen: tuple[Strategy, ...]):
+        vocab = vocabulary_of(chosen)
+        self.context = context_relations(vocab)
+        self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
+        self.alone = tuple(s for s in chosen if s not in self.shared)
+        self.engine = shared_engine_for(self.shared) if self.shared else None
+        self.fallback = engine_for(self.alone) if self.alone else None
+        self.order = {(s.id, r.name): i for i, (s, r) in
+                      enumerate((s, r) for s in chosen for r in s.rules)}
+        self._rows = {match_relation(s, r): (s, r) for s in self.shared for r in s.rules}
+        self._contextual = frozenset(match_relation(s, r) for s in self.shared for r in s.rules
+                                     if reads_context(r, self.context))
+        self._step = (self.engine.one_iteration(self.shared, ruleset_name)
+                      if self.engine else "")
+        self._stated: set = set()
+        self._references = References()
+        if self.engine is not None:
+            self.engine.run("(push)")
+        self._pending: list[str] = []
+        self._programs: list[Program] = []
+        self._by_term: dict[Term, list[RawMatch]] = {}
+        self._by_program: dict[int, list[RawMatch]] = {}
+
+    @property
+    def facts_stated(self) -> int:
+        """How many facts of key-decided relations have been stated (each once)."""
+        return len(self._stated)
+
+    def close(self) -> None:
+        """Drop this exploration's programs from the engine (kept for the next exploration of
+        the same strategy set: compiling the rules takes about a second)."""
+        if self.engine is not None:
+            self.engine.run("(pop)")
+            self.engine = None
+
+    def __enter__(self) -> "SharedMatcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def add(self, program: Program) -> int:
+        """Declare ``program`` and state its facts (those of a key-decided relation only when
+        no earlier program stated them); its number, the context column of its facts."""
+        number = len(self._programs)
+        self._programs.append(program)
+        if self.engine is None:
+            return number
+        loaded = LoadedProgram(program)
+        engine, context, out = self.engine, self.context, []
+        with shared_terms(table=self._references) as shared, provider_errors():
+            shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
+            out += shared.take()
+            out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
+            for fact in engine.vocabulary.facts(loaded, engine.read_relations):
+                if fact.name in context:
+                    text = f"{fact.text()[:-1]} {number})"
+                elif fact not in self._stated:
+                    self._stated.add(fact)
+                    text = fact.text()
+                else:
+                    continue
+                out += shared.take()
+                out.append(text)
+        self._pending += out
+        return number
+
+    def match(self) -> None:
+        """Run the round over what :meth:`add` stated since the last round and read the rows."""
+        if self.engine is None:
+            return
+        engine = self.engine
+        engine.send(self._pending + ["(run-schedule (saturate (run analysis)))", self._step,
+                                     "(run-schedule (saturate (run helpers)))"])
+        self._pending = []
+        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        found, _ = _rows(output, self._rows, self._contextual)
+        # every row ever found is printed again: rebuilt, not appended to
+        self._by_term, self._by_program = {}, {}
+        for m in found:
+            if m.context is None:
+                self._by_term.setdefault(m.lhs, []).append(m)
+            else:
+                self._by_program.setdefault(m.context, []).append(m)
+
+    def matches(self, number: int, term: Term) -> list[RawMatch]:
+        """The rows of program ``number`` (its encoded term ``term``), in rule order: the
+        shared rows of every subterm it holds, its own context rows, and the per-program
+        engine's rows for the strategies that fall back."""
+        out: list[RawMatch] = []
+        if self._by_term:
+            for t in subterms(term):
+                out += self._by_term.get(t, ())
+        out += self._by_program.get(number, ())
+        if self.fallback is not None:
+            out += self.fallback.matches(self._programs[number], self.alone)
+        order = self.order
+        out.sort(key=lambda m: order.get((m.strategy, m.rule), len(order)))
+        return out
