@@ -633,6 +633,7 @@ LOOP_STRATEGIES = ["loop_reorder", "loop_split", "loop_tiling", "loop_unrolling"
 
 @pytest.mark.parametrize("kind, strategies, method", [
     ("ScaledDotProductAttention", LOOP_STRATEGIES, "factored"),
+    ("Average_Pooling_2D", None, "shared"),
     ("Average_Pooling_2D", None, "egraph")])
 def test_a_small_time_limit_cuts_the_round_in_progress(kind, strategies, method):
     """``--time-limit`` is checked inside a round (engine runs sized to the time left, the
@@ -643,8 +644,8 @@ def test_a_small_time_limit_cuts_the_round_in_progress(kind, strategies, method)
     from leir_egraph.workloads import instantiate
     module, inputs, _ = instantiate(kind, seed=0, size="small")
     program = from_torch(module, inputs, name=kind)
-    explore(program, strategies, depth=1)   # the engine is built (and cached) outside the limit
-    space = explore(program, strategies, depth=3, time_limit=3.0)
+    explore(program, strategies, depth=1, method=method)   # engines built (and cached) first
+    space = explore(program, strategies, depth=3, time_limit=3.0, method=method)
     assert space.method == method and space.stopped == "time_limit"
     assert not space.space_complete
     assert [r.stopped for r in space.rounds] == [""] * (len(space.rounds) - 1) + ["time_limit"]
