@@ -63,7 +63,7 @@ def chosen_workloads(spec: str) -> list:
     """The workloads of ``benchmarks/search.py`` (its seeded 30): ``N`` takes the first N,
     ``10,62`` the listed indices (``62,`` one index; each must be one of the 30)."""
     from search import workloads
-    thirty = workloads(SimpleNamespace(all=False, seed=0, workloads=30))
+    thirty = workloads(SimpleNamespace(all=False, seed=0, workloads=30, indices=None))
     if "," not in spec:
         return thirty[:int(spec)]
     wanted = [int(x) for x in spec.split(",") if x.strip()]
