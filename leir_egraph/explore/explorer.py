@@ -29,7 +29,7 @@ from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import canonical, canonical_leir
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Deadline, Exploration, Round, peak_rss_mb
+from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
 
 
 class _Budget:
@@ -227,16 +227,11 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
     def prepare(keys: list[str], programs: list[Program], out_of_budget) -> None:
         # A program not added is never expanded: the budget that stopped adding it stops
         # the round's expansion before it. Under a time limit the frontier is added and
-        # matched in pieces sized to half the time left (one rule run is indivisible; each
-        # later run matches only the new programs' tuples), as factored.py sizes its runs.
-        at, pace = 0, None   # pace: seconds per program of the last piece
+        # matched in pieces sized to the time left (``Pace``; one rule run is indivisible,
+        # each later run matches only the new programs' tuples).
+        at, pace = 0, Pace()
         while at < len(keys) and not out_of_budget():
-            if deadline.seconds is None:
-                size = len(keys)
-            elif pace is None:
-                size = 4
-            else:
-                size = max(1, int(deadline.left() / 2 / max(pace, 1e-9)))
+            size = pace.size(len(keys) - at, deadline)
             t = time.perf_counter()
             added = 0
             for key, p in zip(keys[at:at + size], programs[at:at + size]):
@@ -247,7 +242,7 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
             at += size
             if added:
                 matcher.match()
-                pace = (time.perf_counter() - t) / added
+                pace.record(added, time.perf_counter() - t)
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()

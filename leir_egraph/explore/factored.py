@@ -55,7 +55,7 @@ from ..leir.printer import to_text
 from ..leir.traverse import walk
 from ..leir.program import Program
 from .egraph import SpaceEGraph
-from .space import Deadline, Exploration, Round, peak_rss_mb
+from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
 
 # Relations whose facts about a nest depend on the nest term and its kernel only (audited):
 KERNEL_LOCAL_RELATIONS = frozenset({
@@ -72,7 +72,6 @@ KERNEL_LOCAL_RELATIONS = frozenset({
 })
 _CONSTRUCTORS = frozenset(re.findall(r"\(constructor (\w+)", SCHEMA_FILE.read_text()))
 BATCH_NESTS = 64   # kernel variants matched in one engine run
-PROBE_NESTS = 4    # ... in the first run under a time limit, before a pace is measured
 
 
 def nonlocal_reason(strategy: Strategy) -> str | None:
@@ -342,7 +341,7 @@ def explore_factored(program: Program, strategies, *, depth: int,
     storage.flush()
     frontier = [(k.position, 0) for k in kernels]
     rounds = [] if rounds is None else rounds
-    pace = _Pace()
+    pace = Pace()
     for d in range(1, depth + 1):
         if not frontier:
             break
@@ -398,29 +397,6 @@ def explore_factored(program: Program, strategies, *, depth: int,
         if not space.complete:
             break
     return space
-
-
-class _Pace:
-    """How many kernel variants the next engine run may take: all of a batch without a time
-    limit; under one, as many as the seconds per variant measured so far say fit in the time
-    left (``PROBE_NESTS`` before anything is measured), never fewer than one. The estimate
-    aims at half the time left, as the time per variant varies from run to run."""
-
-    def __init__(self):
-        self.nests, self.seconds = 0, 0.0
-
-    def size(self, available: int, deadline: Deadline) -> int:
-        if deadline.seconds is None:
-            return available
-        if not self.nests:
-            return min(available, PROBE_NESTS)
-        # half the time left: the pace of one engine run varies with its variants and load
-        fits = int(deadline.left() / 2 * self.nests / max(self.seconds, 1e-9))
-        return max(1, min(available, fits))
-
-    def record(self, nests: int, seconds: float) -> None:
-        self.nests += nests
-        self.seconds += seconds
 
 
 def materialise(space: FactoredSpace, exploration: Exploration, max_programs: int | None,

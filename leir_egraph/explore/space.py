@@ -49,6 +49,31 @@ class Deadline:
         return max(0.0, self.seconds - (time.perf_counter() - self.start))
 
 
+class Pace:
+    """How many items (kernel variants, programs) the next indivisible engine run may take:
+    all that are available without a time limit; under one, as many as the seconds per item
+    measured so far say fit in the time left (``PROBE`` before anything is measured), never
+    fewer than one. The estimate aims at half the time left, as the time per item varies from
+    run to run (its items, the load)."""
+
+    PROBE = 4
+
+    def __init__(self):
+        self.items, self.seconds = 0, 0.0
+
+    def size(self, available: int, deadline: Deadline) -> int:
+        if deadline.seconds is None:
+            return available
+        if not self.items:
+            return min(available, self.PROBE)
+        fits = int(deadline.left() / 2 * self.items / max(self.seconds, 1e-9))
+        return max(1, min(available, fits))
+
+    def record(self, items: int, seconds: float) -> None:
+        self.items += items
+        self.seconds += seconds
+
+
 def peak_rss_mb() -> float:
     """The process's peak resident set so far (egglog included), in MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
