@@ -93,24 +93,33 @@ def independent_iterations(nest: LoopNest, index: str) -> bool:
 def loops_swappable(nest: LoopNest, first: str, second: str) -> bool:
     """May loops ``first`` and ``second`` of ``nest`` exchange their nesting positions?
 
-    Interchange only changes the relative order of iterations that differ in both loops. It is
-    safe -- every output bit unchanged -- when, for every written element, the iterations
-    touching it never differ in both loops. Two reduction loops of one accumulation are not
-    exchanged: even an order-free reduction (``+ - * max min``) would be reassociated, which
-    rounds differently (the dataset's verification found loop_reorder 1-2 ULP off on
-    convolutions while it allowed that).
+    Exchanging the loops at positions ``i < k`` changes the relative order of every pair of
+    loops it moves past each other: ``(i, k)``, and ``(i, m)``, ``(m, k)`` for each loop ``m``
+    between them. That is safe -- every output bit unchanged -- when, for every written element,
+    no two loops of such a pair both run over it (loops of one iteration order nothing). Two
+    reduction loops of one accumulation are not reordered: even an order-free reduction
+    (``+ - * max min``) would be reassociated, which rounds differently in another order (the
+    dataset's verification found loop_reorder 1-2 ULP off on convolutions while it allowed
+    that; ``L^{4}_{c}L^{2}_{d}L^{2}_{f}[C_{c}=C_{c}+A_{d,c+f}*D_{d,f};]`` exchanging ``c`` and
+    ``f`` puts ``f`` outside ``d``: refused).
     """
     sites = _sites(nest)
     if not _same_subscript_reads(sites):
         return False
     for site in sites:
+        order = [l.index for l in site.loops]
+        if first not in order or second not in order:
+            continue
+        i, k = sorted((order.index(first), order.index(second)))
         target = site.equation.target
-        free = {l.index for l in site.loops} - determined_loops(target, site.loops)
-        if first in free and second in free:
-            # both loops run over the same written element: an overwrite or scan changes its
-            # result, and an accumulation -- even order-free in real arithmetic -- is
-            # reassociated (+ and * round differently in another order; max and min pick
-            # another of -0 and +0), so the exchange would not be bitwise
+        free = ({l.index for l in site.loops if l.extent > 1}
+                - determined_loops(target, site.loops))
+        ends = {order[i], order[k]} & free
+        if len(ends) == 2 or (ends and free & set(order[i + 1:k])):
+            # two loops running over the same written element change their relative order:
+            # an overwrite or scan changes its result, and an accumulation -- even order-free
+            # in real arithmetic -- is reassociated (+ and * round differently in another
+            # order; max and min pick another of -0 and +0), so the exchange is not bitwise
             return False
     return True
 
