@@ -155,8 +155,8 @@ def main(argv=None) -> int:
                                                                      workers=args.workers,
                                                                      quiet=True)))
     s = result.summary
-    print(f"## 2. Plain run\n\n{s['programs']} programs ({len(args.programs)} kinds x "
-          f"{args.count} draws x {args.dtypes}), {s['transitions']} transitions, "
+    print(f"## 2. Plain run\n\n{s['programs']} programs (selectors {' '.join(args.programs)}: "
+          f"{args.count} draw(s) x {args.dtypes}), {s['transitions']} transitions, "
           f"{s['verified']} verified: {wall:.1f} s wall, {cpu:.1f} CPU s (this process and "
           "its workers)\n")
 
