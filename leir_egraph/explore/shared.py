@@ -127,6 +127,12 @@ def subterms(term: Term) -> list[Term]:
     return out
 
 
+# The ruleset that empties ``Matched`` once a round's rows are read: the next round prints only
+# the rows its own rule run recorded (the recording rules only write ``Matched``, no rule reads
+# it, so emptying it changes no match).
+CLEAR_ROWS = "clear_rows__"
+
+
 @lru_cache(maxsize=4)
 def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
@@ -134,6 +140,8 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
     engine = Engine(strategies, context_relations(vocabulary_of(strategies)))
     engine.run(References.declarations())
+    engine.run(f"(ruleset {CLEAR_ROWS})\n"
+               f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
     engine.one_iteration(strategies, ruleset_name)
     return engine
 
@@ -167,6 +175,7 @@ class SharedMatcher:
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
+        self._seen: set[RawMatch] = set()
 
     @property
     def facts_stated(self) -> int:
@@ -221,10 +230,14 @@ class SharedMatcher:
                                      "(run-schedule (saturate (run helpers)))"])
         self._pending = []
         (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        engine.run(f"(run {CLEAR_ROWS} 1)")
         found, _ = _rows(output, self._rows, self._contextual)
-        # every row ever found is printed again: rebuilt, not appended to
-        self._by_term, self._by_program = {}, {}
+        # Only this round's rows are printed; a match found again (a new fact about an old
+        # term lets a rule match it anew) is kept once.
         for m in found:
+            if m in self._seen:
+                continue
+            self._seen.add(m)
             if m.context is None:
                 self._by_term.setdefault(m.lhs, []).append(m)
             else:
