@@ -15,8 +15,11 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leir_egraph.cli import main
+from leir_egraph.egraph.encoding import encode
 from leir_egraph.explore import explore, naive
 from leir_egraph.explore.factored import KERNEL_LOCAL_RELATIONS, unfactorable_reason
 from leir_egraph.explore.measure import best_keys, measure, rank, sample
@@ -129,6 +132,65 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
     with SharedMatcher(tuple(resolve(STRATEGIES))) as matcher:
         matcher.add(child)
         assert 0 <= added < matcher.facts_stated
+
+
+@lru_cache(maxsize=None)
+def adjacent_pool():
+    """Programs with varied adjacent nests: softmax and L1Norm and their depth-1 neighbours
+    under the strategies that move nests (inline, split, fission)."""
+    out = []
+    for kind in ("softmax", "L1Norm", "MSELoss"):
+        space = explore(zoo_program(kind), ["compute_inline", "expression_splitting",
+                                            "operator_fission"], depth=1)
+        out += list(space.programs.values())
+    return out
+
+
+def pair_facts(vocab, program, relation: str) -> dict:
+    """The facts of ``relation`` about ``program`` by the adjacent pair of nests they are about."""
+    from leir_egraph.egraph.loaded import LoadedProgram
+    out: dict = {}
+    for fact in vocab.facts(LoadedProgram(program), {relation}):
+        out.setdefault(fact.columns()[:2], set()).add(fact.columns())
+    return out
+
+
+@settings(max_examples=24, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_adjacent_pair_facts_are_the_same_wherever_the_pair_is_adjacent(data):
+    """The relations the shared method states once for the rules that read them on adjacent
+    nests (``shared.ADJACENT_PAIR``): the facts about a pair of adjacent nests of a program P
+    are the facts about that pair in the program of those two nests alone, and in a program Q
+    holding P's nests after (or before) another program's -- wherever the pair is adjacent, it
+    has the same facts, and at least one is stated."""
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.vocabulary import vocabulary_of
+    from leir_egraph.explore.shared import ADJACENT_PAIR, context_relations
+    from leir_egraph.leir.ast import Leir
+    from leir_egraph.leir.program import Program
+
+    every = resolve(None)
+    vocab = vocabulary_of(every)
+    assert ADJACENT_PAIR and not ADJACENT_PAIR & context_relations(vocab, every)
+    assert ADJACENT_PAIR <= context_relations(vocab)   # shared only for readers that allow it
+    relation = data.draw(st.sampled_from(sorted(ADJACENT_PAIR)), label="relation")
+    pool = adjacent_pool()
+    with_facts = [p for p in pool if pair_facts(vocab, p, relation)]
+    assert with_facts
+    p = data.draw(st.sampled_from(with_facts), label="P")
+    other = data.draw(st.sampled_from(pool), label="other")
+    before = data.draw(st.booleans(), label="P first")
+    nests = p.leir.nests + other.leir.nests if before else other.leir.nests + p.leir.nests
+    q = Program(Leir(tuple(nests)), p.signature, p.name)
+    in_p, in_q = pair_facts(vocab, p, relation), pair_facts(vocab, q, relation)
+    for pair, facts in in_p.items():   # P's adjacent pairs are adjacent in Q too
+        assert in_q.get(pair) == facts, pair
+    pairs = list(zip(p.leir.nests, p.leir.nests[1:]))
+    assert set(in_p) <= {(encode(a), encode(b)) for a, b in pairs}   # about adjacent nests only
+    for a, b in pairs:
+        two = Program(Leir((a, b)), p.signature, p.name)
+        key = (encode(a), encode(b))
+        assert pair_facts(vocab, two, relation).get(key) == in_p.get(key), key
 
 
 def test_space_egraph_grows_and_unions():

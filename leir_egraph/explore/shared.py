@@ -48,12 +48,44 @@ KEY_DECIDED = frozenset({
 SIGNATURE_DECIDED = frozenset({"Intermediate"})
 
 
-def context_relations(vocab: Vocabulary) -> frozenset[str]:
+# Decided by their two nest terms alone and stated, by one provider and one predicate, for
+# every pair of adjacent top-level nests (5.5: "its key columns (true of the terms alone), but
+# stated only for nests adjacent in the program"). Such a fact, stated once, is true of every
+# program holding the pair; a program holding the pair *adjacent* states it too. So it is
+# shared with the rules that read it on an adjacent pair -- an LHS ``(PCons a (PCons b rest))``
+# and the fact about ``a b`` (:func:`reads_adjacent_only`) -- and stays a context relation for
+# any other reader. Not ``Fusible``: operator_fission states it for the halves of a cut as
+# well, by a stricter predicate, so its facts depend on where the pair comes from.
+ADJACENT_PAIR = frozenset({"Inlinable", "LoopsWithin"})
+_ADJACENT_LHS = re.compile(r"\(PCons (\w+) \(PCons (\w+) \w+\)\)")
+
+
+def reads_adjacent_only(relation: str, strategies) -> bool:
+    """Whether every rule of ``strategies`` that reads ``relation`` reads it about two adjacent
+    top-level nests: its LHS is ``(PCons a (PCons b rest))`` and each such condition's first
+    two columns are ``a b``."""
+    for strategy in strategies:
+        for rule in strategy.rules:
+            for atom in rule.guard_atoms:
+                if atom.relation != relation:
+                    continue
+                lhs = _ADJACENT_LHS.fullmatch(" ".join(rule.lhs.split()))
+                if lhs is None or atom.args[:2] != (lhs[1], lhs[2]):
+                    return False
+    return True
+
+
+def context_relations(vocab: Vocabulary, strategies=None) -> frozenset[str]:
     """Every guard and parameter relation of ``vocab`` whose facts may differ between two
     programs of one exploration holding the same key terms (not in :data:`KEY_DECIDED` or
-    :data:`SIGNATURE_DECIDED`; a relation the audit does not list counts as one)."""
+    :data:`SIGNATURE_DECIDED`, nor an :data:`ADJACENT_PAIR` relation that every rule of
+    ``strategies`` reads on adjacent nests; a relation the audit does not list counts as one).
+    Without ``strategies``, the adjacent-pair relations count as context relations."""
     every = set(vocab.relations) | set(vocab.parameters)
-    return frozenset(every - KEY_DECIDED - SIGNATURE_DECIDED)
+    shared = KEY_DECIDED | SIGNATURE_DECIDED
+    if strategies is not None:
+        shared |= {r for r in ADJACENT_PAIR if reads_adjacent_only(r, strategies)}
+    return frozenset(every - shared)
 
 
 def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
@@ -138,7 +170,7 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
     ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
-    engine = Engine(strategies, context_relations(vocabulary_of(strategies)))
+    engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
     engine.run(References.declarations())
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
                f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
@@ -155,10 +187,12 @@ class SharedMatcher:
 
     def __init__(self, chosen: tuple[Strategy, ...]):
         vocab = vocabulary_of(chosen)
-        self.context = context_relations(vocab)
+        self.context = context_relations(vocab, chosen)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
         self.engine = shared_engine_for(self.shared) if self.shared else None
+        if self.engine is not None:  # the relations its database holds with a program column
+            self.context = self.engine.context
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
