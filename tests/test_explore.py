@@ -193,6 +193,46 @@ def test_adjacent_pair_facts_are_the_same_wherever_the_pair_is_adjacent(data):
         assert pair_facts(vocab, two, relation).get(key) == in_p.get(key), key
 
 
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_facts_made_per_new_nest_are_the_whole_programs_facts(data):
+    """``shared.NestFacts`` makes the per-nest producers' facts once per top-level nest term:
+    for a first program its facts are the whole program's; for each later one, what it makes
+    now and made before covers that program's facts, computed whole, and it makes a per-nest
+    producer's facts only about nests it had not seen."""
+    from leir_egraph.egraph.loaded import LoadedProgram
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.vocabulary import vocabulary_of
+    from leir_egraph.explore.shared import NestFacts
+
+    vocab = vocabulary_of(resolve(None))
+    every = NestFacts(vocab, set(vocab.relations) | set(vocab.parameters))
+    assert every.per_nest, "no producer is made per nest: the test has nothing to check"
+    assert every.whole   # the context producers' facts are made for each program, whole
+    wanted = {name for _, declared in every.per_nest for name in declared}
+    programs = data.draw(st.lists(st.sampled_from(adjacent_pool()), min_size=2, max_size=4),
+                         label="programs")
+    memo = NestFacts(vocab, wanted)
+
+    def columns(facts):   # a deferred column compared by its value
+        return {(f.name, f.columns()) for f in facts}
+
+    made: set = set()
+    seen: set = set()
+    for k, p in enumerate(programs):
+        loaded = LoadedProgram(p)
+        nests = {t for _, t, _ in loaded.top_nests()}
+        now = columns(memo.of(loaded))
+        whole = columns(vocab.facts(loaded, wanted))
+        if k == 0:
+            assert now == whole
+        assert whole <= now | made
+        if nests <= seen:
+            assert not now
+        made |= now
+        seen |= nests
+
+
 def test_space_egraph_grows_and_unions():
     fast, _ = both("softmax", 2)
     r1, r2 = fast.rounds

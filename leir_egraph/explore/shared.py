@@ -31,6 +31,7 @@ from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, eng
 from ..egraph.loaded import LoadedProgram
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
+from ..leir.ast import Leir
 from ..leir.program import Program
 
 # The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
@@ -165,6 +166,43 @@ def subterms(term: Term) -> list[Term]:
 CLEAR_ROWS = "clear_rows__"
 
 
+class NestFacts:
+    """A program's facts, those of the **per-nest producers** computed once per top-level nest
+    term of the exploration (docs/EXPLORE.md, "Facts per new term").
+
+    A producer is per-nest when every relation it declares is decided by its key columns alone
+    (:data:`KEY_DECIDED`) and none has a program-suffix (``Prog``) column: its facts about a
+    nest term, and the extents, names and expressions in it, are the same in every program
+    holding the term, so they are those of the program made of that top-level nest alone
+    (same signature). A program's facts are then every other producer's facts about the whole
+    program and the per-nest producers' facts about its top-level nests not seen before (the
+    facts about the others were stated when they were new)."""
+
+    def __init__(self, vocabulary: Vocabulary, wanted: set[str]):
+        self.vocabulary, self.wanted = vocabulary, wanted
+        self.per_nest, self.whole = [], []
+        for produce, declared in self.vocabulary.producers:
+            if not any(name in self.wanted for name in declared):
+                continue
+            alone = all(name in KEY_DECIDED and "Prog" not in relation.sorts
+                        for name, relation in declared.items())
+            (self.per_nest if alone else self.whole).append((produce, declared))
+        self._seen: set[Term] = set()   # top-level nest terms whose facts were made
+
+    def of(self, loaded: LoadedProgram):
+        """The facts to state for ``loaded`` (a per-nest producer's only for new nests)."""
+        yield from self.vocabulary.facts(loaded, self.wanted, self.whole)
+        if not self.per_nest:
+            return
+        program = loaded.program
+        for _, term, nest in loaded.top_nests():
+            if term in self._seen:
+                continue
+            self._seen.add(term)
+            alone = LoadedProgram(program.with_leir(Leir((nest,))))
+            yield from self.vocabulary.facts(alone, self.wanted, self.per_nest)
+
+
 @lru_cache(maxsize=4)
 def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
@@ -202,6 +240,8 @@ class SharedMatcher:
         self._step = (self.engine.one_iteration(self.shared, ruleset_name)
                       if self.engine else "")
         self._stated: set = set()
+        self._facts = (NestFacts(self.engine.vocabulary, self.engine.read_relations)
+                       if self.engine is not None else None)
         self._references = References()
         if self.engine is not None:
             self.engine.run("(push)")
@@ -237,12 +277,12 @@ class SharedMatcher:
         if self.engine is None:
             return number
         loaded = LoadedProgram(program)
-        engine, context, out = self.engine, self.context, []
+        context, out = self.context, []
         with shared_terms(table=self._references) as shared, provider_errors():
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
             out += shared.take()
             out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
-            for fact in engine.vocabulary.facts(loaded, engine.read_relations):
+            for fact in self._facts.of(loaded):
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
                 elif fact not in self._stated:
