@@ -107,11 +107,12 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
 
     from leir_egraph.egraph.steps import resolve
     from leir_egraph.egraph.vocabulary import vocabulary_of
-    from leir_egraph.explore.shared import (KEY_DECIDED, SIGNATURE_DECIDED, SharedMatcher,
-                                            context_relations, fallback_reason)
+    from leir_egraph.explore.shared import (ADJACENT_PAIR, KEY_DECIDED, SIGNATURE_DECIDED,
+                                            SharedMatcher, context_relations, fallback_reason)
     text = (Path(__file__).resolve().parents[1] / "docs" / "RULES.md").read_text()
     table = re.findall(r"^\| `(\w+)` \|[^|]*\|[^|]*\| (.*?) \|$", text, re.M)
     assert KEY_DECIDED == {n for n, why in table if why == "its key columns alone"}
+    assert ADJACENT_PAIR == {n for n, why in table if "`ADJACENT_PAIR`" in why}
     assert [why for n, why in table if n in SIGNATURE_DECIDED] == [
         "the signature (the tensor is neither input nor output)"]
     every = resolve(None)
