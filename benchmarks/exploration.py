@@ -60,10 +60,13 @@ def run_one(kind: str, args) -> dict:
     root = from_torch(module, inputs, name=kind)
     budget = dict(max_programs=args.max_programs, time_limit=args.time_limit)
     row: dict = {"kind": kind, "family": KINDS[kind].family, "nests": len(root.leir.nests)}
+    cpu = time.process_time()
     space = explore(root, args.strategies, depth=args.depth, **budget)
     row.update(per_depth=space.space_counts(), programs=sum(space.space_counts()),
                held=len(space), complete=space.space_complete, method=space.method,
                stopped=space.stopped, explore_s=space.seconds,
+               explore_cpu_s=time.process_time() - cpu,
+               peak_rss_mb=max((r.peak_rss_mb for r in space.rounds), default=None),
                eclasses=space.rounds[-1].eclasses if space.rounds else 0,
                enodes=space.rounds[-1].enodes if space.rounds else 0,
                rounds=[r.to_dict() for r in space.rounds])
@@ -89,7 +92,9 @@ def run_one(kind: str, args) -> dict:
         row.update(per_program_s=alone.seconds, per_program_cpu_s=time.process_time() - cpu,
                    same_programs=row["same_programs"] and alone.keys() == slow.keys())
     print(f"{kind}: {space.space_counts()} ({space.stopped}, {space.method}), e-graph {row['eclasses']} classes / "
-          f"{row['enodes']} nodes; depth {d}: explorer {fast.seconds:.2f} s, naive "
+          f"{row['enodes']} nodes, explored in {space.seconds:.1f} s wall, "
+          f"{row['explore_cpu_s']:.1f} s CPU, peak RSS {row['peak_rss_mb'] or 0:.0f} MB; "
+          f"depth {d}: explorer {fast.seconds:.2f} s, naive "
           f"{slow.seconds:.2f} s, same {row['same_programs']}", file=sys.stderr, flush=True)
     # top-k by the cost model and a seeded sample, measured once each
     ranked = best_keys(space, args.top)

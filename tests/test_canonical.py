@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, check, parse, to_text
 from leir_egraph.leir.ast import Bin, Idx, IName, Leir, LoopNest, Neg, Num, Var
-from leir_egraph.leir.canonical import (canonical, canonical_kernel, canonical_text,
-                                        exact_canonical_text, is_hardware_index)
+from leir_egraph.leir.canonical import (CanonicalNests, canonical, canonical_kernel,
+                                        canonical_text, exact_canonical_text, is_hardware_index)
 from leir_egraph.leir.names import index_name_supply, tensor_name_supply
 from leir_egraph.leir.traverse import rebuild, walk
 
@@ -58,6 +58,30 @@ def test_renaming_never_changes_the_canonical_form(reference_rows, row, seed):
     once = canonical(program)
     assert canonical_text(once) == once.text  # idempotent
     assert to_text(parse(once.text)) == once.text
+
+
+@settings(max_examples=40, deadline=None)
+@given(row=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
+def test_canonical_nests_memoised_equal_canonical(reference_rows, row, seed):
+    """``CanonicalNests`` (one memo over many programs sharing nests, as an exploration's
+    successors do) gives exactly ``canonical`` and its text: for a program, for renamings of
+    it, and for programs made of its nests in other orders -- where a nest's intermediates get
+    other new names, so a memoised nest must not be reused."""
+    r = reference_rows[row % len(reference_rows)]
+    program = Program.parse(r["leir"], r["signature"])
+    rng = random.Random(seed)
+    memo = CanonicalNests(program.signature.names)
+    nests = list(program.leir.nests)
+    variants = [program, _random_renaming(program, rng)]
+    for _ in range(3):
+        order = nests[:]
+        rng.shuffle(order)
+        variants.append(program.with_leir(Leir(tuple(order[:rng.randint(1, len(order))]))))
+    for p in variants:
+        made = memo(p, [(to_text(n), n) for n in p.leir.nests])
+        expected = canonical(p)
+        assert made.leir == expected.leir
+        assert made.text == expected.text == canonical_text(p)
 
 
 @settings(max_examples=60, deadline=None)

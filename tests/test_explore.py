@@ -15,8 +15,11 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leir_egraph.cli import main
+from leir_egraph.egraph.encoding import encode
 from leir_egraph.explore import explore, naive
 from leir_egraph.explore.factored import KERNEL_LOCAL_RELATIONS, unfactorable_reason
 from leir_egraph.explore.measure import best_keys, measure, rank, sample
@@ -104,11 +107,12 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
 
     from leir_egraph.egraph.steps import resolve
     from leir_egraph.egraph.vocabulary import vocabulary_of
-    from leir_egraph.explore.shared import (KEY_DECIDED, SIGNATURE_DECIDED, SharedMatcher,
-                                            context_relations, fallback_reason)
+    from leir_egraph.explore.shared import (ADJACENT_PAIR, KEY_DECIDED, SIGNATURE_DECIDED,
+                                            SharedMatcher, context_relations, fallback_reason)
     text = (Path(__file__).resolve().parents[1] / "docs" / "RULES.md").read_text()
     table = re.findall(r"^\| `(\w+)` \|[^|]*\|[^|]*\| (.*?) \|$", text, re.M)
     assert KEY_DECIDED == {n for n, why in table if why == "its key columns alone"}
+    assert ADJACENT_PAIR == {n for n, why in table if "`ADJACENT_PAIR`" in why}
     assert [why for n, why in table if n in SIGNATURE_DECIDED] == [
         "the signature (the tensor is neither input nor output)"]
     every = resolve(None)
@@ -129,6 +133,105 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
     with SharedMatcher(tuple(resolve(STRATEGIES))) as matcher:
         matcher.add(child)
         assert 0 <= added < matcher.facts_stated
+
+
+@lru_cache(maxsize=None)
+def adjacent_pool():
+    """Programs with varied adjacent nests: softmax and L1Norm and their depth-1 neighbours
+    under the strategies that move nests (inline, split, fission)."""
+    out = []
+    for kind in ("softmax", "L1Norm", "MSELoss"):
+        space = explore(zoo_program(kind), ["compute_inline", "expression_splitting",
+                                            "operator_fission"], depth=1)
+        out += list(space.programs.values())
+    return out
+
+
+def pair_facts(vocab, program, relation: str) -> dict:
+    """The facts of ``relation`` about ``program`` by the adjacent pair of nests they are about."""
+    from leir_egraph.egraph.loaded import LoadedProgram
+    out: dict = {}
+    for fact in vocab.facts(LoadedProgram(program), {relation}):
+        out.setdefault(fact.columns()[:2], set()).add(fact.columns())
+    return out
+
+
+@settings(max_examples=24, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_adjacent_pair_facts_are_the_same_wherever_the_pair_is_adjacent(data):
+    """The relations the shared method states once for the rules that read them on adjacent
+    nests (``shared.ADJACENT_PAIR``): the facts about a pair of adjacent nests of a program P
+    are the facts about that pair in the program of those two nests alone, and in a program Q
+    holding P's nests after (or before) another program's -- wherever the pair is adjacent, it
+    has the same facts, and at least one is stated."""
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.vocabulary import vocabulary_of
+    from leir_egraph.explore.shared import ADJACENT_PAIR, context_relations
+    from leir_egraph.leir.ast import Leir
+    from leir_egraph.leir.program import Program
+
+    every = resolve(None)
+    vocab = vocabulary_of(every)
+    assert ADJACENT_PAIR and not ADJACENT_PAIR & context_relations(vocab, every)
+    assert ADJACENT_PAIR <= context_relations(vocab)   # shared only for readers that allow it
+    relation = data.draw(st.sampled_from(sorted(ADJACENT_PAIR)), label="relation")
+    pool = adjacent_pool()
+    with_facts = [p for p in pool if pair_facts(vocab, p, relation)]
+    assert with_facts
+    p = data.draw(st.sampled_from(with_facts), label="P")
+    other = data.draw(st.sampled_from(pool), label="other")
+    before = data.draw(st.booleans(), label="P first")
+    nests = p.leir.nests + other.leir.nests if before else other.leir.nests + p.leir.nests
+    q = Program(Leir(tuple(nests)), p.signature, p.name)
+    in_p, in_q = pair_facts(vocab, p, relation), pair_facts(vocab, q, relation)
+    for pair, facts in in_p.items():   # P's adjacent pairs are adjacent in Q too
+        assert in_q.get(pair) == facts, pair
+    pairs = list(zip(p.leir.nests, p.leir.nests[1:]))
+    assert set(in_p) <= {(encode(a), encode(b)) for a, b in pairs}   # about adjacent nests only
+    for a, b in pairs:
+        two = Program(Leir((a, b)), p.signature, p.name)
+        key = (encode(a), encode(b))
+        assert pair_facts(vocab, two, relation).get(key) == in_p.get(key), key
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_facts_made_per_new_nest_are_the_whole_programs_facts(data):
+    """``shared.NestFacts`` makes the per-nest producers' facts once per top-level nest term:
+    for a first program its facts are the whole program's; for each later one, what it makes
+    now and made before covers that program's facts, computed whole, and it makes a per-nest
+    producer's facts only about nests it had not seen."""
+    from leir_egraph.egraph.loaded import LoadedProgram
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.vocabulary import vocabulary_of
+    from leir_egraph.explore.shared import NestFacts
+
+    vocab = vocabulary_of(resolve(None))
+    every = NestFacts(vocab, set(vocab.relations) | set(vocab.parameters))
+    assert every.per_nest, "no producer is made per nest: the test has nothing to check"
+    assert every.whole   # the context producers' facts are made for each program, whole
+    wanted = {name for _, declared in every.per_nest for name in declared}
+    programs = data.draw(st.lists(st.sampled_from(adjacent_pool()), min_size=2, max_size=4),
+                         label="programs")
+    memo = NestFacts(vocab, wanted)
+
+    def columns(facts):   # a deferred column compared by its value
+        return {(f.name, f.columns()) for f in facts}
+
+    made: set = set()
+    seen: set = set()
+    for k, p in enumerate(programs):
+        loaded = LoadedProgram(p)
+        nests = {t for _, t, _ in loaded.top_nests()}
+        now = columns(memo.of(loaded))
+        whole = columns(vocab.facts(loaded, wanted))
+        if k == 0:
+            assert now == whole
+        assert whole <= now | made
+        if nests <= seen:
+            assert not now
+        made |= now
+        seen |= nests
 
 
 def test_space_egraph_grows_and_unions():

@@ -298,12 +298,13 @@ class Vocabulary:
         out += [(p.facts, {r.name: r for r in p.relations}) for p in self.parameter_sets]
         return out
 
-    def facts(self, loaded: LoadedProgram, wanted: set[str]) -> Iterable[Fact]:
-        """The facts of every producer with a relation in ``wanted``, restricted to those.
-        Every fact such a producer makes is checked, wanted or not: one of a relation its guard
-        or parameter set does not declare, or anything that is no :class:`Fact`, is a
-        :class:`FactError` located where it was made."""
-        for produce, declared in self.producers:
+    def facts(self, loaded: LoadedProgram, wanted: set[str], producers=None) -> Iterable[Fact]:
+        """The facts of every producer with a relation in ``wanted``, restricted to those
+        (``producers``: only those of these :attr:`producers` entries). Every fact such a
+        producer makes is checked, wanted or not: one of a relation its guard or parameter set
+        does not declare, or anything that is no :class:`Fact`, is a :class:`FactError` located
+        where it was made."""
+        for produce, declared in self.producers if producers is None else producers:
             if not any(name in wanted for name in declared):
                 continue
             for fact in checked_facts(produce, loaded):

@@ -23,10 +23,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at
+from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
-from ..leir.canonical import canonical, canonical_leir
+from ..leir.canonical import CanonicalNests, canonical
 from ..leir.program import Program
 from .egraph import SpaceEGraph
 from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
@@ -61,15 +61,18 @@ def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
 
 
 def place(program: Program, matches, decoder: Decoder | None = None, known: dict | None = None,
-          term=None, deadline: Deadline | None = None) -> list[tuple[Program, str, str]]:
+          term=None, deadline: Deadline | None = None, canon: CanonicalNests | None = None
+          ) -> list[tuple[Program, str, str]]:
     """:func:`successors` from the program's recorded rows (``RawMatch``, in rule order): each
     placed at every occurrence of its matched term (``term``: the program's encoded term,
-    when the caller has it), until ``deadline`` passes."""
+    when the caller has it), until ``deadline`` passes. ``canon`` (kept across calls of one
+    exploration) makes each successor canonical one top-level nest at a time, a nest that
+    several successors share renamed and printed once."""
     decoder = decoder or Decoder()
     known = {} if known is None else known
+    canon = canon or CanonicalNests(program.signature.names)
     term = encode(program.leir) if term is None else term
     index = OccurrenceIndex(term)  # one walk per program, not one per match
-    keep = program.signature.names
     out: list[tuple[Program, str, str]] = []
     seen: set = set()
     for m in matches:
@@ -87,8 +90,8 @@ def place(program: Program, matches, decoder: Decoder | None = None, known: dict
             seen.add((m.strategy, path, new_term))
             after = known.get(new_term)
             if after is None:
-                after = known[new_term] = program.with_leir(
-                    canonical_leir(decoder(new_term), keep))
+                after = known[new_term] = canon(
+                    program, [(t, decoder(t)) for t in uncons(new_term, "PCons")])
             out.append((after, m.strategy, m.rule))
     return out
 
@@ -198,11 +201,12 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
         return _explore_shared(program, strategies, chosen, depth, max_programs, deadline,
                                seed, progress)
     engine = engine_for(default_strategies() if strategies is None else chosen)
-    decoder, known = Decoder(), {}
+    decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
-        steps = successors(engine, p, chosen, decoder, known, deadline)
+        steps = place(p, engine.matches(p, chosen), decoder, known, deadline=deadline,
+                      canon=canon)
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
@@ -221,7 +225,7 @@ def _explore_shared(program: Program, strategies, chosen, depth: int, max_progra
 
 def _search_shared(program: Program, strategies, matcher, depth: int, max_programs,
                    deadline: Deadline, seed, progress) -> Exploration:
-    decoder, known = Decoder(), {}
+    decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
     numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
 
     def prepare(keys: list[str], programs: list[Program], out_of_budget) -> None:
@@ -247,7 +251,7 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
         number, term = numbers.pop(p.text)
-        steps = place(p, matcher.matches(number, term), decoder, known, term, deadline)
+        steps = place(p, matcher.matches(number, term), decoder, known, term, deadline, canon)
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "shared",

@@ -31,6 +31,7 @@ from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, eng
 from ..egraph.loaded import LoadedProgram
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
+from ..leir.ast import Leir
 from ..leir.program import Program
 
 # The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
@@ -48,12 +49,44 @@ KEY_DECIDED = frozenset({
 SIGNATURE_DECIDED = frozenset({"Intermediate"})
 
 
-def context_relations(vocab: Vocabulary) -> frozenset[str]:
+# Decided by their two nest terms alone and stated, by one provider and one predicate, for
+# every pair of adjacent top-level nests (5.5: "its key columns (true of the terms alone), but
+# stated only for nests adjacent in the program"). Such a fact, stated once, is true of every
+# program holding the pair; a program holding the pair *adjacent* states it too. So it is
+# shared with the rules that read it on an adjacent pair -- an LHS ``(PCons a (PCons b rest))``
+# and the fact about ``a b`` (:func:`reads_adjacent_only`) -- and stays a context relation for
+# any other reader. Not ``Fusible``: operator_fission states it for the halves of a cut as
+# well, by a stricter predicate, so its facts depend on where the pair comes from.
+ADJACENT_PAIR = frozenset({"Inlinable", "LoopsWithin"})
+_ADJACENT_LHS = re.compile(r"\(PCons (\w+) \(PCons (\w+) \w+\)\)")
+
+
+def reads_adjacent_only(relation: str, strategies) -> bool:
+    """Whether every rule of ``strategies`` that reads ``relation`` reads it about two adjacent
+    top-level nests: its LHS is ``(PCons a (PCons b rest))`` and each such condition's first
+    two columns are ``a b``."""
+    for strategy in strategies:
+        for rule in strategy.rules:
+            for atom in rule.guard_atoms:
+                if atom.relation != relation:
+                    continue
+                lhs = _ADJACENT_LHS.fullmatch(" ".join(rule.lhs.split()))
+                if lhs is None or atom.args[:2] != (lhs[1], lhs[2]):
+                    return False
+    return True
+
+
+def context_relations(vocab: Vocabulary, strategies=None) -> frozenset[str]:
     """Every guard and parameter relation of ``vocab`` whose facts may differ between two
     programs of one exploration holding the same key terms (not in :data:`KEY_DECIDED` or
-    :data:`SIGNATURE_DECIDED`; a relation the audit does not list counts as one)."""
+    :data:`SIGNATURE_DECIDED`, nor an :data:`ADJACENT_PAIR` relation that every rule of
+    ``strategies`` reads on adjacent nests; a relation the audit does not list counts as one).
+    Without ``strategies``, the adjacent-pair relations count as context relations."""
     every = set(vocab.relations) | set(vocab.parameters)
-    return frozenset(every - KEY_DECIDED - SIGNATURE_DECIDED)
+    shared = KEY_DECIDED | SIGNATURE_DECIDED
+    if strategies is not None:
+        shared |= {r for r in ADJACENT_PAIR if reads_adjacent_only(r, strategies)}
+    return frozenset(every - shared)
 
 
 def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
@@ -127,13 +160,58 @@ def subterms(term: Term) -> list[Term]:
     return out
 
 
+# The ruleset that empties ``Matched`` once a round's rows are read: the next round prints only
+# the rows its own rule run recorded (the recording rules only write ``Matched``, no rule reads
+# it, so emptying it changes no match).
+CLEAR_ROWS = "clear_rows__"
+
+
+class NestFacts:
+    """A program's facts, those of the **per-nest producers** computed once per top-level nest
+    term of the exploration (docs/EXPLORE.md, "Facts per new term").
+
+    A producer is per-nest when every relation it declares is decided by its key columns alone
+    (:data:`KEY_DECIDED`) and none has a program-suffix (``Prog``) column: its facts about a
+    nest term, and the extents, names and expressions in it, are the same in every program
+    holding the term, so they are those of the program made of that top-level nest alone
+    (same signature). A program's facts are then every other producer's facts about the whole
+    program and the per-nest producers' facts about its top-level nests not seen before (the
+    facts about the others were stated when they were new)."""
+
+    def __init__(self, vocabulary: Vocabulary, wanted: set[str]):
+        self.vocabulary, self.wanted = vocabulary, wanted
+        self.per_nest, self.whole = [], []
+        for produce, declared in self.vocabulary.producers:
+            if not any(name in self.wanted for name in declared):
+                continue
+            alone = all(name in KEY_DECIDED and "Prog" not in relation.sorts
+                        for name, relation in declared.items())
+            (self.per_nest if alone else self.whole).append((produce, declared))
+        self._seen: set[Term] = set()   # top-level nest terms whose facts were made
+
+    def of(self, loaded: LoadedProgram):
+        """The facts to state for ``loaded`` (a per-nest producer's only for new nests)."""
+        yield from self.vocabulary.facts(loaded, self.wanted, self.whole)
+        if not self.per_nest:
+            return
+        program = loaded.program
+        for _, term, nest in loaded.top_nests():
+            if term in self._seen:
+                continue
+            self._seen.add(term)
+            alone = LoadedProgram(program.with_leir(Leir((nest,))))
+            yield from self.vocabulary.facts(alone, self.wanted, self.per_nest)
+
+
 @lru_cache(maxsize=4)
 def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
     ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
-    engine = Engine(strategies, context_relations(vocabulary_of(strategies)))
+    engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
     engine.run(References.declarations())
+    engine.run(f"(ruleset {CLEAR_ROWS})\n"
+               f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
     engine.one_iteration(strategies, ruleset_name)
     return engine
 
@@ -147,10 +225,12 @@ class SharedMatcher:
 
     def __init__(self, chosen: tuple[Strategy, ...]):
         vocab = vocabulary_of(chosen)
-        self.context = context_relations(vocab)
+        self.context = context_relations(vocab, chosen)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
         self.engine = shared_engine_for(self.shared) if self.shared else None
+        if self.engine is not None:  # the relations its database holds with a program column
+            self.context = self.engine.context
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
@@ -160,6 +240,8 @@ class SharedMatcher:
         self._step = (self.engine.one_iteration(self.shared, ruleset_name)
                       if self.engine else "")
         self._stated: set = set()
+        self._facts = (NestFacts(self.engine.vocabulary, self.engine.read_relations)
+                       if self.engine is not None else None)
         self._references = References()
         if self.engine is not None:
             self.engine.run("(push)")
@@ -167,6 +249,7 @@ class SharedMatcher:
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
+        self._seen: set[RawMatch] = set()
 
     @property
     def facts_stated(self) -> int:
@@ -194,12 +277,12 @@ class SharedMatcher:
         if self.engine is None:
             return number
         loaded = LoadedProgram(program)
-        engine, context, out = self.engine, self.context, []
+        context, out = self.context, []
         with shared_terms(table=self._references) as shared, provider_errors():
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
             out += shared.take()
             out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
-            for fact in engine.vocabulary.facts(loaded, engine.read_relations):
+            for fact in self._facts.of(loaded):
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
                 elif fact not in self._stated:
@@ -221,10 +304,14 @@ class SharedMatcher:
                                      "(run-schedule (saturate (run helpers)))"])
         self._pending = []
         (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        engine.run(f"(run {CLEAR_ROWS} 1)")
         found, _ = _rows(output, self._rows, self._contextual)
-        # every row ever found is printed again: rebuilt, not appended to
-        self._by_term, self._by_program = {}, {}
+        # Only this round's rows are printed; a match found again (a new fact about an old
+        # term lets a rule match it anew) is kept once.
         for m in found:
+            if m in self._seen:
+                continue
+            self._seen.add(m)
             if m.context is None:
                 self._by_term.setdefault(m.lhs, []).append(m)
             else:

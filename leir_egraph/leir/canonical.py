@@ -62,16 +62,21 @@ def _new_index(old: str, taken: set[str]) -> str:
     return next(n for n in index_name_supply() if n not in taken)
 
 
-def _tensor_renaming(leir: Leir, keep: Iterable[str]) -> dict[str, str]:
-    keep = set(keep)
+def _first_appearances(node, keep) -> list[str]:
+    """The tensor names in ``node`` not in ``keep``, in order of first appearance."""
     order: list[str] = []
     seen: set[str] = set()
-    for node in walk(leir):
-        if isinstance(node, Var) and node.name not in keep and node.name not in seen:
-            seen.add(node.name)
-            order.append(node.name)
+    for item in walk(node):
+        if isinstance(item, Var) and item.name not in keep and item.name not in seen:
+            seen.add(item.name)
+            order.append(item.name)
+    return order
+
+
+def _tensor_renaming(leir: Leir, keep: Iterable[str]) -> dict[str, str]:
+    keep = set(keep)
     supply = (n for n in tensor_name_supply() if n not in keep)
-    return {old: next(supply) for old in order}
+    return {old: next(supply) for old in _first_appearances(leir, keep)}
 
 
 def _rename_nest(nest: LoopNest, env: dict[str, str], tensors: dict[str, str]) -> LoopNest:
@@ -106,6 +111,47 @@ def canonical_renaming(leir: Leir, keep: Iterable[str]) -> tuple[Leir, dict[str,
     of first appearance)."""
     tensors = _tensor_renaming(leir, keep)
     return Leir(tuple(_rename_nest(nest, {}, tensors) for nest in leir.nests)), tensors
+
+
+class CanonicalNests:
+    """:func:`canonical` for many programs of one signature that share most of their top-level
+    nests (an exploration's successors, each one step from its parent): a top-level nest's
+    canonical form depends only on the nest and on the new names of the intermediates it
+    names (loop indices are renamed per top-level nest, tensors in order of first appearance
+    over the program, which is the nests' orders joined), so each nest is renamed and printed
+    once per such renaming. The caller names each nest by a hashable key standing for it (its
+    encoded term); the result equals :func:`canonical` and its text :func:`canonical_text`."""
+
+    def __init__(self, keep: Iterable[str]):
+        self.keep = frozenset(keep)
+        self._names: dict = {}   # nest key -> its intermediates, in order of first appearance
+        self._done: dict = {}    # (nest key, their new names) -> (canonical nest, its text)
+
+    def __call__(self, program: Program, keyed_nests: list[tuple[object, LoopNest]]) -> Program:
+        """The canonical form of ``program``, whose top-level nests are ``keyed_nests``
+        (``(key, nest)`` in order), with its ``text`` already made."""
+        names_of = []
+        order: dict[str, None] = {}
+        for key, nest in keyed_nests:
+            names = self._names.get(key)
+            if names is None:
+                names = self._names[key] = tuple(_first_appearances(nest, self.keep))
+            names_of.append(names)
+            order.update(dict.fromkeys(names))
+        supply = (n for n in tensor_name_supply() if n not in self.keep)
+        tensors = {old: next(supply) for old in order}
+        nests, texts = [], []
+        for (key, nest), names in zip(keyed_nests, names_of):
+            renamed = tuple(tensors[n] for n in names)
+            done = self._done.get((key, renamed))
+            if done is None:
+                new = _rename_nest(nest, {}, dict(zip(names, renamed)))
+                done = self._done[key, renamed] = (new, to_text(new))
+            nests.append(done[0])
+            texts.append(done[1])
+        out = program.with_leir(Leir(tuple(nests)))
+        vars(out)["text"] = "".join(texts)   # Program.text, a cached property: made here
+        return out
 
 
 def _canonical_indices(nest: LoopNest, taken: frozenset = frozenset()) -> bool:
