@@ -385,18 +385,44 @@ def test_moved_nan_inf_and_signed_zero():
 @pytest.mark.parametrize("expr, expected", [
     ("A*0", [np.nan, np.nan, -0.0, 0.0]), ("A-A+1", [np.nan, np.nan, 1.0, 1.0]),
     ("A+0", [np.inf, np.nan, 0.0, 2.0]), ("A*(1-1)", [np.nan, np.nan, -0.0, 0.0]),
-    ("A+D-D", [np.inf, np.nan, 0.0, np.inf])])
+    ("A+D-D", [np.inf, np.nan, 0.0, np.inf]), ("A+A-A", [np.nan, np.nan, 0.0, np.inf])])
 def test_lowering_keeps_ieee_results_that_the_folder_would_change(expr, expected, verifier):
     """TVM's simplifier folds x*0 and x-x to 0, x+0 to x and (a+d)-d to a; the verification
-    of a rule that removes such a term would compare against the folded original."""
+    of a rule that removes such a term would compare against the folded original. ``A+A-A``:
+    the two hidden copies of ``A`` must not cancel each other (A+A overflows at 3e38)."""
     program = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];" % T(expr),
                               "A:f32[4] D:f32[4] -> C:f32[4]")
     inputs = {"A": np.array([np.inf, np.nan, -0.0, 2.0], np.float32),
               "D": np.array([1.0, 1.0, 0.0, 3e38], np.float32)}
-    if expr == "A+D-D":
+    if expr in ("A+D-D", "A+A-A"):
         inputs["A"] = np.array([np.inf, np.nan, -0.0, 3e38], np.float32)
     (out,) = verifier.outputs([program], [inputs])["outputs"]
     got = out[0]["C"]
+    want = np.array(expected, np.float32)
+    numbers = ~np.isnan(want)
+    assert np.array_equal(got, want, equal_nan=True) and \
+        np.array_equal(np.signbit(got[numbers]), np.signbit(want[numbers])), got
+
+
+@pytest.mark.parametrize("loop", ["U^{2}", "L^{2}", "L^{1}", "U^{1}"])
+@pytest.mark.parametrize("expr, expected", [
+    ("if_then_else(a<1,0,A)+A", [np.inf, np.nan, 0.0, 2.0]),
+    ("A*a", [np.nan, np.nan, -0.0, 0.0]),
+    ("A*if_then_else(a-1<0,0,1)", [np.nan, np.nan, -0.0, 0.0])])
+def test_lowering_keeps_ieee_results_where_a_loop_index_becomes_a_constant(expr, expected, loop,
+                                                                          verifier):
+    """Unrolling (or a loop of one iteration) makes the index a constant in TVM's pipeline, after
+    our lowering: ``if_then_else(a<1,0,x)+y`` then folds to ``y`` at a = 0, ``-0`` where IEEE
+    gives ``0+(-0) = +0`` (loop_unrolling on masked_cumsum), and ``A*a`` to 0 where ``inf*0``
+    is NaN. Column a = 0 is compared."""
+    extent = int(loop[3])
+    program = example_program(
+        "B^{4}_{tx=0}%s_{a=0}[C^{f32,g}_{tx,a}=%s;];" % (loop, expr.replace("A", "A^{f32,g}_{tx,a}")),
+        f"A:f32[4,{extent}] -> C:f32[4,{extent}]")
+    column = np.array([np.inf, np.nan, -0.0, 2.0], np.float32)
+    inputs = {"A": np.stack([column] + [np.ones(4, np.float32)] * (extent - 1), axis=1)}
+    (out,) = verifier.outputs([program], [inputs])["outputs"]
+    got = out[0]["C"][:, 0]
     want = np.array(expected, np.float32)
     numbers = ~np.isnan(want)
     assert np.array_equal(got, want, equal_nan=True) and \
