@@ -380,6 +380,16 @@ def test_moved_nan_inf_and_signed_zero():
     assert signed.problem is None and not signed.bitwise and signed.ulps == 0
 
 
+def test_a_scale_beyond_the_dtypes_range_still_counts_a_difference():
+    """A values scale from a float64 evaluation may exceed the dtype's largest value (an f16
+    intermediate of 1e6): the ULP there is the spacing at the largest value, never inf, so a
+    difference is never counted as 0 ULP nor as bitwise."""
+    one, two = np.array([1.0], np.float16), np.array([2.0], np.float16)
+    far = exactness(one, two, scale=1e9)
+    assert not far.bitwise and far.ulps == pytest.approx(1 / 32)
+    assert exactness(one, one.copy(), scale=1e9).bitwise
+
+
 # ---------------------------------------------------------------- what the verifier runs
 
 @pytest.mark.parametrize("expr, expected", [

@@ -111,7 +111,12 @@ class Exactness:
 
 
 def ulp_at(dtype: np.dtype, scale: float) -> float:
-    """The spacing of ``dtype`` values at magnitude ``scale`` (its smallest subnormal at 0)."""
+    """The spacing of ``dtype`` values at magnitude ``scale`` (its smallest subnormal at 0; at
+    its largest finite value for a larger scale -- a float64 value beyond the dtype's range --
+    so that a count of ULPs is never NaN)."""
+    if np.dtype(dtype).kind == "f" and abs(scale) >= float(np.finfo(dtype).max):
+        largest = np.finfo(dtype).max
+        return float(largest) - float(np.nextafter(largest, np.zeros((), dtype)))
     return float(np.spacing(np.abs(np.asarray(scale).astype(dtype))).astype(np.float64))
 
 
@@ -144,9 +149,10 @@ def exactness(reference: np.ndarray, after: np.ndarray, dtype=None,
     scale = max(float(np.abs(r[finite]).max()) if finite.any() else 0.0, scale)
     with np.errstate(invalid="ignore"):
         diff = np.where(finite, np.abs(a - r), 0.0)
-    ulps = float(diff.max() / ulp_at(dtype, scale)) if diff.size else 0.0
+    largest = float(diff.max()) if diff.size else 0.0
+    ulps = largest / ulp_at(dtype, scale) if largest else 0.0
     same_bits = bool(np.array_equal(np.signbit(r[finite]), np.signbit(a[finite]))
-                     and ulps == 0.0) if reference.dtype == after.dtype else ulps == 0.0
+                     and largest == 0.0) if reference.dtype == after.dtype else largest == 0.0
     return Exactness(same_bits, ulps)
 
 
