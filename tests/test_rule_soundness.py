@@ -506,6 +506,26 @@ def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifie
     assert not exact.equal and "bitwise" in exact.reason
 
 
+def test_loop_reorder_keeps_the_order_of_a_sums_reduction_loops(verifier):
+    """Exchanging an output loop ``d`` with a reduction loop ``i`` across the reduction loop
+    ``g`` runs ``g`` inside ``i``: the sum is reassociated, 2 ULP off on a transposed 3-D
+    convolution of the zoo where loop_reorder declares bitwise. Swappable refuses it; every
+    exchange it allows is bitwise on normal and special-value inputs."""
+    from leir_egraph import single_steps
+    from leir_egraph.leir.legality import loops_swappable
+    program = example_program(
+        "B^{2}_{tx=0}L^{3}_{d=0}L^{2}_{g=0}L^{3}_{i=0}[C^{f32,g}_{tx,d}=C^{f32,g}_{tx,d}+"
+        "E^{f32,g}_{tx,g,d+i}*D^{f32,g}_{g,i};];", "E:f32[2,2,5] D:f32[2,3] -> C:f32[2,3]")
+    (nest,) = program.leir.nests
+    assert not loops_swappable(nest, "d", "i") and not loops_swappable(nest, "g", "i")
+    assert loops_swappable(nest, "d", "g") and loops_swappable(nest, "tx", "d")
+    steps = single_steps(program, "loop_reorder")
+    assert steps
+    for step in steps:
+        result = verifier.verify(program, step.after, timing=False, domain="float", ulps=0)
+        assert result.equal and result.bitwise, (step.after.text, result.reason)
+
+
 # ---------------------------------------------------------------- every built-in strategy
 
 @pytest.mark.slow

@@ -93,12 +93,16 @@ def independent_iterations(nest: LoopNest, index: str) -> bool:
 def loops_swappable(nest: LoopNest, first: str, second: str) -> bool:
     """May loops ``first`` and ``second`` of ``nest`` exchange their nesting positions?
 
-    Interchange only changes the relative order of iterations that differ in both loops. It is
-    safe -- every output bit unchanged -- when, for every written element, the iterations
-    touching it never differ in both loops. Two reduction loops of one accumulation are not
-    exchanged: even an order-free reduction (``+ - * max min``) would be reassociated, which
-    rounds differently (the dataset's verification found loop_reorder 1-2 ULP off on
-    convolutions while it allowed that).
+    It is safe -- every output bit unchanged -- when, for every written element, the
+    iterations touching it keep their order: the loops that run over one written element (its
+    *free* loops, those its subscript does not determine) keep their relative nesting order.
+    Two free loops are never exchanged, and neither is a free loop with another loop across a
+    third free loop of more than one iteration: exchanging positions p < q also moves the
+    loops between them relative to the two (``d`` and ``i`` of ``L_d L_f L_g L_i`` with free
+    ``g``, ``i``: ``g`` then ran inside ``i``). Even an order-free reduction (``+ - * max
+    min``) would be reassociated, which rounds differently (the dataset's verification found
+    loop_reorder 1-2 ULP off on convolutions and transposed convolutions while it allowed
+    either).
     """
     sites = _sites(nest)
     if not _same_subscript_reads(sites):
@@ -112,6 +116,11 @@ def loops_swappable(nest: LoopNest, first: str, second: str) -> bool:
             # reassociated (+ and * round differently in another order; max and min pick
             # another of -0 and +0), so the exchange would not be bitwise
             return False
+        order = [l.index for l in site.loops if l.index in free and l.extent > 1]
+        swapped = [second if i == first else first if i == second else i
+                   for i in (l.index for l in site.loops)]
+        if [i for i in swapped if i in order] != order:
+            return False   # the free loops of more than one iteration run in another order
     return True
 
 
