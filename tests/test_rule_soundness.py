@@ -519,6 +519,11 @@ def test_loop_reorder_keeps_the_order_of_a_sums_reduction_loops(verifier):
     (nest,) = program.leir.nests
     assert not loops_swappable(nest, "d", "i") and not loops_swappable(nest, "g", "i")
     assert loops_swappable(nest, "d", "g") and loops_swappable(nest, "tx", "d")
+    unit = example_program(   # a loop of one iteration orders nothing: it may move anywhere
+        "B^{2}_{tx=0}L^{3}_{d=0}L^{1}_{c=0}L^{3}_{i=0}[C^{f32,g}_{tx,d}=C^{f32,g}_{tx,d}+"
+        "E^{f32,g}_{tx,c,d+i};];", "E:f32[2,1,5] -> C:f32[2,3]")
+    (unit_nest,) = unit.leir.nests
+    assert loops_swappable(unit_nest, "c", "i") and loops_swappable(unit_nest, "d", "i")
     steps = single_steps(program, "loop_reorder")
     assert steps
     for step in steps:

@@ -96,8 +96,8 @@ def loops_swappable(nest: LoopNest, first: str, second: str) -> bool:
     It is safe -- every output bit unchanged -- when, for every written element, the
     iterations touching it keep their order: the loops that run over one written element (its
     *free* loops, those its subscript does not determine) keep their relative nesting order.
-    Two free loops are never exchanged, and neither is a free loop with another loop across a
-    third free loop of more than one iteration: exchanging positions p < q also moves the
+    Two free loops of more than one iteration are never exchanged, and neither is one of them
+    with another loop across a third: exchanging positions p < q also moves the
     loops between them relative to the two (``d`` and ``i`` of ``L_d L_f L_g L_i`` with free
     ``g``, ``i``: ``g`` then ran inside ``i``). Even an order-free reduction (``+ - * max
     min``) would be reassociated, which rounds differently (the dataset's verification found
@@ -109,14 +109,16 @@ def loops_swappable(nest: LoopNest, first: str, second: str) -> bool:
         return False
     for site in sites:
         target = site.equation.target
-        free = {l.index for l in site.loops} - determined_loops(target, site.loops)
+        # a loop of one iteration orders nothing: exchanging it keeps every iteration's place
+        free = {l.index for l in site.loops if l.extent > 1} - determined_loops(target,
+                                                                                site.loops)
         if first in free and second in free:
             # both loops run over the same written element: an overwrite or scan changes its
             # result, and an accumulation -- even order-free in real arithmetic -- is
             # reassociated (+ and * round differently in another order; max and min pick
             # another of -0 and +0), so the exchange would not be bitwise
             return False
-        order = [l.index for l in site.loops if l.index in free and l.extent > 1]
+        order = [l.index for l in site.loops if l.index in free]
         swapped = [second if i == first else first if i == second else i
                    for i in (l.index for l in site.loops)]
         if [i for i in swapped if i in order] != order:
