@@ -289,3 +289,64 @@ def test_fusion_of_loops_an_intermediate_is_written_with_keeps_its_shape(verifie
     assert intermediate_shapes(steps[0].after.leir, steps[0].after.signature.names)["X"] == (3, 8)
     for t in steps:
         assert_verified(verifier, p, t.after, "loop_fusion of a reshape copy")
+
+
+# ---------------------------------------------------------------- loop exchange, by enumeration
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from itertools import product as _product  # noqa: E402
+
+from leir_egraph.leir.legality import loops_swappable  # noqa: E402
+
+_NAMES = ("a", "c", "d", "f")
+
+
+def _element_orders(extents: dict[str, int], order: list[str], target) -> dict:
+    """For every written element, the sequence of iterations (index -> value) that write it,
+    in the order ``order`` runs them."""
+    seen: dict = {}
+    for values in _product(*(range(extents[n]) for n in order)):
+        env = dict(zip(order, values))
+        element = tuple(sum(env[n] for n in dim) for dim in target)
+        seen.setdefault(element, []).append(tuple(sorted(env.items())))
+    return seen
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 3), min_size=3, max_size=4),
+       st.lists(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=2, unique=True),
+                min_size=0, max_size=2),
+       st.data())
+def test_loops_swappable_only_when_every_element_sees_its_iterations_in_the_same_order(
+        sizes, target, data):
+    """Whenever loops_swappable allows exchanging two loops of an accumulation, every output
+    element is accumulated from the same iterations in the same order (so the result is bitwise
+    the same) -- checked by running the loops in both orders; the non-adjacent exchange of a
+    convolution's output loop with its inner reduction loop (a reduction loop between them) is
+    the case the first version missed."""
+    names = _NAMES[:len(sizes)]
+    extents = dict(zip(names, sizes))
+    target = [[n for n in dim if n in extents] or [names[0]] for dim in target]
+    first, second = data.draw(st.lists(st.sampled_from(names), min_size=2, max_size=2,
+                                       unique=True))
+    loops = "".join(f"L^{{{extents[n]}}}_{{{n}=0}}" for n in names)
+    sub = ",".join("+".join(dim) for dim in target) or "0"
+    text = (f"{loops}[C^{{f32,g}}_{{{sub}}}=C^{{f32,g}}_{{{sub}}}+"
+            f"A^{{f32,g}}_{{{','.join(names)}}};];")
+    nest = parse(text).nests[0]
+    if not loops_swappable(nest, first, second):
+        return
+    swapped = list(names)
+    i, k = swapped.index(first), swapped.index(second)
+    swapped[i], swapped[k] = swapped[k], swapped[i]
+    assert _element_orders(extents, list(names), target) == \
+        _element_orders(extents, swapped, target), text
+
+
+def test_loops_swappable_refuses_moving_a_reduction_loop_past_another():
+    conv = parse("L^{4}_{c=0}L^{2}_{d=0}L^{2}_{f=0}[C^{f32,g}_{c}=C^{f32,g}_{c}+"
+                 "A^{f32,g}_{d,c+f}*D^{f32,g}_{d,f};];").nests[0]
+    assert not loops_swappable(conv, "c", "f")   # f would move outside d: reassociated
+    assert loops_swappable(conv, "c", "d")   # adjacent, d and f keep their order
+    assert loops_swappable(parse("L^{4}_{c=0}L^{2}_{d=0}[C^{f32,g}_{c}=C^{f32,g}_{c}+"
+                                 "A^{f32,g}_{d,c};];").nests[0], "c", "d")
