@@ -86,7 +86,6 @@ class ExprLowering:
         self.tirx = tirx
         self.env = env
         self.buffers = buffers
-        self._hidden: dict[str, int] = {}   # TIR text of a hidden operand -> times hidden
 
     # ------------------------------------------------------------ tensor access and subscripts
 
@@ -194,7 +193,8 @@ class ExprLowering:
         ``x*0`` and ``x-x`` to 0 (NaN for x = ±inf or NaN), ``x+0`` to x (+0 for x = -0),
         and terms cancelled across a sum, ``(a+d)-d`` to a (inf where a+d overflows). A sum or
         difference whose two sides share a term of their ``+``/``-`` chains has its right
-        operand hidden. An operand that becomes zero only once TVM's pipeline makes a loop
+        operand hidden, in a form of its own for ``-`` (``_opaque(..., minus=True)``): with
+        one form, ``A+A-A`` became ``(A+h(A))-h(A)``, whose two hidden copies cancel. An operand that becomes zero only once TVM's pipeline makes a loop
         index a constant (an unrolled loop, a loop of one iteration) is hidden too:
         ``if_then_else(a-1<0,0,E_{a-1})+D`` is ``D`` at ``a = 0`` after folding, ``-0`` where
         IEEE gives ``0+(-0) = +0``, and ``A*a`` is ``0`` there where ``inf*0`` is NaN.
@@ -202,7 +202,7 @@ class ExprLowering:
         a rewrite that removes or introduces such a term depends on (docs/VERIFY.md)."""
         if e.op in ("+", "-") and (set(_terms(e.lhs)) & set(_terms(e.rhs))):
             # the simplifier cancels shared terms: (a+d)-d to a, (a+1)-a to 1, a-a to 0
-            return a, self._opaque(b, dtype)
+            return a, self._opaque(b, dtype, minus=e.op == "-")
         if self._may_fold_to_zero(b, e.rhs):
             return a, self._opaque(b, dtype)
         if self._may_fold_to_zero(a, e.lhs):
@@ -228,17 +228,15 @@ class ExprLowering:
         folded = Analyzer().simplify(self.value(node, "float64") if x is None else x)
         return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
 
-    def _opaque(self, b, dtype: str):
+    def _opaque(self, b, dtype: str, minus: bool = False):
         """``b`` through a bit-for-bit round trip via the same-width integer, which TVM's
-        constant folder cannot see through (free in LLVM and CUDA). The k-th time one
-        expression is hidden it takes k round trips, so that two hidden copies of the same
-        term are different expressions: ``A+A-A`` would otherwise cancel its two hidden
-        ``A`` (the sum overflows for A = 2e38 where the folded ``A`` does not)."""
+        constant folder cannot see through (free in LLVM and CUDA); ``minus``: two round
+        trips, so that an operand hidden where it is subtracted never equals one hidden where
+        it is added (``(A+h(A))-h(A)`` would cancel to ``A``, which is finite where A+A
+        overflows)."""
         bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
                 "float64": "int64"}[dtype]
-        key = str(b)
-        self._hidden[key] = self._hidden.get(key, 0) + 1
-        for _ in range(self._hidden[key]):
+        for _ in range(2 if minus else 1):
             b = self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
         return b
 
