@@ -5,7 +5,11 @@ verified transitions are bitwise identical, the ULP distribution of the others (
 and the verification time of each transition without and with the special-value set (its
 strategy's declared domain and exactness), builds warm (each pair verified once before).
 
-    PYTHONPATH=. python benchmarks/special_values.py DIR [--time N]
+    PYTHONPATH=. python benchmarks/special_values.py DIR [DIR ...] [--time N]
+
+Several folders (one sample run in parts) are read as one. The failures they recorded are
+counted by strategy and kind: a declared exactness broken, NaN/inf moved on the special-value
+set, other.
 
 ``--time N`` times N transitions (a seeded choice; every transition when omitted): a large
 sample's distribution is cheap, its re-verification is not.
@@ -29,9 +33,18 @@ from leir_egraph.verify import Verifier
 from results_file import recorded  # noqa: E402  (benchmarks/ is the script's folder)
 
 
-def main(out: str, time_n: int | None = None) -> int:
-    rows = [json.loads(line) for p in sorted(glob.glob(f"{out}/dictionary/*.jsonl"))
-            for line in open(p)]
+def main(outs: list[str], time_n: int | None = None) -> int:
+    rows = [json.loads(line) for out in outs
+            for p in sorted(glob.glob(f"{out}/dictionary/*.jsonl")) for line in open(p)]
+    failures = [json.loads(line) for out in outs
+                for p in sorted(glob.glob(f"{out}/failures/*.jsonl")) for line in open(p)]
+    kinds = collections.Counter((f.get("strategy"), _failure_kind(f.get("reason") or ""))
+                                for f in failures)
+    print(f"failures {len(failures)}: " + ", ".join(
+        f"{sid} {kind} {n}" for (sid, kind), n in sorted(kinds.items(), key=str)))
+    for f in failures:
+        if _failure_kind(f.get("reason") or "") != "other":
+            print(f"  {f.get('program')} {f.get('strategy')}: {(f.get('reason') or '')[:300]}")
     verified = [r for r in rows if r["verified"]]
     others = [r for r in verified if not r["bitwise"]]
     print(f"transitions {len(rows)}, verified {len(verified)}, bitwise identical "
@@ -59,7 +72,8 @@ def main(out: str, time_n: int | None = None) -> int:
             v.verify(before, after, timing=False)  # builds warm
             a = v.verify(before, after, timing=False)
             s = strategies[r["strategy"]]
-            b = v.verify(before, after, timing=False, domain=s.domain, ulps=s.ulps)
+            b = v.verify(before, after, timing=False, domain=s.domain, ulps=s.ulps,
+                         scale=s.scale)
             plain.append(a.cpu_s)
             special.append(b.cpu_s)
             extra.append(b.special_s or 0.0)
@@ -74,6 +88,16 @@ BUCKETS = ("0 ULP (a zero of the other sign)", "<= 0.5", "<= 1", "<= 2", "<= 4",
            "> 16")
 
 
+def _failure_kind(reason: str) -> str:
+    """A failure row's kind: a broken declaration of exactness, NaN/inf moved on the special-value
+    set, or anything else (not established, timeouts, ...)."""
+    if "declares exact" in reason:
+        return "exactness breach"
+    if "special values" in reason:
+        return "special-value breach"
+    return "other"
+
+
 def _bucket(ulps: float) -> str:
     if ulps == 0:
         return BUCKETS[0]
@@ -85,7 +109,7 @@ def _bucket(ulps: float) -> str:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("out")
+    ap.add_argument("out", nargs="+")
     ap.add_argument("--time", type=int, default=None)
     args = ap.parse_args()
     sys.exit(recorded(lambda: main(args.out, args.time)))

@@ -611,6 +611,24 @@ def test_a_hanging_provider_is_bounded_with_its_file_named(where, tmp_path, caps
     vocabulary.cache_clear()
 
 
+def test_the_samplers_program_timeout_bounds_a_hanging_provider_and_names_it(tmp_path):
+    """Item 7 in the sampler: a provider whose facts never end is stopped before the program
+    timeout kills the worker, and the program's failure row names the provider's file."""
+    rules = _provider_rules(tmp_path, "facts")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "leir_egraph.sample", "--programs", "ReLU", "--strategies",
+         "unroll_contiguous", "--rules", str(rules), "--program-timeout", "60", "--workers", "1",
+         "--quiet", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    named = [r for r in rows if str(rules / "unroll_contiguous.py") in r["reason"]]
+    assert named and "before the program's time ran out (--program-timeout)" in \
+        named[0]["reason"], rows
+
+
 def test_from_torch_output_is_only_the_leir(tmp_path):
     """Item 8: prints of the model's code, Python or raw file descriptor 1, stay off stdout."""
     model = tmp_path / "prints.py"

@@ -64,6 +64,8 @@ def preserves(records) -> str:
         return BITWISE if inputs == "any" else BITWISE.replace("any floating",
                                                                f"any {inputs} floating")
     rounding = f"{ulps} ULP" if ulps else "the last place"
+    if any(b.endswith("of values") for b in bounds):   # ULPs at the largest value computed
+        rounding += " at the magnitude of the largest value the program computes"
     return (f"the same outputs up to rounding (within {rounding} of the exact result) for "
             f"{inputs} floating-point inputs")
 

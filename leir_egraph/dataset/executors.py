@@ -71,10 +71,12 @@ def _serve(conn, config: dict[str, Any], program_timeout: float | None = None) -
             if task is None:
                 return
             index, source = task
-            # a rule provider that hangs is stopped at 90% of the program timeout, so that the
-            # program's row (and the rest of its strategies) can still name it
+            # a rule provider that hangs is stopped well before the program timeout (at 90% of
+            # it, and at least 10 s or half of it before), so that the program's row (and the
+            # rest of its strategies) can still name it on a loaded machine
             provider_deadline(None if program_timeout is None
-                              else time.monotonic() + 0.9 * program_timeout)
+                              else time.monotonic() + program_timeout
+                              - max(0.1 * program_timeout, min(10.0, 0.5 * program_timeout)))
             result = run_task(source, config)
             try:
                 conn.send((index, result))

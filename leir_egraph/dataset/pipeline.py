@@ -293,7 +293,7 @@ class _ProgramRun:
         result = self.ctx.verifier.verify(program, t.after, target=cfg.target, trials=cfg.trials,
                                           timeout=cfg.verify_timeout, seed=cfg.seed,
                                           timing=cfg.timing, domain=strategy.domain,
-                                          ulps=strategy.ulps)
+                                          ulps=strategy.ulps, scale=strategy.scale)
         if result.before_problem and not result.equal:
             # the original itself does not validate, build or run (verification establishes it
             # first): a problem of the program, not of this strategy

@@ -55,7 +55,7 @@ COLUMNS: tuple[tuple[str, Any, str], ...] = (
     ("speedup", pl.Float64, "paired: median per-round ratio before/after, timed back to back (with --timing)"),
     ("threads", pl.Int64, "threads of TVM's runtime pool the times ran on (with --timing; --threads)"),
     ("domain", pl.String, "inputs the strategy's guards assume: float (any IEEE value), finite or bounded (docs/RULES.md section 10)"),
-    ("exact", pl.String, "exactness the strategy declares: bitwise or N ulp"),
+    ("exact", pl.String, "exactness the strategy declares: bitwise, N ulp or N ulp of values"),
     ("bitwise", pl.Boolean, "every output bit equal on every input set verified (normal and special values)"),
     ("max_ulps", pl.Float64, "largest output difference in ULPs of its dtype at the output's scale (0: equal values)"),
 )

@@ -201,7 +201,7 @@ def check_soundness(strategy: Strategy, verifier, *, neighbours: Iterable[Strate
         for t in found:
             try:
                 verdict = judge(verifier, program, t.after, strategy.ulps, strategy.domain,
-                                seed=seed, trials=trials)
+                                seed=seed, trials=trials, scale=strategy.scale)
             except RunError as err:   # the worker timed out or crashed: nothing judged
                 report.problems.append(f"{strategy.id}: rule '{t.rule}' on {label}: not "
                                        f"judged: {err}\n  after:   {t.after.text}")

@@ -46,7 +46,11 @@ DIRECTIONS = ("simplify", "expand")
 # What a strategy's rewrites preserve (docs/RULES.md "Value ranges"): the inputs its guards
 # assume (``domain``) and how close the rewritten program's outputs stay (``exact``).
 DOMAINS = ("float", "finite", "bounded")   # any IEEE value / finite / far from overflow
-_EXACT = re.compile(r"\s*(\d+)\s*ulps?\s*")
+_EXACT = re.compile(r"\s*(\d+)\s*ulps?(\s+of\s+values)?\s*")
+# Where an "N ulp" bound is measured: at the largest magnitude of the output ("output"), or of
+# every value the original program reads or writes -- inputs, intermediates, outputs ("values",
+# written "N ulp of values"; docs/RULES.md section 10).
+SCALES = ("output", "values")
 _RULE_KEYS = {"name", "bindings", "egglog", "lhs_sort", "variants", "cot"}
 _EXAMPLE_KEYS = {"before", "signature", "after", "bindings", "note"}
 _COUNTER_KEYS = {"before", "signature", "refused_by", "note"}
@@ -136,11 +140,15 @@ class Strategy:
     run_alone: bool = False  # build its replacements in an e-graph scope of their own (engine)
     domain: str = "float"    # the inputs its guards assume: "float", "finite" or "bounded"
     ulps: int = 0            # declared rounding bound in ULPs of the dtype; 0: bitwise identical
+    scale: str = "output"    # where the ULPs are measured: "output" or "values" (SCALES)
 
     @property
     def exact(self) -> str:
-        """The declared exactness as the rule file writes it: ``bitwise`` or ``N ulp``."""
-        return "bitwise" if self.ulps == 0 else f"{self.ulps} ulp"
+        """The declared exactness as the rule file writes it: ``bitwise``, ``N ulp`` or
+        ``N ulp of values``."""
+        if self.ulps == 0:
+            return "bitwise"
+        return f"{self.ulps} ulp" + (" of values" if self.scale == "values" else "")
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -320,7 +328,10 @@ def load_rule_file(path: str | Path) -> Strategy:
     ulps = exactness(data.get("exact", "bitwise"))
     if ulps is None:
         fail("exact", 'exact must be "bitwise" or a rounding bound "N ulp" (N a whole number '
-                      "of units in the last place of the output's dtype)")
+                      "of units in the last place of the output's dtype, at the output's "
+                      'largest magnitude) or "N ulp of values" (at the largest magnitude of '
+                      "any value the program reads or writes)")
+    scale = exactness_scale(data.get("exact", "bitwise"))
     if not data["rules"]:
         fail("rules", "a strategy needs at least one [[rules]] entry")
     rules = tuple(_load_rule(path, text, sid, i, r, vocab, variant)
@@ -353,16 +364,23 @@ def load_rule_file(path: str | Path) -> Strategy:
     return Strategy(sid, data["category"], data["description"].strip(), tuple(data["guards"]),
                     data["P"], data["S"], data["cot"].strip(), rules, tuple(examples),
                     tuple(counters), str(path), data.get("direction", ""), tuple(inverse),
-                    providers, data.get("run_alone", False), domain, ulps)
+                    providers, data.get("run_alone", False), domain, ulps, scale)
 
 
 def exactness(text) -> int | None:
     """A rule file's ``exact`` value as a ULP bound (0 for ``bitwise``); ``None`` when it is
-    neither ``"bitwise"`` nor ``"N ulp"``."""
+    neither ``"bitwise"`` nor ``"N ulp"`` nor ``"N ulp of values"``."""
     if text == "bitwise":
         return 0
     m = _EXACT.fullmatch(text) if isinstance(text, str) else None
     return int(m.group(1)) if m and int(m.group(1)) > 0 else None
+
+
+def exactness_scale(text) -> str:
+    """Where a valid ``exact`` value's ULPs are measured: ``"values"`` for ``"N ulp of
+    values"``, else ``"output"``."""
+    m = _EXACT.fullmatch(text) if isinstance(text, str) else None
+    return "values" if m and m.group(2) else "output"
 
 
 _SLOT = re.compile(r"\{(\w+)\}")

@@ -63,6 +63,11 @@ _deadline: list[float | None] = [None]   # a monotonic time no provider call may
 def provider_seconds() -> float:
     """The time a provider call may take now: ``LEIR_PROVIDER_TIMEOUT`` (or the default),
     less than that when :func:`provider_deadline` is nearer."""
+    return _provider_limit()[0]
+
+
+def _provider_limit() -> tuple[float, str]:
+    """:func:`provider_seconds`, and what sets it, for the message of an overrun."""
     text = os.environ.get("LEIR_PROVIDER_TIMEOUT", "")
     try:
         seconds = float(text) if text else PROVIDER_TIMEOUT
@@ -70,9 +75,11 @@ def provider_seconds() -> float:
         seconds = PROVIDER_TIMEOUT
     if not seconds > 0 or seconds != seconds:
         seconds = PROVIDER_TIMEOUT
-    if _deadline[0] is not None:
-        seconds = min(seconds, _deadline[0] - time.monotonic())
-    return max(seconds, 1e-3)
+    why = f"within {seconds:g} s (LEIR_PROVIDER_TIMEOUT)"
+    if _deadline[0] is not None and _deadline[0] - time.monotonic() < seconds:
+        seconds = _deadline[0] - time.monotonic()
+        why = "before the program's time ran out (--program-timeout)"
+    return max(seconds, 1e-3), why
 
 
 def provider_deadline(until: float | None) -> None:
@@ -84,10 +91,9 @@ def provider_deadline(until: float | None) -> None:
 def _bounded(where: Path | str, what: str, call):
     """``call()`` within :func:`provider_seconds`, else a ProviderError naming ``where``."""
     from ..outside import OutsideInputError, bounded
-    seconds = provider_seconds()
+    seconds, why = _provider_limit()
     try:
-        return bounded(call, seconds, f"{what} did not finish within {seconds:g} s "
-                                      "(LEIR_PROVIDER_TIMEOUT or the program timeout)")
+        return bounded(call, seconds, f"{what} did not finish {why}")
     except OutsideInputError as err:
         raise ProviderError(where, None, str(err)) from None
 

@@ -193,30 +193,52 @@ class ExprLowering:
         ``x*0`` and ``x-x`` to 0 (NaN for x = ±inf or NaN), ``x+0`` to x (+0 for x = -0),
         and terms cancelled across a sum, ``(a+d)-d`` to a (inf where a+d overflows). A sum or
         difference whose two sides share a term of their ``+``/``-`` chains has its right
-        operand hidden.
+        operand hidden, in a form of its own for ``-`` (``_opaque(..., minus=True)``): with
+        one form, ``A+A-A`` became ``(A+h(A))-h(A)``, whose two hidden copies cancel. An operand that becomes zero only once TVM's pipeline makes a loop
+        index a constant (an unrolled loop, a loop of one iteration) is hidden too:
+        ``if_then_else(a-1<0,0,E_{a-1})+D`` is ``D`` at ``a = 0`` after folding, ``-0`` where
+        IEEE gives ``0+(-0) = +0``, and ``A*a`` is ``0`` there where ``inf*0`` is NaN.
         Such a program computes what its LEIR says on every input, which the verification of
         a rewrite that removes or introduces such a term depends on (docs/VERIFY.md)."""
-        def zero(x, node) -> bool:
-            if any(isinstance(n, (Var, Idx)) for n in walk_values(node)):
-                return False
-            from tvm.sym import Analyzer
-            folded = Analyzer().simplify(x)
-            return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
         if e.op in ("+", "-") and (set(_terms(e.lhs)) & set(_terms(e.rhs))):
             # the simplifier cancels shared terms: (a+d)-d to a, (a+1)-a to 1, a-a to 0
+            return a, self._opaque(b, dtype, minus=e.op == "-")
+        if self._may_fold_to_zero(b, e.rhs):
             return a, self._opaque(b, dtype)
-        if zero(b, e.rhs):
-            return a, self._opaque(b, dtype)
-        if zero(a, e.lhs):
+        if self._may_fold_to_zero(a, e.lhs):
             return self._opaque(a, dtype), b
         return a, b
 
-    def _opaque(self, b, dtype: str):
+    def _may_fold_to_zero(self, x, node) -> bool:
+        """Whether TVM may fold the lowered operand ``x`` (of LEIR ``node``) to the constant 0:
+        it simplifies to 0 already, or it reads no tensor but a loop index (0 at some
+        iteration), or it is an ``if_then_else`` one of whose branches may (its condition
+        becomes a constant once the index is one)."""
+        values = list(walk_values(node))
+        if isinstance(node, IfThenElse):
+            return any(self._may_fold_to_zero(None, branch)
+                       for branch in (node.then, node.otherwise))
+        if isinstance(node, Neg):
+            return self._may_fold_to_zero(None, node.operand)
+        if any(isinstance(n, Var) for n in values):
+            return False
+        if any(isinstance(n, Idx) for n in values):
+            return True
+        from tvm.sym import Analyzer
+        folded = Analyzer().simplify(self.value(node, "float64") if x is None else x)
+        return isinstance(folded, (self.tirx.FloatImm, self.tirx.IntImm)) and folded.value == 0
+
+    def _opaque(self, b, dtype: str, minus: bool = False):
         """``b`` through a bit-for-bit round trip via the same-width integer, which TVM's
-        constant folder cannot see through (free in LLVM and CUDA)."""
+        constant folder cannot see through (free in LLVM and CUDA); ``minus``: two round
+        trips, so that an operand hidden where it is subtracted never equals one hidden where
+        it is added (``(A+h(A))-h(A)`` would cancel to ``A``, which is finite where A+A
+        overflows)."""
         bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
                 "float64": "int64"}[dtype]
-        return self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
+        for _ in range(2 if minus else 1):
+            b = self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
+        return b
 
     def _divisor(self, rhs, b, dtype: str):
         """A float divisor, hidden from TVM's constant folder when it may fold to zero.

@@ -111,15 +111,22 @@ class Exactness:
 
 
 def ulp_at(dtype: np.dtype, scale: float) -> float:
-    """The spacing of ``dtype`` values at magnitude ``scale`` (its smallest subnormal at 0)."""
+    """The spacing of ``dtype`` values at magnitude ``scale`` (its smallest subnormal at 0; at
+    its largest finite value for a larger scale -- a float64 value beyond the dtype's range --
+    so that a count of ULPs is never NaN)."""
+    if np.dtype(dtype).kind == "f" and abs(scale) >= float(np.finfo(dtype).max):
+        largest = np.finfo(dtype).max
+        return float(largest) - float(np.nextafter(largest, np.zeros((), dtype)))
     return float(np.spacing(np.abs(np.asarray(scale).astype(dtype))).astype(np.float64))
 
 
 def exactness(reference: np.ndarray, after: np.ndarray, dtype=None,
-              name: str = "output") -> Exactness:
+              name: str = "output", scale: float = 0.0) -> Exactness:
     """``after`` against ``reference`` (same shape), in ULPs of ``dtype`` (default: after's).
     The reference may be a float64 evaluation of the original: it is compared as a value, its
-    special positions as they are."""
+    special positions as they are. The ULPs are those at the output's largest finite reference
+    magnitude, or at ``scale`` where that is larger (``"N ulp of values"``: the largest
+    magnitude of any value the program reads or writes, ``value_scale``)."""
     dtype = np.dtype(after.dtype if dtype is None else dtype)
     if reference.shape != after.shape:
         return Exactness(False, np.inf, f"{name} has shape {list(after.shape)}, the reference "
@@ -139,13 +146,29 @@ def exactness(reference: np.ndarray, after: np.ndarray, dtype=None,
                              f"({int(mismatch.sum())} element(s), first at {_where(mismatch)}: "
                              f"expected {reference[at]}, after {after[at]})")
     finite = np.isfinite(r)
-    scale = float(np.abs(r[finite]).max()) if finite.any() else 0.0
+    scale = max(float(np.abs(r[finite]).max()) if finite.any() else 0.0, scale)
     with np.errstate(invalid="ignore"):
         diff = np.where(finite, np.abs(a - r), 0.0)
-    ulps = float(diff.max() / ulp_at(dtype, scale)) if diff.size else 0.0
+    largest = float(diff.max()) if diff.size else 0.0
+    ulps = largest / ulp_at(dtype, scale) if largest else 0.0
     same_bits = bool(np.array_equal(np.signbit(r[finite]), np.signbit(a[finite]))
-                     and ulps == 0.0) if reference.dtype == after.dtype else ulps == 0.0
+                     and largest == 0.0) if reference.dtype == after.dtype else largest == 0.0
     return Exactness(same_bits, ulps)
+
+
+def value_scale(arrays) -> float:
+    """The largest finite magnitude among ``arrays`` (float ones; 0 when there is none): the
+    scale of an ``"N ulp of values"`` bound, over the inputs, intermediates and outputs of one
+    run of the original."""
+    scale = 0.0
+    for array in arrays:
+        a = np.asarray(array)
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            a = a.astype(np.float64)
+            finite = a[np.isfinite(a)]
+            if finite.size:
+                scale = max(scale, float(np.abs(finite).max()))
+    return scale
 
 
 def worst_place(reference: np.ndarray, after: np.ndarray) -> tuple:

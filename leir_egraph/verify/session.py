@@ -26,11 +26,11 @@ from ..leir.signature import Signature
 from ..leir.validate import LeirValidationError, check
 from ..lower.build import build, build_many, run, time_pair
 from ..lower.targets import exact_target, target_kind
-from .compare import compare
+from .compare import compare, value_scale
 from .gathers import gather_problem
 from .independence import check_independent
 from .inputs import DATASET_FAMILY, integer_ranges, random_inputs, special_inputs
-from .soundness import special_trial
+from .soundness import exposed, special_trial
 
 Report = Callable[..., None]
 
@@ -233,16 +233,30 @@ class _Evaluation:
         self.report(stage=f"{activity} {program}" if program else activity, activity=activity,
                     program=program)
 
-    def special_values(self, before, after, before_out, after_out, seed, ranges) -> str | None:
+    def special_values(self, before, after, before_out, after_out, seed, ranges,
+                       inputs) -> str | None:
         """The exactness of the normal trials, and one special-value input set within the
         job's ``domain`` (docs/VERIFY.md "Special values"): NaN and ±inf where the original has
-        them, within the declared ``ulps``. Notes ``domain``, ``bitwise``, ``ulps`` and
+        them, within the declared ``ulps`` (at the job's ``scale``: the output's largest
+        magnitude, or for ``"values"`` that of every value the original reads or writes, from
+        a run of ``soundness.exposed(before)``). Notes ``domain``, ``bitwise``, ``ulps`` and
         ``special_s``; returns why ``after`` fails, or ``None``."""
         job = self.job
         domain, declared = job["domain"], job.get("ulps")
+        by_values = job.get("scale") == "values"
+
+        def scale(trial_inputs, outputs) -> float:
+            if not by_values:
+                return 0.0
+            try:
+                seen = run(exposed(before), trial_inputs, equal_target(), **EQUAL_OPTIONS)
+            except Exception:  # noqa: BLE001 -- then the outputs: the stricter scale
+                seen = outputs
+            return value_scale([*trial_inputs.values(), *seen.values()])
+
         bitwise, worst = True, 0.0
-        for b_out, a_out in zip(before_out, after_out):
-            same, ulps, problem = special_trial(b_out, a_out)
+        for trial_inputs, b_out, a_out in zip(inputs, before_out, after_out):
+            same, ulps, problem = special_trial(b_out, a_out, scale(trial_inputs, b_out))
             bitwise, worst = bitwise and same, max(worst, ulps)
         start = time.perf_counter()
         family = DATASET_FAMILY[domain]
@@ -257,7 +271,7 @@ class _Evaluation:
             if b_out is not None:
                 try:
                     a_out = run(after, inputs, equal_target(), **EQUAL_OPTIONS)
-                    same, ulps, problem = special_trial(b_out, a_out)
+                    same, ulps, problem = special_trial(b_out, a_out, scale(inputs, b_out))
                     bitwise, worst = bitwise and same, max(worst, ulps)
                 except Exception as err:  # noqa: BLE001
                     problem = f"after fails: {describe_error(err)}"
@@ -265,7 +279,7 @@ class _Evaluation:
                   special_s=time.perf_counter() - start)
         if problem is not None:
             return f"equal: special values ({family}, domain {domain}): {problem}"
-        broken = _exactness_problem(bitwise, worst, declared)
+        broken = _exactness_problem(bitwise, worst, declared, " of values" if by_values else "")
         return None if broken is None else f"equal: {broken}"
 
     def passed(self, level: str):
@@ -389,7 +403,8 @@ class _Evaluation:
             return self.result(f"equal: not established: {', '.join(blank)} is all zero or "
                                f"non-finite in every trial", "uninformative")
         if job.get("domain") is not None:
-            problem = self.special_values(before, after, before_out, after_out, seed, ranges)
+            problem = self.special_values(before, after, before_out, after_out, seed, ranges,
+                                          inputs)
             if problem is not None:
                 return self.result(problem, "mismatch")
         self.passed("equal")
@@ -427,7 +442,8 @@ class _Evaluation:
         return self.result(reason, None if reason is None else "independence")
 
 
-def _exactness_problem(bitwise: bool, ulps: float, declared: int | None) -> str | None:
+def _exactness_problem(bitwise: bool, ulps: float, declared: int | None,
+                       of: str = "") -> str | None:
     """Why a measured exactness breaks the declared one (``None``: within it). A bound of N
     ULPs from the exact result lets two programs differ by 2N ULPs from each other."""
     if declared is None:
@@ -436,7 +452,7 @@ def _exactness_problem(bitwise: bool, ulps: float, declared: int | None) -> str 
         return (f"not bitwise identical ({ulps:.3g} ULP apart) where the strategy declares "
                 "exact = \"bitwise\"")
     if declared > 0 and ulps > 2 * declared:
-        return f"{ulps:.3g} ULP apart where the strategy declares exact = \"{declared} ulp\""
+        return f"{ulps:.3g} ULP apart where the strategy declares exact = \"{declared} ulp{of}\""
     return None
 
 

@@ -10,7 +10,11 @@ family within ``domain`` (``inputs.families``), and holds ``after`` to the decla
   within N ULPs (of the output's dtype, at the output's largest magnitude) *more* than the
   original's own distance from the float64 evaluation of the original; on a set where that
   evaluation has NaN or ±inf elsewhere than the original (the dtype overflowed where float64
-  does not), within N ULPs of ``before`` itself.
+  does not), within N ULPs of ``before`` itself;
+* ``scale == "values"`` (``exact = "N ulp of values"``): the same, with the ULPs taken at the
+  largest magnitude of any value the original reads or writes in that set -- its inputs, every
+  intermediate (``exposed``: the float64 evaluation runs the original with its intermediates
+  as outputs) and its outputs -- where that is larger than the output's.
 
 The answer is a :class:`Judgement`: whether ``after`` held, the exactness measured (bitwise, and
 the largest ULP difference from ``before``), and for a failure a report with the input set,
@@ -24,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from ..leir.analysis import intermediate_shapes
 from ..leir.ast import Var
 from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.traverse import rebuild
-from .compare import exactness, worst_place
+from .compare import exactness, value_scale, worst_place
 from .inputs import families, integer_ranges, random_inputs, special_inputs
 
 FLOAT_CODES = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16"}
@@ -49,6 +54,23 @@ def with_float_dtype(program: Program, code: str) -> Program:
             spec["dtype"] = FLOAT_CODES[code]
     values = {k: v for k, v in program.values.items()}
     return Program(rebuild(program.leir, retype), Signature.from_dict(sig), program.name, values)
+
+
+def exposed(program: Program) -> Program:
+    """``program`` with every float intermediate it writes (whose shape its writes bound) as an
+    extra output, after the signature's own: one run then shows every value it computes, the
+    scale of an ``"N ulp of values"`` bound. ``program`` itself when it has none."""
+    from ..leir.analysis import accesses
+    known = {t.name for t in program.signature.tensors} | set(program.values)
+    shapes = intermediate_shapes(program.leir, known)
+    dtypes = {v.name: v.dtype for v in accesses(program.leir) if v.name in shapes}
+    extra = [{"name": n, "dtype": FLOAT_CODES[dtypes[n]], "shape": list(shape)}
+             for n, shape in shapes.items() if dtypes.get(n) in FLOAT_CODES]
+    if not extra:
+        return program
+    sig = program.signature.to_dict()
+    sig["outputs"] = sig["outputs"] + extra
+    return Program(program.leir, Signature.from_dict(sig), program.name, dict(program.values))
 
 
 @dataclass(frozen=True)
@@ -90,13 +112,16 @@ def input_sets(program: Program, domain: str, seed: int, trials: int = 2
 
 
 def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "float",
-          seed: int = 0, trials: int = 2, timeout: float = 120.0) -> Judgement:
-    """See the module docstring. ``verifier`` is a :class:`leir_egraph.verify.Verifier`."""
+          seed: int = 0, trials: int = 2, timeout: float = 120.0,
+          scale: str = "output") -> Judgement:
+    """See the module docstring. ``verifier`` is a :class:`leir_egraph.verify.Verifier`;
+    ``scale`` is ``Strategy.scale`` (``"output"`` or ``"values"``)."""
     sets = input_sets(before, domain, seed, trials)
     floats = any(s.code[0] == "f" or s.code == "bf16" for s in before.signature.outputs)
     programs = [before, after]
     if ulps and floats:
-        programs.append(with_float_dtype(before, "f64"))
+        programs.append(with_float_dtype(exposed(before) if scale == "values" else before,
+                                         "f64"))
     reference_inputs = [{k: (v.astype(np.float64) if v.dtype.kind == "f" else v)
                          for k, v in inputs.items()} for _, inputs in sets]
     answer = verifier.outputs(programs[:2], [inputs for _, inputs in sets], timeout)
@@ -112,9 +137,12 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
     reference = runs[2] if len(runs) > 2 and not isinstance(runs[2], str) else None
     bitwise, worst = True, 0.0
     for k, (label, inputs) in enumerate(sets):
+        at = 0.0   # the ULPs' magnitude where it exceeds the output's ("N ulp of values")
+        if scale == "values" and reference is not None:
+            at = value_scale([*inputs.values(), *reference[k].values()])
         for name, b in runs[0][k].items():
             a = runs[1][k][name]
-            measured = exactness(b, a, name=name)
+            measured = exactness(b, a, name=name, scale=at)
             bitwise = bitwise and measured.bitwise
             worst = max(worst, measured.ulps)
             if ulps == 0:
@@ -128,29 +156,34 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
             problem = measured.problem
             if problem is None and reference is not None:
                 r = reference[k][name]
-                own, moved = exactness(r, b, b.dtype, name), exactness(r, a, a.dtype, name)
+                own = exactness(r, b, b.dtype, name, at)
+                moved = exactness(r, a, a.dtype, name, at)
                 if own.problem is None:   # else the dtype overflowed: judge against before
                     if moved.problem is not None or moved.ulps > own.ulps + ulps:
                         problem = moved.problem or (
                             f"{moved.ulps:.3g} ULP from the float64 evaluation of the "
                             f"original, which itself is {own.ulps:.3g} ULP away; the rule "
-                            f"declares exact = \"{ulps} ulp\"")
+                            f"declares exact = \"{ulps} ulp{_OF[scale]}\"")
                     measured = None
             if problem is None and measured is not None and measured.ulps > ulps:
                 problem = (f"{measured.ulps:.3g} ULP from before; the rule declares "
-                           f"exact = \"{ulps} ulp\"")
+                           f"exact = \"{ulps} ulp{_OF[scale]}\"")
             if problem is not None:
                 return Judgement(False, False, worst, k + 1,
                                  _report(label, inputs, name, b, a, problem), cpu_s=cpu)
     return Judgement(True, bitwise, worst, len(sets), cpu_s=cpu)
 
 
-def special_trial(before_out: dict[str, Any], after_out: dict[str, Any]):
+_OF = {"output": "", "values": " of values"}
+
+
+def special_trial(before_out: dict[str, Any], after_out: dict[str, Any], scale: float = 0.0):
     """The exactness of one input set's outputs (``after`` against ``before``), every output
-    joined: ``(bitwise, ulps, problem)`` -- the dataset verification's special-value trial."""
+    joined: ``(bitwise, ulps, problem)`` -- the dataset verification's special-value trial.
+    ``scale``: the ULPs' magnitude where it exceeds an output's (``value_scale``)."""
     bitwise, worst = True, 0.0
     for name, b in before_out.items():
-        measured = exactness(b, after_out[name], name=name)
+        measured = exactness(b, after_out[name], name=name, scale=scale)
         if measured.problem is not None:
             return False, np.inf, measured.problem
         bitwise, worst = bitwise and measured.bitwise, max(worst, measured.ulps)

@@ -50,18 +50,20 @@ class Verifier:
     def verify(self, before: Program, after: Program | str, target: TargetLike = "llvm",
                trials: int = 3, timeout: float = 60.0, seed: int = 0,
                timing: bool = True, *, started: float | None = None,
-               domain: str | None = None, ulps: int | None = None) -> VerificationResult:
+               domain: str | None = None, ulps: int | None = None,
+               scale: str = "output") -> VerificationResult:
         """See :func:`verify`. Never raises: every failure is a result with a reason.
         ``started``: the ``time.monotonic()`` at which the caller's ``timeout`` began (default:
         now), when the caller did part of the work already. ``domain`` and ``ulps``: what the
-        rewrite's strategy declares (``Strategy.domain``, ``Strategy.ulps``); with a domain,
+        rewrite's strategy declares (``Strategy.domain``, ``Strategy.ulps``, ``Strategy.scale``:
+        where the ULPs are measured); with a domain,
         Equal also needs one special-value input set within it and the declared exactness
         (docs/VERIFY.md "Special values")."""
         start = time.perf_counter()
         deadline = (time.monotonic() if started is None else started) + timeout
         try:
             result = self._verify(before, after, target, trials, timeout, seed, timing, deadline,
-                                  domain, ulps)
+                                  domain, ulps, scale)
         except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
             from .session import describe_error
             result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
@@ -69,7 +71,7 @@ class Verifier:
         return _with(result, elapsed_s=time.perf_counter() - start)
 
     def _verify(self, before, after, target, trials, timeout, seed, timing,
-                deadline: float, domain=None, ulps=None) -> VerificationResult:
+                deadline: float, domain=None, ulps=None, scale="output") -> VerificationResult:
         kind = target_kind(target)
         if not isinstance(before, Program):
             return VerificationResult.at("none", "before must be a Program (LEIR + signature)",
@@ -80,7 +82,7 @@ class Verifier:
             "values": _input_values(before, [after] if isinstance(after, Program) else []),
             "target": dict(target) if isinstance(target, Mapping) else target,
             "trials": trials, "seed": seed, "timing": timing, "before_problem": None,
-            "domain": domain, "ulps": ulps,
+            "domain": domain, "ulps": ulps, "scale": scale,
         }
         if self._worker is None:
             from .session import evaluate

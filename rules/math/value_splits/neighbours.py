@@ -238,14 +238,24 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     return list(out)
 
 
+# The largest |value| ExpSafeOperand admits in any dtype (``_exp_facts``): a split argument
+# a-m is then at most 40, whose rounding exp turns into at most 32 ULPs (exponential_split's
+# declared 36 ulp: those and the roundings of the two exponentials and their product).
+SPLIT_BOUND = 20.0
+
+
 def _exp_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """``ExpSafeOperand n e m``: splitting any exponential of ``e`` by ``m`` keeps every factor
     a normal number wherever the original exponential is one. The FLOAT range analysis
     (intervals: inputs of any size; every value a tensor ever holds) bounds the numbers of m,
     of the argument of every exponential of the equation and of that argument's operands (x
-    and r of x-r, x+r, -x) within half the dtype's exp range (|.| <= 20 in f32); every split
-    argument (a-m, x-m, m-r, m+r, r-m, m) is then within exp_arg (40), where exponentials,
-    their products and quotients stay normal.
+    and r of x-r, x+r, -x) within half the dtype's exp range and at most ``SPLIT_BOUND``
+    (|.| <= 20 in f32 and f64, 2 in f16); every split argument (a-m, x-m, m-r, m+r, r-m, m) is
+    then within exp_arg (40 in f32), where exponentials, their products and quotients stay
+    normal. The cap keeps the rounding bound the rule file declares in every dtype: the new
+    difference a-m (|a-m| <= 40) rounds by half an ULP of 40, 2^-19 in f32, which exp turns
+    into a relative error of up to 32 ULPs of the result -- and of 2^-48, again 32 ULPs, in f64,
+    where half the exp range (170) would allow 256.
 
     Nothing weaker holds: exp(x-r) split by a value the equation reads anyway, or by x's
     neighbour, overflows at large inputs where the original does not (TransformerSeq2Seq's
@@ -281,7 +291,7 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[Fact]:
         for eq in nest.equations:
             if not is_float(eq.target.dtype):
                 continue
-            half = format_of(eq.target.dtype).exp_arg / 2
+            half = min(format_of(eq.target.dtype).exp_arg / 2, SPLIT_BOUND)
             parts = _exponent_parts(eq)
             if not parts or not all(small(p, half) for p in parts):
                 continue
