@@ -127,3 +127,25 @@ def test_register_tiling_refuses(text, why):
                         "shape": [16, 4] if "D^{f32,g}_{a,tx}" in text else
                         [4, 7] if "L^{7}" in text else [4, 16]}]}
     assert single_steps(Program.parse(text, sig), "register_tiling") == [], why
+
+
+def test_a_max_tile_keeps_nan_as_torch_amax_does():
+    """The max tile computes what PyTorch's ``amax`` does on NaN and infinities: the lowering's
+    max keeps NaN (TVM's own would drop it) and the tile starts from -inf."""
+    import numpy as np
+    import torch
+
+    from leir_egraph.lower import run
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 3, 16]}],
+           "outputs": [{"name": "D", "dtype": "float32", "shape": [4, 16]}]}
+    root = Program.parse("B^{4}_{tx=0}L^{16}_{a=0}L^{3}_{c=0}"
+                         "[D^{f32,g}_{tx,a}=max(D^{f32,g}_{tx,a},A^{f32,g}_{tx,c,a});];", sig)
+    a = np.random.default_rng(0).standard_normal((4, 3, 16)).astype(np.float32)
+    a[0, 1, 3] = a[1, 0, 0] = a[3, 2, 15] = np.nan
+    a[2, :, 5] = -np.inf
+    a[2, 0, 6] = np.inf
+    expected = torch.amax(torch.from_numpy(a), dim=1).numpy()
+    steps = single_steps(root, "register_tiling")
+    assert {t.bindings.get("rows") for t in steps} == {None, "2", "4"}
+    for program in [root] + [t.after for t in steps]:
+        np.testing.assert_array_equal(run(program, {"A": a})["D"], expected)
