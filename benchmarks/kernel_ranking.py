@@ -19,10 +19,14 @@ rank better than the measurement agrees with itself.
 
 ``--save FILE`` writes every program (text, signature, label) with its round times as JSON;
 ``--load FILE`` re-costs saved programs without timing them (for working on the model: fit on
-some workloads' timings, report on others').
+some workloads' timings, report on others': ``benchmarks/cost_fit.py``). ``--against FILE``
+prints, per workload, the Spearman of this run's medians and those of another run of the same
+programs: the agreement of two measurements in different processes, which also differ in
+where the allocator places each program's intermediates.
 
     python benchmarks/kernel_ranking.py [--workloads 10,47,62,63] [--programs 12] [--rounds 10]
         [--min-ms 2] [--threads 1] [--seed 0] [--verbose] [--save FILE | --load FILE]
+        [--against FILE]
 """
 
 from __future__ import annotations
@@ -76,6 +80,15 @@ def noise_ceiling(rounds: list[list[float]]) -> float:
                     [statistics.median(r[1::2]) for r in rounds])
 
 
+def _across(medians: dict | None, timed) -> str:
+    """The Spearman of this run's medians and another run's (``--against``), on the programs
+    both timed."""
+    if medians is None:
+        return ""
+    both = [(statistics.median(r), medians[p.text]) for _, p, r in timed if p.text in medians]
+    return f"  across runs {spearman(*zip(*both)) if len(both) >= 3 else float('nan'):6.3f}"
+
+
 def _timed_workloads(args):
     """(index, name, [(label, program, round times)]) per workload: timed now, or loaded."""
     from leir_egraph import Program
@@ -111,6 +124,9 @@ def main(argv=None) -> int:
     ap.add_argument("--verbose", action="store_true", help="every program's two times")
     ap.add_argument("--save", help="write the programs and their round times (JSON)")
     ap.add_argument("--load", help="re-cost the programs of a --save file; time nothing")
+    ap.add_argument("--against", help="a --save file of the same programs measured in another "
+                                      "run: print the Spearman of the two runs' medians (the "
+                                      "measurement's agreement with itself across processes)")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.programs < 2:
         ap.error("--rounds must be >= 1 and --programs >= 2")
@@ -124,6 +140,10 @@ def main(argv=None) -> int:
     print(f"timing threads: {threads}; model cores: {machine.cores}"
           + (f"; timings loaded from {args.load}" if args.load else
              f"; {args.rounds} interleaved rounds of >= {args.min_ms} ms per program"))
+    other = {}
+    if args.against:
+        for w in json.loads(open(args.against).read())["workloads"]:
+            other[w["index"]] = {r["text"]: statistics.median(r["rounds"]) for r in w["programs"]}
     rhos, ceilings, saved = [], [], []
     for index, name, timed in _timed_workloads(args):
         rows = [(cost(p, machine).seconds * 1e3, statistics.median(r), label)
@@ -136,7 +156,8 @@ def main(argv=None) -> int:
         by_time = min(rows, key=lambda r: r[1])
         print(f"#{index:3d} {name[:32]:32s} programs {len(rows):2d} spearman {rho:6.3f}  "
               f"noise ceiling {ceiling:6.3f}  root {rows[0][1]:8.3f} ms  "
-              f"model's first {by_model[1]:8.3f} ms  fastest {by_time[1]:8.3f} ms", flush=True)
+              f"model's first {by_model[1]:8.3f} ms  fastest {by_time[1]:8.3f} ms"
+              + _across(other.get(index), timed), flush=True)
         if args.verbose:
             for (model_ms, measured_ms, label), (_, _, r) in zip(rows, timed):
                 spread = (max(r) - min(r)) / measured_ms if measured_ms else float("nan")

@@ -147,3 +147,38 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
         assert [shared(q) for q in programs] == [cost(q).seconds for q in programs]
     assert [shared.of(q.signature, q.leir.nests) for q in programs[:20]] == \
         [cost(q).seconds for q in programs[:20]]
+
+
+def test_what_the_kernel_moves_change():
+    """The model's terms for issue 39's kernel moves (docs/COST.md): a short reduction split
+    in two loops is still unrolled whole (#47's 18 as 6 x 3 ran as fast as the loop of 18); a
+    reordered nest whose lanes read a strided operand still vectorises, with gathers, and beats
+    the chain it replaces; a chain through a buffer in memory is slower than one in a register;
+    float16 operands cost their conversions; and on a one-thread pool a P loop costs no fork."""
+    short = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 18]},
+                        {"name": "C", "dtype": "float32", "shape": [18, 128]}],
+             "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+    body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,d*3+c}*C^{f32,g}_{d*3+c,a};];"
+    split = c("B^{128}_{tx=0}L^{128}_{a=0}L^{6}_{d=0}L^{3}_{c=0}" + body, short)
+    assert not split.nests[0].chain and split.nests[0].vectorized
+    # D[tx,a] += A[tx,c]*C[a,c]: with a innermost, C is read with a stride of 256
+    tr = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 256]},
+                     {"name": "C", "dtype": "float32", "shape": [128, 256]}],
+          "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+    eq = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{a,c};];"
+    chain = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + eq, tr)
+    gathers = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + eq, tr)
+    assert gathers.nests[0].vectorized and chain.nests[0].chain
+    assert gathers.seconds < chain.seconds
+    # the same chain over a local accumulator (a register) and over the global one
+    in_register = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}"
+                    + eq.replace("D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}", "D^{f32,l}_{tx,a}=D^{f32,l}_{tx,a}"), tr)
+    assert in_register.seconds < chain.seconds
+    half = {k: [dict(t, dtype="float16") for t in v] for k, v in MM.items()}
+    ikj = "B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}"
+    mm = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    assert c(ikj + mm.replace("f32", "f16"), half).seconds > c(ikj + mm, MM).seconds
+    ew = "[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})*2;];"
+    serial = c("B^{256}_{tx=0}L^{512}_{a=0}" + ew, EW, cores=1)
+    one_thread = c("P^{256}_{tx=0}L^{512}_{a=0}" + ew, EW, cores=1)
+    assert one_thread.seconds < serial.seconds * 1.01
