@@ -12,21 +12,23 @@ each ranks first.
 
 Timing: all programs of a workload run on one set of tensors (``lower.prepared_calls``),
 ``--rounds`` interleaved rounds, each timing every program once for at least ``--min-ms``,
-the order rotating from round to round (``peers.interleaved``); a program's time is the median
-over its rounds. **Noise ceiling**: the Spearman of the medians of the even rounds against
-those of the odd rounds -- two measurements of the same programs. A model cannot be shown to
-rank better than the measurement agrees with itself.
+the order rotating from round to round (``peers.interleaved``); a program's time is the
+fastest of its rounds (``--statistic min``, the default: load only ever adds time, so the
+fastest round is the least disturbed one; two runs of the same programs agree far better on it
+than on the median) or their median. **Noise ceiling**: the Spearman of that statistic over the
+even rounds against the odd rounds -- two measurements of the same programs. A model cannot be
+shown to rank better than the measurement agrees with itself.
 
 ``--save FILE`` writes every program (text, signature, label) with its round times as JSON;
 ``--load FILE`` re-costs saved programs without timing them (for working on the model: fit on
 some workloads' timings, report on others': ``benchmarks/cost_fit.py``). ``--against FILE``
-prints, per workload, the Spearman of this run's medians and those of another run of the same
+prints, per workload, the Spearman of this run's times and those of another run of the same
 programs: the agreement of two measurements in different processes, which also differ in
 where the allocator places each program's intermediates.
 
     python benchmarks/kernel_ranking.py [--workloads 10,47,62,63] [--programs 12] [--rounds 10]
         [--min-ms 2] [--threads 1] [--seed 0] [--verbose] [--save FILE | --load FILE]
-        [--against FILE]
+        [--statistic min|median] [--against FILE]
 """
 
 from __future__ import annotations
@@ -72,20 +74,23 @@ def measured(programs: list, inputs, rounds: int, min_ms: float) -> list[list[fl
     return [times[str(i)] for i in range(len(programs))]
 
 
-def noise_ceiling(rounds: list[list[float]]) -> float:
-    """Spearman of the even rounds' medians against the odd rounds' (module docstring)."""
+STATISTICS = {"min": min, "median": statistics.median}
+
+
+def noise_ceiling(rounds: list[list[float]], statistic=min) -> float:
+    """Spearman of ``statistic`` over the even rounds against the odd rounds (module
+    docstring)."""
     if min(len(r) for r in rounds) < 2:
         return float("nan")
-    return spearman([statistics.median(r[0::2]) for r in rounds],
-                    [statistics.median(r[1::2]) for r in rounds])
+    return spearman([statistic(r[0::2]) for r in rounds], [statistic(r[1::2]) for r in rounds])
 
 
-def _across(medians: dict | None, timed) -> str:
-    """The Spearman of this run's medians and another run's (``--against``), on the programs
+def _across(times: dict | None, timed, statistic) -> str:
+    """The Spearman of this run's times and another run's (``--against``), on the programs
     both timed."""
-    if medians is None:
+    if times is None:
         return ""
-    both = [(statistics.median(r), medians[p.text]) for _, p, r in timed if p.text in medians]
+    both = [(statistic(r), times[p.text]) for _, p, r in timed if p.text in times]
     return f"  across runs {spearman(*zip(*both)) if len(both) >= 3 else float('nan'):6.3f}"
 
 
@@ -124,8 +129,10 @@ def main(argv=None) -> int:
     ap.add_argument("--verbose", action="store_true", help="every program's two times")
     ap.add_argument("--save", help="write the programs and their round times (JSON)")
     ap.add_argument("--load", help="re-cost the programs of a --save file; time nothing")
+    ap.add_argument("--statistic", choices=sorted(STATISTICS), default="min",
+                    help="a program's time from its rounds (module docstring)")
     ap.add_argument("--against", help="a --save file of the same programs measured in another "
-                                      "run: print the Spearman of the two runs' medians (the "
+                                      "run: print the Spearman of the two runs' times (the "
                                       "measurement's agreement with itself across processes)")
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.programs < 2:
@@ -139,17 +146,18 @@ def main(argv=None) -> int:
     machine = timing_machine()
     print(f"timing threads: {threads}; model cores: {machine.cores}"
           + (f"; timings loaded from {args.load}" if args.load else
-             f"; {args.rounds} interleaved rounds of >= {args.min_ms} ms per program"))
+             f"; {args.rounds} interleaved rounds of >= {args.min_ms} ms per program")
+          + f"; a program's time: the {args.statistic} of its rounds")
+    statistic = STATISTICS[args.statistic]
     other = {}
     if args.against:
         for w in json.loads(open(args.against).read())["workloads"]:
-            other[w["index"]] = {r["text"]: statistics.median(r["rounds"]) for r in w["programs"]}
+            other[w["index"]] = {r["text"]: statistic(r["rounds"]) for r in w["programs"]}
     rhos, ceilings, saved = [], [], []
     for index, name, timed in _timed_workloads(args):
-        rows = [(cost(p, machine).seconds * 1e3, statistics.median(r), label)
-                for label, p, r in timed]
+        rows = [(cost(p, machine).seconds * 1e3, statistic(r), label) for label, p, r in timed]
         rho = spearman([r[0] for r in rows], [r[1] for r in rows])
-        ceiling = noise_ceiling([r for _, _, r in timed])
+        ceiling = noise_ceiling([r for _, _, r in timed], statistic)
         rhos.append(rho)
         ceilings.append(ceiling)
         by_model = min(rows, key=lambda r: r[0])
@@ -157,7 +165,7 @@ def main(argv=None) -> int:
         print(f"#{index:3d} {name[:32]:32s} programs {len(rows):2d} spearman {rho:6.3f}  "
               f"noise ceiling {ceiling:6.3f}  root {rows[0][1]:8.3f} ms  "
               f"model's first {by_model[1]:8.3f} ms  fastest {by_time[1]:8.3f} ms"
-              + _across(other.get(index), timed), flush=True)
+              + _across(other.get(index), timed, statistic), flush=True)
         if args.verbose:
             for (model_ms, measured_ms, label), (_, _, r) in zip(rows, timed):
                 spread = (max(r) - min(r)) / measured_ms if measured_ms else float("nan")

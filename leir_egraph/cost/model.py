@@ -350,8 +350,9 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         # an accumulation along vector lanes whose target stays put in the loop around them (a
         # reduction loop outside the lanes): each vector of lanes is a dependency chain over
         # that loop, and a local target (a register tile) is never loaded or stored in it
-        held = (bool(acc_op) and vec and not chain and len(loops) >= 2
-                and _stride(target, loops[-2].index) == 0.0)
+        vloops = loops[:-unrolled] if unrolled else loops   # the vectoriser's innermost last
+        held = (bool(acc_op) and vec and not chain and len(vloops) >= 2
+                and _stride(target, vloops[-2].index) == 0.0)
         if held and eq.target.scope == "l":
             cheap -= ops["load"] + ops["store"]
         lanes = max(m.vector_bytes // (4 if target.half else target.bytes), 1)
@@ -365,7 +366,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         if chain:
             per_iter = max(per_iter, latency)
         if held:   # the lanes' chains run side by side: one latency per outer iteration
-            per_iter = max(per_iter, latency / loops[-1].extent)
+            per_iter = max(per_iter, latency / vloops[-1].extent)
         any_vec |= vec
         any_chain |= chain
         copies = math.prod(l.extent for l in loops if l.kind == "U")
@@ -376,7 +377,8 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         level_iters = 1
         for l in loops:
             level_iters *= l.extent
-            free = l.kind == "V" or (l.kind == "U" and not grown) or (vec and l is loops[-1])
+            free = (l.kind == "V" or (l.kind == "U" and not grown) or (vec and l is vloops[-1])
+                    or l in loops[len(vloops):])   # a short reduction LLVM unrolled
             if not free:
                 overhead += level_iters * m.loop_cycles * cycle / max(len(equations), 1)
         memory += _memory_cycles(loops, [target] + reads, m) * cycle * m.memory_weight
