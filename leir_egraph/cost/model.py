@@ -298,8 +298,9 @@ def _vectorizes(loops: tuple[Loop, ...], accs: list[_Access], target: _Access,
 def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) -> int:
     """How many innermost loops LLVM unrolls whole as one short reduction: the longest run of
     innermost serial (L, U) loops that do not move the target, together at most
-    ``Machine.unrolled_reduction`` iterations, inside another loop (0: none). A reduction of
-    18 split 6 x 3 is unrolled like the loop of 18."""
+    ``Machine.unrolled_reduction`` iterations, inside a loop that moves the target (0: none;
+    inside a further reduction loop the unrolled copies still chain). A reduction of 18 split
+    6 x 3 is unrolled like the loop of 18."""
     count, trip = 0, 1
     for loop in reversed(loops):
         if loop.kind not in ("L", "U") or _stride(target, loop.index) != 0.0:
@@ -308,7 +309,9 @@ def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) ->
             break
         trip *= loop.extent
         count += 1
-    return count if count < len(loops) else 0
+    if count == len(loops) or _stride(target, loops[-count - 1].index) == 0.0:
+        return 0   # a longer reduction goes on around it: the chain goes on through the copies
+    return count
 
 
 def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
