@@ -40,7 +40,8 @@ def test_a_register_tile_of_several_vectors_ranks_first():
     """register_tiling's kernels (docs/SEARCH.md): a local tile held across the reduction loop
     is neither loaded nor stored in it, and each vector of lanes is a dependency chain over
     that loop, so 4 vectors of lanes beat one, and beat the reordered nest that loads and
-    stores its global row in every iteration; all beat the scalar chain."""
+    stores its global row in every iteration; all beat the scalar chain. A tile of several
+    rows of lanes (register_tiling's 2-D rule) counts each row's vector as its own chain."""
     body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
     ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
     ikj = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + body, MM)
@@ -52,6 +53,15 @@ def test_a_register_tile_of_several_vectors_ranks_first():
                  f"V^{{{w}}}_{{d=0}}[D^{{f32,g}}_{{tx,a*{w}+d}}=E^{{f32,l}}_{{tx,d}};];];", MM)
 
     assert tile(32).seconds < ikj.seconds < tile(8).seconds < ijk.seconds
+    # a 2-D tile: 4 rows of 8 lanes are 4 independent vector chains, as 32 lanes are, and
+    # held in registers across c as a 1-D tile is (in global memory it pays the loads/stores)
+    def rows(scope):
+        return c(f"B^{{32}}_{{tx=0}}L^{{16}}_{{a=0}}[U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[E^{{f32,{scope}}}_{{tx,f,d}}=0;];"
+                 f"L^{{256}}_{{c=0}}U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[E^{{f32,{scope}}}_{{tx,f,d}}=E^{{f32,{scope}}}_{{tx,f,d}}"
+                 f"+A^{{f32,g}}_{{tx*4+f,c}}*C^{{f32,g}}_{{c,a*8+d}};];"
+                 f"U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[D^{{f32,g}}_{{tx*4+f,a*8+d}}=E^{{f32,{scope}}}_{{tx,f,d}};];];", MM)
+
+    assert rows("l").seconds < tile(8).seconds and rows("l").seconds < rows("g").seconds
     # the same tile in global memory pays the load and store of every iteration
     glob = c("B^{128}_{tx=0}L^{4}_{a=0}[V^{32}_{d=0}[E^{f32,g}_{tx,d}=0;];L^{256}_{c=0}V^{32}_{d=0}"
              "[E^{f32,g}_{tx,d}=E^{f32,g}_{tx,d}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a*32+d};];"

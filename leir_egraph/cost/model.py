@@ -351,11 +351,16 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         # float16/bfloat16 accesses convert to and from float32, one instruction per vector
         cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
         # an accumulation along vector lanes whose target stays put in the loop around them (a
-        # reduction loop outside the lanes): each vector of lanes is a dependency chain over
-        # that loop, and a local target (a register tile) is never loaded or stored in it
+        # reduction loop outside the lanes, or outside unrolled U rows around them: a 2-D
+        # tile): each vector of lanes is a dependency chain over that loop, the tile's vectors
+        # independent chains, and a local target (a register tile) is never loaded or stored
         vloops = loops[:-unrolled] if unrolled else loops   # the vectoriser's innermost last
-        held = (bool(acc_op) and vec and not chain and len(vloops) >= 2
-                and _stride(target, vloops[-2].index) == 0.0)
+        tile, k = (vloops[-1].extent, len(vloops) - 2) if vloops else (1, -1)
+        while (k >= 0 and vloops[k].kind in ("U", "V")
+               and _stride(target, vloops[k].index) not in (None, 0.0)):
+            tile, k = tile * vloops[k].extent, k - 1
+        held = (bool(acc_op) and vec and not chain and k >= 0
+                and _stride(target, vloops[k].index) == 0.0)
         if held and eq.target.scope == "l":
             cheap -= ops["load"] + ops["store"]
         lanes = max(m.vector_bytes // (4 if target.half else target.bytes), 1)
@@ -368,8 +373,8 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         latency = m.chain_latency if eq.target.scope == "l" else m.memory_chain_latency
         if chain:
             per_iter = max(per_iter, latency)
-        if held:   # the lanes' chains run side by side: one latency per outer iteration
-            per_iter = max(per_iter, latency / vloops[-1].extent)
+        if held:   # the tile's chains run side by side: one latency per outer iteration
+            per_iter = max(per_iter, latency / tile)
         any_vec |= vec
         any_chain |= chain
         copies = math.prod(l.extent for l in loops if l.kind == "U")
