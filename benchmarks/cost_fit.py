@@ -27,8 +27,9 @@ from cost_model import spearman  # noqa: E402  (one Spearman for every benchmark
 from kernel_ranking import STATISTICS, noise_ceiling  # noqa: E402
 from results_file import recorded  # noqa: E402
 
-PARAMETERS = ("chain_latency", "memory_chain_latency", "half_cycles", "gather_cycles", "loop_cycles", "memory_weight",
-              "overlap", "unrolled_reduction", "code_growth", "serial_launch_cycles")
+PARAMETERS = ("chain_latency", "memory_chain_latency", "half_cycles", "gather_cycles",
+              "loop_cycles", "memory_weight", "overlap", "unrolled_reduction", "code_growth",
+              "serial_launch_cycles")
 STEPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
 
 
