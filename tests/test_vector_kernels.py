@@ -129,6 +129,7 @@ def test_register_tiling_refuses(text, why):
     assert single_steps(Program.parse(text, sig), "register_tiling") == [], why
 
 
+@pytest.mark.slow   # builds the root and its six tiles
 def test_a_max_tile_keeps_nan_as_torch_amax_does():
     """The max tile computes what PyTorch's ``amax`` does on NaN and infinities: the lowering's
     max keeps NaN (TVM's own would drop it) and the tile starts from -inf."""
