@@ -40,7 +40,8 @@ def test_a_register_tile_of_several_vectors_ranks_first():
     """register_tiling's kernels (docs/SEARCH.md): a local tile held across the reduction loop
     is neither loaded nor stored in it, and each vector of lanes is a dependency chain over
     that loop, so 4 vectors of lanes beat one, and beat the reordered nest that loads and
-    stores its global row in every iteration; all beat the scalar chain."""
+    stores its global row in every iteration; all beat the scalar chain. A tile of several
+    rows of lanes (register_tiling's 2-D rule) counts each row's vector as its own chain."""
     body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
     ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
     ikj = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + body, MM)
@@ -52,6 +53,15 @@ def test_a_register_tile_of_several_vectors_ranks_first():
                  f"V^{{{w}}}_{{d=0}}[D^{{f32,g}}_{{tx,a*{w}+d}}=E^{{f32,l}}_{{tx,d}};];];", MM)
 
     assert tile(32).seconds < ikj.seconds < tile(8).seconds < ijk.seconds
+    # a 2-D tile: 4 rows of 8 lanes are 4 independent vector chains, as 32 lanes are, and
+    # held in registers across c as a 1-D tile is (in global memory it pays the loads/stores)
+    def rows(scope):
+        return c(f"B^{{32}}_{{tx=0}}L^{{16}}_{{a=0}}[U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[E^{{f32,{scope}}}_{{tx,f,d}}=0;];"
+                 f"L^{{256}}_{{c=0}}U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[E^{{f32,{scope}}}_{{tx,f,d}}=E^{{f32,{scope}}}_{{tx,f,d}}"
+                 f"+A^{{f32,g}}_{{tx*4+f,c}}*C^{{f32,g}}_{{c,a*8+d}};];"
+                 f"U^{{4}}_{{f=0}}V^{{8}}_{{d=0}}[D^{{f32,g}}_{{tx*4+f,a*8+d}}=E^{{f32,{scope}}}_{{tx,f,d}};];];", MM)
+
+    assert rows("l").seconds < tile(8).seconds and rows("l").seconds < rows("g").seconds
     # the same tile in global memory pays the load and store of every iteration
     glob = c("B^{128}_{tx=0}L^{4}_{a=0}[V^{32}_{d=0}[E^{f32,g}_{tx,d}=0;];L^{256}_{c=0}V^{32}_{d=0}"
              "[E^{f32,g}_{tx,d}=E^{f32,g}_{tx,d}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a*32+d};];"
@@ -68,6 +78,11 @@ def test_a_short_reduction_loop_is_unrolled_and_the_row_vectorised():
     body = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
     ijk = c("B^{128}_{tx=0}L^{128}_{a=0}L^{16}_{c=0}" + body, short)
     assert not ijk.nests[0].chain and ijk.nests[0].vectorized
+    # split in two loops (4 x 4) it is still unrolled whole (#47's 18 as 6 x 3 ran as fast as
+    # the loop of 18)
+    split = c("B^{128}_{tx=0}L^{128}_{a=0}L^{4}_{d=0}L^{4}_{c=0}"
+              + body.replace("_{tx,c}", "_{tx,d*4+c}").replace("_{c,a}", "_{d*4+c,a}"), short)
+    assert not split.nests[0].chain and split.nests[0].vectorized
     long = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + body, MM)
     assert long.nests[0].chain and not long.nests[0].vectorized
 
@@ -103,9 +118,11 @@ def test_unrolling_pays_only_within_the_budget():
     plain = c("B^{10}_{tx=0}L^{126}_{a=0}L^{26}_{c=0}" + eq, sig)
     wide = c("B^{10}_{tx=0}U^{126}_{a=0}L^{26}_{c=0}" + eq, sig)
     assert wide.seconds > plain.seconds
+    # (a copy through a strided store: no vectorising, and no short reduction, which LLVM
+    # unrolls itself, U or not)
     small = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 8]}],
-             "outputs": [{"name": "C", "dtype": "float32", "shape": [64]}]}
-    eq8 = "[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
+             "outputs": [{"name": "C", "dtype": "float32", "shape": [8, 64]}]}
+    eq8 = "[C^{f32,g}_{a,tx}=A^{f32,g}_{tx,a}*2;];"
     assert (c("B^{64}_{tx=0}U^{8}_{a=0}" + eq8, small).seconds
             < c("B^{64}_{tx=0}L^{8}_{a=0}" + eq8, small).seconds)
 
@@ -145,3 +162,31 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
         assert [shared(q) for q in programs] == [cost(q).seconds for q in programs]
     assert [shared.of(q.signature, q.leir.nests) for q in programs[:20]] == \
         [cost(q).seconds for q in programs[:20]]
+
+
+def test_what_the_kernel_moves_change():
+    """The model's terms for issue 39's kernel moves (docs/COST.md): a reordered nest whose
+    lanes read a strided operand still vectorises, with gathers, and beats the chain it
+    replaces; a chain through a buffer in memory is slower than one in a register; float16
+    operands cost their conversions; and on a one-thread pool a P loop costs no fork."""
+    # D[tx,a] += A[tx,c]*C[a,c]: with a innermost, C is read with a stride of 256
+    tr = {"inputs": [{"name": "A", "dtype": "float32", "shape": [128, 256]},
+                     {"name": "C", "dtype": "float32", "shape": [128, 256]}],
+          "outputs": [{"name": "D", "dtype": "float32", "shape": [128, 128]}]}
+    eq = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{a,c};];"
+    chain = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}" + eq, tr)
+    gathers = c("B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}" + eq, tr)
+    assert gathers.nests[0].vectorized and chain.nests[0].chain
+    assert gathers.seconds < chain.seconds
+    # the same chain over a local accumulator (a register) and over the global one
+    in_register = c("B^{128}_{tx=0}L^{128}_{a=0}L^{256}_{c=0}"
+                    + eq.replace("D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}", "D^{f32,l}_{tx,a}=D^{f32,l}_{tx,a}"), tr)
+    assert in_register.seconds < chain.seconds
+    half = {k: [dict(t, dtype="float16") for t in v] for k, v in MM.items()}
+    ikj = "B^{128}_{tx=0}L^{256}_{c=0}L^{128}_{a=0}"
+    mm = "[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+A^{f32,g}_{tx,c}*C^{f32,g}_{c,a};];"
+    assert c(ikj + mm.replace("f32", "f16"), half).seconds > c(ikj + mm, MM).seconds
+    ew = "[C^{f32,g}_{tx,a}=exp(A^{f32,g}_{tx,a})*2;];"
+    serial = c("B^{256}_{tx=0}L^{512}_{a=0}" + ew, EW, cores=1)
+    one_thread = c("P^{256}_{tx=0}L^{512}_{a=0}" + ew, EW, cores=1)
+    assert one_thread.seconds < serial.seconds * 1.01

@@ -361,6 +361,34 @@ def test_a_branch_on_where_tensors_live_traces_for_the_example_inputs():
     assert_equal(DeviceCheck(), (randn(2, 5, 4),))
 
 
+def test_slices_from_a_traced_size_and_a_function_over_submodules_trace():
+    """KernelBench's MiniGPTBlock: the causal mask is ``self.bias[:, :, :T, :T]`` with ``T``
+    from ``x.size()`` (plain symbolic tracing cannot slice with a proxy; the shape tracer
+    can), and its MLP is a lambda kept as an attribute that calls the module's own
+    submodules. The shape tracer traces a copy of the module, whose lambda must call the
+    copy's submodules, not the original's (torch.fx: "module is not installed as a
+    submodule")."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("bias", torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8))
+            self.mlp = nn.ModuleDict(dict(fc=nn.Linear(4, 8).double(),
+                                          proj=nn.Linear(8, 4).double()))
+            m = self.mlp
+            self.mlpf = lambda x: m.proj(torch.tanh(m.fc(x)))
+
+        def forward(self, x):
+            _, T, C = x.size()
+            att = (x @ x.transpose(-2, -1)) * (1.0 / math.sqrt(C))
+            att = att.unsqueeze(1).masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = torch.softmax(att, dim=-1).squeeze(1) @ x
+            return y + self.mlpf(y)
+
+    module = Block()
+    assert_equal(module, (randn(2, 5, 4),))
+    assert module.mlpf.__closure__[0].cell_contents is module.mlp   # the original untouched
+
+
 # ---------------------------------------------------------------- errors
 
 def test_unsupported_op_names_op_node_and_module_path():

@@ -56,11 +56,16 @@ def test_register_tiling_of_a_matrix_product_is_equal_and_vectorised(verifier):
     root = Program.parse(MATMUL, MATMUL_SIG)
     steps = single_steps(root, "register_tiling")
     assert {t.bindings["w"] for t in steps} == {"8", "16", "32"}   # the lane widths dividing 32
+    # and 2-D tiles of 2 and 4 of the 8 rows (the ROW_TILES dividing 8)
+    assert {t.bindings.get("rows") for t in steps} == {None, "2", "4"}
     for t in steps:
         assert_verified(verifier, root, t.after, "register_tiling")
         text = t.after.text
-        # the reduction loop c now encloses the lanes, which accumulate in a local tile
-        assert re.search(r"L\^\{16\}_\{c=0\}V\^\{\d+\}_\{d=0\}\[E\^\{f32,l\}", text), text
+        # the reduction loop c now encloses the (rows and) lanes, which accumulate in a local
+        # tile
+        rows = r"U\^\{%s\}_\{f=0\}" % t.bindings["rows"] if "rows" in t.bindings else ""
+        assert re.search(r"L\^\{16\}_\{c=0\}" + rows + r"V\^\{\d+\}_\{d=0\}\[E\^\{f32,l\}",
+                         text), text
         assert PACKED.findall(_asm(t.after)), f"no packed arithmetic: {text}"
     # bitwise on every special-value family (inf, NaN, +-0, subnormals, near overflow)
     verdict = judge(verifier, root, steps[0].after, ulps=0, domain="float")
@@ -76,18 +81,22 @@ _TERMS = {
 
 @settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(op=st.sampled_from(["+", "-", "*"]), dtype=st.sampled_from(["f16", "f32", "f64"]),
-       term=st.sampled_from(sorted(_TERMS)), rows=st.integers(1, 3),
+@given(op=st.sampled_from(["+", "-", "*", "max", "min"]),
+       dtype=st.sampled_from(["f16", "f32", "f64"]),
+       term=st.sampled_from(sorted(_TERMS)), rows=st.integers(1, 4),
        width=st.sampled_from([8, 12, 16, 21]), depth=st.integers(2, 5))
 def test_register_tiling_keeps_every_bit(verifier, op, dtype, term, rows, width, depth):
-    """Any tileable accumulation (three operators, three dtypes, terms that read the output
+    """Any tileable accumulation (five operators, three dtypes, terms that read the output
     index as a value or under a condition) keeps every output bit on every special-value input
-    set: each element still takes its terms in the order of the reduction loop. Widths that
-    are no multiple of the lanes exercise the remainder nest."""
+    set (NaN, inf, signed zeros: max and min keep NaN in the lowering as in PyTorch, and each
+    element still meets the same operands in the same order): each element still takes its
+    terms in the order of the reduction loop. Widths that are no multiple of the lanes
+    exercise the remainder nest; 2 and 4 rows the 2-D tiles."""
     np_dtype = {"f16": "float16", "f32": "float32", "f64": "float64"}[dtype]
     e = _TERMS[term].replace("DT", dtype)
     acc = f"D^{{{dtype},g}}_{{tx,a}}"
-    value = f"{acc}{op}({e})" if op != "*" else f"{acc}*({e})"
+    value = (f"{op}({acc},{e})" if op in ("max", "min") else
+             f"{acc}{op}({e})" if op != "*" else f"{acc}*({e})")
     text = f"B^{{{rows}}}_{{tx=0}}L^{{{width}}}_{{a=0}}L^{{{depth}}}_{{c=0}}[{acc}={value};];"
     sig = {"inputs": [{"name": "A", "dtype": np_dtype, "shape": [rows, depth]},
                       {"name": "C", "dtype": np_dtype, "shape": [depth, width]}],
@@ -95,6 +104,8 @@ def test_register_tiling_keeps_every_bit(verifier, op, dtype, term, rows, width,
     root = Program.parse(text, sig)
     steps = single_steps(root, "register_tiling")
     assert {int(t.bindings["w"]) for t in steps} == {w for w in (8, 16, 32, 64) if w <= width}
+    tiled_rows = {int(t.bindings["rows"]) for t in steps if "rows" in t.bindings}
+    assert tiled_rows == ({r for r in (2, 4) if rows % r == 0} if width % 8 == 0 else set())
     for t in steps:
         verdict = judge(verifier, root, t.after, ulps=0, domain="float")
         assert verdict.skipped is None and verdict.ok and verdict.bitwise, verdict.failure
@@ -116,3 +127,26 @@ def test_register_tiling_refuses(text, why):
                         "shape": [16, 4] if "D^{f32,g}_{a,tx}" in text else
                         [4, 7] if "L^{7}" in text else [4, 16]}]}
     assert single_steps(Program.parse(text, sig), "register_tiling") == [], why
+
+
+@pytest.mark.slow   # builds the root and its six tiles
+def test_a_max_tile_keeps_nan_as_torch_amax_does():
+    """The max tile computes what PyTorch's ``amax`` does on NaN and infinities: the lowering's
+    max keeps NaN (TVM's own would drop it) and the tile starts from -inf."""
+    import numpy as np
+    import torch
+
+    from leir_egraph.lower import run
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 3, 16]}],
+           "outputs": [{"name": "D", "dtype": "float32", "shape": [4, 16]}]}
+    root = Program.parse("B^{4}_{tx=0}L^{16}_{a=0}L^{3}_{c=0}"
+                         "[D^{f32,g}_{tx,a}=max(D^{f32,g}_{tx,a},A^{f32,g}_{tx,c,a});];", sig)
+    a = np.random.default_rng(0).standard_normal((4, 3, 16)).astype(np.float32)
+    a[0, 1, 3] = a[1, 0, 0] = a[3, 2, 15] = np.nan
+    a[2, :, 5] = -np.inf
+    a[2, 0, 6] = np.inf
+    expected = torch.amax(torch.from_numpy(a), dim=1).numpy()
+    steps = single_steps(root, "register_tiling")
+    assert {t.bindings.get("rows") for t in steps} == {None, "2", "4"}
+    for program in [root] + [t.after for t in steps]:
+        np.testing.assert_array_equal(run(program, {"A": a})["D"], expected)

@@ -47,6 +47,7 @@ from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, 
 from ..leir.program import Program
 from ..leir.traverse import walk
 
+HALF_DTYPES = ("f16", "bf16")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
                "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
 
@@ -72,7 +73,13 @@ class Machine:
     """How much of the lane count a vectorised exp/log/erf keeps (LLVM calls the scalar libm
     routine per lane: no gain)."""
     chain_latency: float = 4.0
-    """Cycles per iteration of an accumulation chain (an add's latency)."""
+    """Cycles per iteration of an accumulation chain held in a register (an add's latency): a
+    local (``l``) accumulator."""
+    memory_chain_latency: float = 8.0
+    """Cycles per iteration of an accumulation chain whose target is a global or shared
+    buffer: LLVM does not keep it in a register across the loop (the generated IR loads and
+    stores it in every iteration: the buffer may alias the others), so every iteration waits
+    for the store of the last one to forward to its load, and then for the add."""
     unrolled_reduction: int = 40
     """A serial reduction loop of at most this many iterations innermost: LLVM at opt-level 3
     unrolls it whole and vectorises the loop around it (a matrix product with an inner
@@ -80,9 +87,17 @@ class Machine:
     loop_cycles: float = 1.0
     launch_cycles: float = 20000.0
     """Thread-pool fork/join of one parallel region."""
+    serial_launch_cycles: float = 200.0
+    """Entering a parallel region on a one-thread pool (``cores=1``): TVM calls the region's
+    closure on the calling thread, no fork or join."""
+    half_cycles: float = 1.0
+    """Converting one float16/bfloat16 element to or from float32 (every f16 access of a
+    scalar loop; divided by the lanes when the loop vectorises: one F16C instruction converts
+    a vector)."""
+    gather_cycles: float = 1.0
+    """One lane of a strided access in a vectorised loop: a scalar load or store (a gather
+    or scatter); the arithmetic on the lanes stays vectorised."""
     parallel_efficiency: float = 0.9
-    strided_vector_penalty: float = 2.0
-    """An explicit V loop over strided accesses becomes gathers: this many cycles per lane."""
     memory_weight: float = 1.0
     """Memory and compute overlap: time = max(compute, memory) + (1 - overlap) * min(...)."""
     overlap: float = 0.5
@@ -197,6 +212,7 @@ class _Access:
     bytes: int
     forms: tuple[dict[str, float], ...]
     gather: bool
+    half: bool = False   # float16/bfloat16: converted to float32 to compute
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -206,7 +222,8 @@ def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
         forms.append(form)
         gather = gather or any(isinstance(n, Var) for n in walk(sub))
     shape = shapes.get(var.name) or tuple(1 for _ in var.subscripts)
-    return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather)
+    return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
+                   var.dtype in HALF_DTYPES)
 
 
 def _stride(acc: _Access, index: str) -> float | None:
@@ -257,28 +274,44 @@ def _flatten(nest: LoopNest, loops: tuple[Loop, ...] = ()) -> list[tuple[tuple[L
     return out
 
 
-def _vectorizes(loops: tuple[Loop, ...], eq: Equation, accs: list[_Access], target: _Access,
-                chain: bool) -> tuple[bool, bool]:
-    """(vectorised, strided explicit V) for the innermost loop of an equation."""
+def _vectorizes(loops: tuple[Loop, ...], accs: list[_Access], target: _Access,
+                chain: bool) -> tuple[bool, int]:
+    """(vectorised, strided accesses) for the innermost loop of an equation: an explicit V
+    loop always vectorises, its accesses that are neither unit-stride nor invariant along it
+    becoming gathers (or a scatter); a serial one only when LLVM's loop vectoriser can take it
+    (the target stored unit-stride along it, no chain, at least 4 iterations; a strided read
+    becomes a gather, as AVX2 and AVX-512 have them)."""
     if not loops:
-        return False, False
+        return False, 0
     inner = loops[-1]
     if inner.kind not in ("L", "V", "B"):
-        return False, False
+        return False, 0
     strides = [_stride(a, inner.index) for a in accs + [target]]
-    dense = all(s is not None and s in (0.0, 1.0) for s in strides)
-    target_stride = _stride(target, inner.index)
-    moves = target_stride not in (None, 0.0)
+    strided = sum(1 for s in strides if s is None or s not in (0.0, 1.0))
     if inner.kind == "V":
-        return True, not dense
-    return dense and moves and not chain and inner.extent >= 4, False
+        return True, strided
+    stores_dense = _stride(target, inner.index) == 1.0
+    vec = stores_dense and not chain and inner.extent >= 4
+    return vec, strided if vec else 0
 
 
-def _unrolled_reduction(loops: tuple[Loop, ...], m: Machine) -> bool:
-    """The innermost loop is a serial reduction short enough for LLVM to unroll it whole
-    (at most ``Machine.unrolled_reduction`` iterations), inside another loop."""
-    return (len(loops) >= 2 and loops[-1].kind in ("L", "U")
-            and loops[-1].extent <= m.unrolled_reduction)
+def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) -> int:
+    """How many innermost loops LLVM unrolls whole as one short reduction: the longest run of
+    innermost serial (L, U) loops that do not move the target, together at most
+    ``Machine.unrolled_reduction`` iterations, inside a loop that moves the target (0: none;
+    inside a further reduction loop the unrolled copies still chain). A reduction of 18 split
+    6 x 3 is unrolled like the loop of 18."""
+    count, trip = 0, 1
+    for loop in reversed(loops):
+        if loop.kind not in ("L", "U") or _stride(target, loop.index) != 0.0:
+            break
+        if trip * loop.extent > m.unrolled_reduction:
+            break
+        trip *= loop.extent
+        count += 1
+    if count == len(loops) or _stride(target, loops[-count - 1].index) == 0.0:
+        return 0   # a longer reduction goes on around it: the chain goes on through the copies
+    return count
 
 
 def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
@@ -304,34 +337,44 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         reads = [_access(v, shapes) for v in equation_reads(eq)]
         acc_op = accumulation_op(eq)
         chain = bool(acc_op) and bool(loops) and _stride(target, loops[-1].index) == 0.0
-        if chain and _unrolled_reduction(loops, m):
-            # LLVM unrolls the short reduction loop whole; the loop around it is the innermost
+        unrolled = _unrolled_reduction(loops, target, m) if chain else 0
+        if unrolled:
+            # LLVM unrolls the short reduction whole; the loop around it is the innermost
             # the vectoriser sees, each lane running its own element's chain
             chain = False
-            vec, strided_v = _vectorizes(loops[:-1], eq, reads, target, chain)
-            vec = vec and loops[-2].kind != "V"
+            vec, strided = _vectorizes(loops[:-unrolled], reads, target, chain)
+            vec = vec and loops[-unrolled - 1].kind != "V"
         else:
-            vec, strided_v = _vectorizes(loops, eq, reads, target, chain)
+            vec, strided = _vectorizes(loops, reads, target, chain)
         cheap, trans = _op_cycles(eq.value, ops)
         cheap += ops["store"]
+        # float16/bfloat16 accesses convert to and from float32, one instruction per vector
+        cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
         # an accumulation along vector lanes whose target stays put in the loop around them (a
-        # reduction loop outside the lanes): each vector of lanes is a dependency chain over
-        # that loop, and a local target (a register tile) is never loaded or stored in it
-        held = (bool(acc_op) and vec and not chain and len(loops) >= 2
-                and _stride(target, loops[-2].index) == 0.0)
+        # reduction loop outside the lanes, or outside unrolled U rows around them: a 2-D
+        # tile): each vector of lanes is a dependency chain over that loop, the tile's vectors
+        # independent chains, and a local target (a register tile) is never loaded or stored
+        vloops = loops[:-unrolled] if unrolled else loops   # the vectoriser's innermost last
+        tile, k = (vloops[-1].extent, len(vloops) - 2) if vloops else (1, -1)
+        while (k >= 0 and vloops[k].kind in ("U", "V")
+               and _stride(target, vloops[k].index) not in (None, 0.0)):
+            tile, k = tile * vloops[k].extent, k - 1
+        held = (bool(acc_op) and vec and not chain and k >= 0
+                and _stride(target, vloops[k].index) == 0.0)
         if held and eq.target.scope == "l":
             cheap -= ops["load"] + ops["store"]
-        lanes = max(m.vector_bytes // target.bytes, 1)
-        if vec and not strided_v:
-            per_iter = cheap / lanes + trans / max(lanes * m.transcendental_vector_gain, 1.0)
-        elif strided_v:
-            per_iter = cheap + trans + m.strided_vector_penalty
+        lanes = max(m.vector_bytes // (4 if target.half else target.bytes), 1)
+        if vec:
+            # the arithmetic runs on vectors; each strided access is one scalar load per lane
+            per_iter = (cheap / lanes + trans / max(lanes * m.transcendental_vector_gain, 1.0)
+                        + strided * m.gather_cycles)
         else:
             per_iter = cheap + trans
+        latency = m.chain_latency if eq.target.scope == "l" else m.memory_chain_latency
         if chain:
-            per_iter = max(per_iter, m.chain_latency)
-        if held:   # the lanes' chains run side by side: one latency per outer iteration
-            per_iter = max(per_iter, m.chain_latency / loops[-1].extent)
+            per_iter = max(per_iter, latency)
+        if held:   # the tile's chains run side by side: one latency per outer iteration
+            per_iter = max(per_iter, latency / tile)
         any_vec |= vec
         any_chain |= chain
         copies = math.prod(l.extent for l in loops if l.kind == "U")
@@ -342,7 +385,8 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         level_iters = 1
         for l in loops:
             level_iters *= l.extent
-            free = l.kind == "V" or (l.kind == "U" and not grown) or (vec and l is loops[-1])
+            free = (l.kind == "V" or (l.kind == "U" and not grown) or (vec and l is vloops[-1])
+                    or l in loops[len(vloops):])   # a short reduction LLVM unrolled
             if not free:
                 overhead += level_iters * m.loop_cycles * cycle / max(len(equations), 1)
         memory += _memory_cycles(loops, [target] + reads, m) * cycle * m.memory_weight
@@ -351,10 +395,11 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
     parallel = p_at is not None and loops_all[p_at].extent > 1
     if parallel:
         ext = loops_all[p_at].extent
-        ways = min(m.cores, ext) * m.parallel_efficiency if ext > 1 else 1
+        ways = min(m.cores, ext) * m.parallel_efficiency if m.cores > 1 else 1.0
         entries = math.prod(l.extent for l in loops_all[:p_at])
-        seconds = seconds / max(ways, 1.0) + entries * m.launch_cycles * cycle
-        overhead += entries * m.launch_cycles * cycle
+        launch = m.launch_cycles if m.cores > 1 else m.serial_launch_cycles
+        seconds = seconds / max(ways, 1.0) + entries * launch * cycle
+        overhead += entries * launch * cycle
     return NestCost(n, total_iters, compute, memory, overhead, seconds, any_vec, parallel,
                     any_chain)
 
@@ -418,13 +463,28 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     foot = [sum(row) for row in per_acc]
     trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
     cycles = 0.0
+    inner = loops[-1].index if loops else None
+    conflicts = inner is not None and any(_set_conflict(a, inner, m) for a in accs)
     for capacity, line_cost in m.caches:
         lines_fit = capacity / m.line_bytes
         # the outermost k whose sub-nest footprint fits: the accesses stream through the
         # cache once per trip of the loops outside it
         k = next((k for k in range(d + 1) if foot[k] <= lines_fit), d)
-        cycles += foot[k] * trips[k] * line_cost
+        moved = foot[k] * trips[k]
+        if 0 < k and 2 * foot[k] <= lines_fit and not conflicts:
+            # the previous trip's lines are still there: across the loop around the sub-nest
+            # only the lines it has not touched yet are moved (a strided walk whose rows fit
+            # reuses each line for its neighbouring columns)
+            moved = min(moved, foot[k - 1] * trips[k - 1])
+        cycles += moved * line_cost
     return cycles
+
+
+def _set_conflict(acc: _Access, index: str, m: Machine) -> bool:
+    """The access walks ``index`` with a stride of a multiple of 2 KiB: its lines fall into a
+    few sets of the cache, which then holds far fewer of them than its capacity."""
+    stride = _stride(acc, index)
+    return stride is not None and stride * acc.bytes >= 2048 and (stride * acc.bytes) % 2048 == 0
 
 
 def _fill_seconds(targets: Iterable[tuple[str, bool, int]], inputs: set[str], shapes,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import types
 import warnings
 
 import torch
@@ -151,7 +152,9 @@ def _meta_copy(root: torch.nn.Module) -> torch.nn.Module:
     """A copy whose parameters (and the buffers of torch.nn leaf modules, which run on meta
     inputs) live on the meta device. Other buffers stay real: torch.fx folds computations on
     them (``self.mask[:, :, :T, :T] == 0``) into constants whose values must be real."""
-    dup = copy.deepcopy(root)
+    memo: dict = {}
+    dup = copy.deepcopy(root, memo)
+    _rebind_closures(dup, memo)
     for sub in dup.modules():
         for name, p in list(sub._parameters.items()):
             if p is not None:
@@ -161,6 +164,23 @@ def _meta_copy(root: torch.nn.Module) -> torch.nn.Module:
                 if b is not None:
                     sub._buffers[name] = b.to("meta")
     return dup
+
+
+def _rebind_closures(dup: torch.nn.Module, memo: dict) -> None:
+    """A module may keep a function over its own submodules as a plain attribute
+    (KernelBench's MiniGPTBlock: ``m = self.mlp; self.mlpf = lambda x: m.c_proj(...)``).
+    ``deepcopy`` copies functions by reference, so the copy's function would still call the
+    original's submodules, which the tracer does not find in the copy. Each such function is
+    remade over the copies of what its closure holds (``memo``: the deepcopy's own map)."""
+    for sub in dup.modules():
+        for name, value in list(sub.__dict__.items()):
+            if isinstance(value, types.FunctionType) and value.__closure__:
+                cells = tuple(types.CellType(memo.get(id(c.cell_contents), c.cell_contents))
+                              for c in value.__closure__)
+                fn = types.FunctionType(value.__code__, value.__globals__, value.__name__,
+                                        value.__defaults__, cells)
+                fn.__kwdefaults__ = value.__kwdefaults__
+                sub.__dict__[name] = fn
 
 
 def _attribute(module, dotted: str, default):

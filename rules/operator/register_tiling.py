@@ -1,7 +1,8 @@
 """Fact provider of register_tiling (rules/operator/register_tiling.toml).
 
 * ``TileableReduction n a c op e`` (guard reduction_axis): the nest is one accumulation
-  ``X=X op e`` (``op`` one of ``+ - *``, whose identity LEIR writes as a literal) that never
+  ``X=X op e`` (``op`` one of ``+ - * max min``; max and min of a floating-point X only, whose
+  implicit initialisation is -inf or inf) that never
   reads X in ``e``; its innermost loop ``c`` is a serial reduction axis (X's subscripts do not
   name it) and the only loop that does not pick X's element: every other loop's index is one of
   X's subscripts on its own, and ``a``, the loop just outside ``c``, is X's last subscript (the
@@ -9,7 +10,10 @@
   iteration of the loops around ``c``, and its terms arrive in the order of ``c``;
 * ``LaneTile n w`` (guard loop_range_factorization): a loop of ``n`` iterations holds at least
   one tile of ``w`` vector lanes, ``w`` in LANE_WIDTHS up to ``n``: ``n//w`` tiles, and the
-  ``n%w`` iterations left over (the remainder) keep the original nest.
+  ``n%w`` iterations left over (the remainder) keep the original nest;
+* ``RowTile n r`` (guard loop_range_factorization): the loop just outside the lane loop (the
+  output rows) has ``n`` iterations, a multiple of ``r`` in ROW_TILES: ``n//r``
+  tiles of ``r`` rows x ``w`` lanes.
 
 A pure function of the program.
 """
@@ -27,7 +31,13 @@ from leir_egraph.leir.scheduling import factorizable_reduction
 # 8 f32 lanes fill an AVX2 register, 16 an AVX-512 one; 32 and 64 lanes are 2-8 registers,
 # independent accumulator chains that hide the latency of the fused multiply-add.
 LANE_WIDTHS = (8, 16, 32, 64)
-TILED_OPS = ("+", "-", "*")   # their identities 0, 0, 1 are literals LEIR prints
+# Output rows of a 2-D tile: each iteration of the reduction loop loads one vector of the
+# operand that does not depend on the row and uses it for every row (rows x lanes
+# accumulators, 16 registers of AVX2 hold 4 x 32 f32 lanes).
+ROW_TILES = (2, 4)
+# identities 0, 0, 1, -inf, inf: what the lowering's implicit initialisation starts from
+TILED_OPS = ("+", "-", "*", "max", "min")
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")   # max/min: an integer has no inf to start from
 SERIAL = ("L", "U")
 
 
@@ -42,6 +52,8 @@ def tileable(nest) -> tuple[str, str, str, object] | None:
     op, operand, _ = found
     target = nest.body[0].target
     if op not in TILED_OPS or target.dtype == "bool":
+        return None
+    if op in ("max", "min") and target.dtype not in FLOAT_DTYPES:
         return None
     *outer, tile, red = nest.loops
     subs = target.subscripts
@@ -60,6 +72,16 @@ def tileable(nest) -> tuple[str, str, str, object] | None:
         if loop.kind == "V":
             return None
     return tile.index, red.index, op, operand
+
+
+def row_loop(nest):
+    """The loop just outside the lane loop of a tileable nest (module docstring): the output
+    rows of a 2-D tile, or None when the lane loop is outermost."""
+    found = tileable(nest)
+    if found is None:
+        return None
+    at = [l.index for l in nest.loops].index(found[0])
+    return nest.loops[at - 1] if at >= 1 else None
 
 
 def _names_in(subs) -> set[str]:
@@ -86,6 +108,18 @@ def _lane_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 yield LANE_TILE(n, w)
 
 
+def _row_facts(loaded: LoadedProgram) -> Iterable[Fact]:
+    extents = set()
+    for nest in loaded.nests:
+        row = row_loop(nest)
+        if row is not None:
+            extents.add(row.extent)
+    for n in sorted(extents):
+        for r in ROW_TILES:
+            if r <= n and n % r == 0:
+                yield ROW_TILE(n, r)
+
+
 TILEABLE_REDUCTION = Relation(
     "TileableReduction", ("Nest", "String", "String", "String", "Expr"),
     "{0} is one accumulation with {3} of {4}, which never reads the accumulated tensor; its "
@@ -96,9 +130,13 @@ LANE_TILE = Relation(
     "LaneTile", ("i64", "i64"),
     "a loop of {0} iterations runs as tiles of {1} vector lanes")
 
+ROW_TILE = Relation(
+    "RowTile", ("i64", "i64"),
+    "a loop of {0} iterations runs as {0}/{1} tiles of {1} rows")
+
 GUARD_EXTENSIONS = (
     GuardExtension(guard="reduction_axis", relations=(TILEABLE_REDUCTION,),
                    facts=_tileable_facts),
-    GuardExtension(guard="loop_range_factorization", relations=(LANE_TILE,),
-                   facts=_lane_facts),
+    GuardExtension(guard="loop_range_factorization", relations=(LANE_TILE, ROW_TILE),
+                   facts=lambda loaded: (*_lane_facts(loaded), *_row_facts(loaded))),
 )
