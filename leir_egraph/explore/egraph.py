@@ -109,7 +109,7 @@ class SpaceEGraph:
         """Send the pending insertions and unions (bounded batches, see ``engine.batches``);
         with a ``space.Deadline``, stop between two batches once it has passed and keep the
         rest pending. True when everything was sent."""
-        texts = batches(self._pending, 4000)
+        texts = batches(self._pending)   # engine.BATCH_CHARS: egglog parses small batches faster
         sent = 0
         for batch in texts:
             if deadline is not None and deadline.passed():
