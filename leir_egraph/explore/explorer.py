@@ -49,15 +49,17 @@ class _Budget:
 
 
 def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
-               known: dict | None = None, deadline: Deadline | None = None
-               ) -> list[tuple[Program, str, str]]:
+               known: dict | None = None, deadline: Deadline | None = None,
+               canon: CanonicalNests | None = None) -> list[tuple[Program, str, str]]:
     """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
     order, one per distinct (strategy, site, successor); rewrites that give back ``program``
     itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
     term -> canonical program across calls (a program reached from several parents is
     decoded and renamed once). With a ``deadline``, the matches are placed until it passes
-    (the engine run itself is one indivisible piece): the steps placed by then."""
-    return place(program, engine.matches(program, chosen), decoder, known, deadline=deadline)
+    (the engine run itself is one indivisible piece): the steps placed by then. ``canon``: as
+    :func:`place`'s."""
+    return place(program, engine.matches(program, chosen), decoder, known, deadline=deadline,
+                 canon=canon)
 
 
 def place(program: Program, matches, decoder: Decoder | None = None, known: dict | None = None,
@@ -205,8 +207,7 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
-        steps = place(p, engine.matches(p, chosen), decoder, known, deadline=deadline,
-                      canon=canon)
+        steps = successors(engine, p, chosen, decoder, known, deadline, canon)
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",

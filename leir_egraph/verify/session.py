@@ -244,12 +244,13 @@ class _Evaluation:
         job = self.job
         domain, declared = job["domain"], job.get("ulps")
         by_values = job.get("scale") == "values"
+        shown = exposed(before) if by_values else None   # every value the original computes
 
         def scale(trial_inputs, outputs) -> float:
-            if not by_values:
+            if shown is None:
                 return 0.0
             try:
-                seen = run(exposed(before), trial_inputs, equal_target(), **EQUAL_OPTIONS)
+                seen = run(shown, trial_inputs, equal_target(), **EQUAL_OPTIONS)
             except Exception:  # noqa: BLE001 -- then the outputs: the stricter scale
                 seen = outputs
             return value_scale([*trial_inputs.values(), *seen.values()])

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..leir.analysis import intermediate_shapes
+from ..leir.analysis import accesses, intermediate_shapes
 from ..leir.ast import Var
 from ..leir.program import Program
 from ..leir.signature import Signature
@@ -60,7 +60,6 @@ def exposed(program: Program) -> Program:
     """``program`` with every float intermediate it writes (whose shape its writes bound) as an
     extra output, after the signature's own: one run then shows every value it computes, the
     scale of an ``"N ulp of values"`` bound. ``program`` itself when it has none."""
-    from ..leir.analysis import accesses
     known = {t.name for t in program.signature.tensors} | set(program.values)
     shapes = intermediate_shapes(program.leir, known)
     dtypes = {v.name: v.dtype for v in accesses(program.leir) if v.name in shapes}
