@@ -27,6 +27,7 @@ from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, R
 from leir_egraph.leir.analysis import index_names
 from leir_egraph.leir.ast import IName
 from leir_egraph.leir.scheduling import factorizable_reduction
+from leir_egraph.leir.signature import is_float
 
 # 8 f32 lanes fill an AVX2 register, 16 an AVX-512 one; 32 and 64 lanes are 2-8 registers,
 # independent accumulator chains that hide the latency of the fused multiply-add.
@@ -37,7 +38,6 @@ LANE_WIDTHS = (8, 16, 32, 64)
 ROW_TILES = (2, 4)
 # identities 0, 0, 1, -inf, inf: what the lowering's implicit initialisation starts from
 TILED_OPS = ("+", "-", "*", "max", "min")
-FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")   # max/min: an integer has no inf to start from
 SERIAL = ("L", "U")
 
 
@@ -53,7 +53,7 @@ def tileable(nest) -> tuple[str, str, str, object] | None:
     target = nest.body[0].target
     if op not in TILED_OPS or target.dtype == "bool":
         return None
-    if op in ("max", "min") and target.dtype not in FLOAT_DTYPES:
+    if op in ("max", "min") and not is_float(target.dtype):   # an integer has no inf to start from
         return None
     *outer, tile, red = nest.loops
     subs = target.subscripts
