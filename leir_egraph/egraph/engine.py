@@ -625,9 +625,8 @@ def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:
     in order. The time and memory egglog takes to parse and run one text grow with the square of
     its length, so a large program's facts are sent in bounded batches, which keeps the cost
     linear. The bound is small: a call costs egglog next to nothing of its own, and sending
-    the facts of nine programs (MHA and eight golden ones) took 11-12 CPU s in batches of
-    16,000 characters, 9.3 in 8,000, 7.7 in 4,000 and 6.6-6.9 in 1,000, 250 or one command a
-    call (benchmarks/results/single_step_throughput.md)."""
+    facts in small batches measured fastest (the figures by batch size are in
+    benchmarks/results/single_step_throughput.md)."""
     out: list[str] = []
     batch: list[str] = []
     size = 0
