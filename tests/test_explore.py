@@ -282,6 +282,33 @@ def test_budgets_stop_cleanly_and_say_which():
     closed = explore(p, ["loop_reorder"], depth=5)
     assert closed.stopped == "closure" and len(closed.counts()) <= 5
 
+def test_limits_stop_an_egglog_run_without_end_at_a_round_boundary():
+    """A strategy whose analysis rules never saturate once a nest's outer loop runs twice
+    (tests/data/runaway_rules): round 1 matches the root, round 2's one egglog run over its
+    loop_reorder successor has no end. The time limit kills that run with the database's
+    process: the exploration stops with "time_limit", round 2 says it was cut, and the
+    programs of round 1 are kept; a memory limit below the process's size stops it the same
+    way with "memory_limit" (the time limit is only a backstop there)."""
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.strategy import load_rule_file
+    from leir_egraph.leir.program import Program
+
+    runaway = load_rule_file(Path(__file__).parent / "data" / "runaway_rules" / "runaway.toml")
+    chosen = [*resolve(["loop_reorder"]), runaway]
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+    root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+    warm = explore(root, chosen, depth=1, method="shared")   # the database's process started
+    assert warm.stopped == "depth" and warm.counts() == [1, 1]
+    timed = explore(root, chosen, depth=3, time_limit=10, method="shared")
+    assert timed.stopped == "time_limit"
+    assert [r.stopped for r in timed.rounds] == ["", "time_limit"]
+    assert timed.counts() == [1, 1] and timed.keys() == warm.keys()
+    held = explore(root, chosen, depth=3, time_limit=120, memory_limit=1, method="shared")
+    assert held.stopped == "memory_limit" and held.rounds[-1].stopped == "memory_limit"
+    assert root.text in held.keys()
+
+
 
 def test_state_graph_exports(tmp_path):
     space, _ = both("Gemm_Add_ReLU", 2)

@@ -27,12 +27,14 @@ from functools import lru_cache
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
 from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
                              match_relation, prelude_text, provider_errors, reads_context,
-                             ruleset_name)
+                             read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
 from ..leir.program import Program
+from .space import Deadline
+from .worker import default_memory_mb, worker_for
 
 # The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
 # one program is true of every program holding its key terms (tests/test_providers.py checks
@@ -207,7 +209,7 @@ class NestFacts:
 def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
-    ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
+    ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
     engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
     engine.run(References.declarations())
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
@@ -216,35 +218,65 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     return engine
 
 
+class SharedDatabase:
+    """The persistent egglog database of one strategy set (run in a child process of its own,
+    explore/worker.py, so that a limit can stop it): :meth:`begin` and :meth:`end` bracket an
+    exploration, :meth:`match` sends a round's commands, runs the round and returns its rows."""
+
+    def __init__(self, shared: tuple[Strategy, ...]):
+        self.engine = shared_engine_for(shared)
+        self._rows = {match_relation(s, r): (s, r) for s in shared for r in s.rules}
+        self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
+                                     if reads_context(r, self.engine.context))
+        self._step = self.engine.one_iteration(shared, ruleset_name)
+
+    def begin(self) -> None:
+        self.engine.run("(push)")
+
+    def end(self) -> None:
+        self.engine.run("(pop)")
+
+    def match(self, commands: list[str]) -> list[RawMatch]:
+        """Send ``commands`` (a round's terms and facts), saturate the analysis rules, run the
+        strategies for one iteration and the helpers to saturation; the rows this run
+        recorded (``Matched`` is emptied after it)."""
+        engine = self.engine
+        engine.send(commands + ["(run-schedule (saturate (run analysis)))", self._step,
+                                "(run-schedule (saturate (run helpers)))"])
+        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        engine.run(f"(run {CLEAR_ROWS} 1)")
+        return _rows(output, self._rows, self._contextual)[0]
+
+
 class SharedMatcher:
-    """One persistent database for one exploration's programs (module docstring).
+    """One persistent database for one exploration's programs (module docstring), held by a
+    child process (explore/worker.py) that a deadline or a memory limit stops.
 
-    ``add(program)`` declares a program and states its facts, returning its number;
-    ``match()`` runs the round and returns nothing; ``matches(number, term)`` then gives that
-    program's rows in rule order, as ``Engine.matches`` would for it alone."""
+    ``add(program)`` computes a program's terms and facts, returning its number; ``match()``
+    runs the round and returns nothing (it raises ``worker.Stopped`` when a limit cut it);
+    ``matches(number, term)`` then gives that program's rows in rule order, as
+    ``Engine.matches`` would for it alone."""
 
-    def __init__(self, chosen: tuple[Strategy, ...]):
+    def __init__(self, chosen: tuple[Strategy, ...], memory_mb: float | None = None):
         vocab = vocabulary_of(chosen)
         self.context = context_relations(vocab, chosen)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
-        self.engine = shared_engine_for(self.shared) if self.shared else None
-        if self.engine is not None:  # the relations its database holds with a program column
-            self.context = self.engine.context
+        self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
+        self.worker = None
+        if self.shared:   # the relations its database holds with a program column
+            self.context = context_relations(vocabulary_of(self.shared), self.shared)
+            self.worker = worker_for(self.shared)
+            self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
-        self._rows = {match_relation(s, r): (s, r) for s in self.shared for r in s.rules}
-        self._contextual = frozenset(match_relation(s, r) for s in self.shared for r in s.rules
-                                     if reads_context(r, self.context))
-        self._step = (self.engine.one_iteration(self.shared, ruleset_name)
-                      if self.engine else "")
         self._stated: set = set()
-        self._facts = (NestFacts(self.engine.vocabulary, self.engine.read_relations)
-                       if self.engine is not None else None)
+        self._facts = None
+        if self.shared:
+            vocabulary = vocabulary_of(self.shared)
+            self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
         self._references = References()
-        if self.engine is not None:
-            self.engine.run("(push)")
         self._pending: list[str] = []
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
@@ -256,12 +288,17 @@ class SharedMatcher:
         """How many facts of key-decided relations have been stated (each once)."""
         return len(self._stated)
 
+    @property
+    def worker_cpu_s(self) -> float:
+        """The CPU seconds of the database's process so far (0 without one)."""
+        return self.worker.cpu_s if self.worker is not None else 0.0
+
     def close(self) -> None:
-        """Drop this exploration's programs from the engine (kept for the next exploration of
-        the same strategy set: compiling the rules takes about a second)."""
-        if self.engine is not None:
-            self.engine.run("(pop)")
-            self.engine = None
+        """Drop this exploration's programs from the database (its process is kept for the
+        next exploration of the same strategy set: compiling the rules takes seconds)."""
+        if self.worker is not None and self.worker.alive:
+            self.worker.call("end", (), None, None)
+        self.worker = None
 
     def __enter__(self) -> "SharedMatcher":
         return self
@@ -270,11 +307,11 @@ class SharedMatcher:
         self.close()
 
     def add(self, program: Program) -> int:
-        """Declare ``program`` and state its facts (those of a key-decided relation only when
-        no earlier program stated them); its number, the context column of its facts."""
+        """Compute ``program``'s terms and facts to send (those of a key-decided relation only
+        when no earlier program stated them); its number, the context column of its facts."""
         number = len(self._programs)
         self._programs.append(program)
-        if self.engine is None:
+        if self._facts is None:
             return number
         loaded = LoadedProgram(program)
         context, out = self.context, []
@@ -295,17 +332,14 @@ class SharedMatcher:
         self._pending += out
         return number
 
-    def match(self) -> None:
-        """Run the round over what :meth:`add` stated since the last round and read the rows."""
-        if self.engine is None:
+    def match(self, deadline: Deadline | None = None) -> None:
+        """Run the round over what :meth:`add` stated since the last round and read the rows;
+        ``worker.Stopped`` when ``deadline`` passes or the database's process exceeds the
+        memory limit first (the process is killed: this matcher matches nothing more)."""
+        if self.worker is None:
             return
-        engine = self.engine
-        engine.send(self._pending + ["(run-schedule (saturate (run analysis)))", self._step,
-                                     "(run-schedule (saturate (run helpers)))"])
-        self._pending = []
-        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
-        engine.run(f"(run {CLEAR_ROWS} 1)")
-        found, _ = _rows(output, self._rows, self._contextual)
+        pending, self._pending = self._pending, []
+        found = self.worker.call("match", (pending,), deadline, self.memory_mb)
         # Only this round's rows are printed; a match found again (a new fact about an old
         # term lets a rule match it anew) is kept once.
         for m in found:
