@@ -310,6 +310,20 @@ def test_limits_stop_an_egglog_run_without_end_at_a_round_boundary():
 
 
 
+def test_a_rule_file_egglog_rejects_is_one_error_from_the_database_process():
+    """The shared method compiles the rules in its database's process (explore/worker.py): a
+    provider egglog rejects is still the one-line RuleFileError naming the file."""
+    from leir_egraph.egraph.strategy import RuleFileError, load_rule_file
+    from leir_egraph.leir.program import Program
+
+    rejected = load_rule_file(Path(__file__).parent / "data" / "rejected_rules" / "rejected.toml")
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+    root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+    with pytest.raises(RuleFileError, match=r"rejected\.egg:1: egglog rejects the vocabulary"):
+        explore(root, [rejected], depth=1, method="shared")
+
+
 def test_state_graph_exports(tmp_path):
     space, _ = both("Gemm_Add_ReLU", 2)
     space.write_graphml(tmp_path / "g.graphml")

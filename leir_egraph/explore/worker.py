@@ -12,8 +12,9 @@ is started once per strategy set and kept for the next exploration of that set (
 compiled once), unless it was killed.
 
 A request is ``(method, args)`` of :class:`~leir_egraph.explore.shared.SharedDatabase`; the
-reply is ``("ok", value, cpu_s)`` or ``("error", one-line message, cpu_s)``, where ``cpu_s`` is
-the child's process CPU time so far (an exploration's CPU includes its child's).
+reply is ``("ok", value, cpu_s)``, ``("rule_error", (path, line, message), cpu_s)`` (a
+``RuleFileError``, raised again in the parent) or ``("error", one-line message, cpu_s)``, where
+``cpu_s`` is the child's process CPU time so far (an exploration's CPU includes its child's).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 
+from ..egraph.strategy import RuleFileError
 from .space import Deadline
 
 POLL_S = 0.05        # how often a wait checks the deadline and the child's memory
@@ -111,6 +113,8 @@ class Worker:
                     code = self.process.wait()
                     raise Stopped("worker_died", f"the shared database's process ended "
                                                  f"(exit status {code}) during {method}") from None
+                if status == "rule_error":   # a rule file egglog rejects: the same error
+                    raise RuleFileError(*value)
                 if status == "error":
                     raise RuntimeError(value)
                 return value
@@ -190,6 +194,8 @@ def serve() -> None:
             else:
                 value = getattr(database, method)(*args)
             reply = ("ok", value, time.process_time())
+        except RuleFileError as err:
+            reply = ("rule_error", (err.path, err.line, err.message), time.process_time())
         except Exception as err:  # reported to the parent as one line
             lines = str(err).strip().splitlines() or [traceback.format_exc().splitlines()[-1]]
             reply = ("error", f"{type(err).__name__}: {lines[-1]}", time.process_time())
