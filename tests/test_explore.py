@@ -135,6 +135,40 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
         assert 0 <= added < matcher.facts_stated
 
 
+@pytest.mark.parametrize("kind", ["RMSNorm", "softmax"])
+def test_nest_classes_give_every_program_its_own_rows(kind):
+    """Context facts of the nest-classed relations (``shared.nest_classed``: the value ranges,
+    fresh indices, split pairs ...) are stated once per class -- a nest and the program's facts
+    about it -- and a class's rows are placed in every program of the class. Every program of
+    a depth-1 space (the ten-strategy set of the benchmark) gets exactly the rows it gets with
+    its facts stated under its own number, and classes are shared between programs."""
+    from leir_egraph.egraph.encoding import encode
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.explore.shared import SharedMatcher
+
+    mixed = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vectorization",
+             "loop_unrolling", "compute_inline", "set_storage_scope", "expression_splitting",
+             "exponential_split", "operator_fission"]
+    programs = list(explore(zoo_program(kind), mixed, depth=1).programs.values())
+    rows = {}
+    for classes in (True, False):
+        with SharedMatcher(tuple(resolve(mixed)), classes=classes) as matcher:
+            numbers = [matcher.add(p) for p in programs]
+            matcher.match()
+            rows[classes] = [sorted((m.strategy, m.rule, repr(m.lhs), repr(m.rhs),
+                                     repr(m.bindings))
+                                    for m in matcher.matches(n, encode(p.leir)))
+                             for n, p in zip(numbers, programs)]
+            if classes:
+                assert {"FiniteOperand", "ExtraSplitBy", "FreshIndex"} <= matcher.classed
+                held = sum(len(c) for c in matcher._class_of.values())
+                assert 0 < len(matcher._classes) < held   # some class holds several programs
+                reading = {(s.id, r.name) for s in matcher.shared for r in s.rules
+                           if {a.relation for a in r.guard_atoms} & matcher.classed}
+    assert rows[True] == rows[False]
+    assert any(r[:2] in reading for program in rows[True] for r in program)
+
+
 @lru_cache(maxsize=None)
 def adjacent_pool():
     """Programs with varied adjacent nests: softmax and L1Norm and their depth-1 neighbours

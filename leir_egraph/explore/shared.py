@@ -91,6 +91,38 @@ def context_relations(vocab: Vocabulary, strategies=None) -> frozenset[str]:
     return frozenset(every - shared)
 
 
+# The context column of a nest class's facts (below) is ``CLASS_BASE`` + the class's number;
+# a program's own context facts carry its number, which stays below it.
+CLASS_BASE = 1 << 40
+
+
+def nest_classed(vocab: Vocabulary, strategies, context: frozenset[str]) -> frozenset[str]:
+    """The context relations the shared method states per **nest class** (docs/EXPLORE.md,
+    "Nest classes"): relations whose first column is a nest, every rule of ``strategies``
+    reading one of them reads no other context relation, reads all of them about one nest
+    variable (their first argument), and rewrites no program suffix (a suffix rule joins its
+    context with ``HeldSuffix__``, which names a program)."""
+    def first_sort(name: str) -> str | None:
+        relation = vocab.parameters.get(name) or vocab.relations.get(name, (None, None))[1]
+        return relation.sorts[0] if relation is not None and relation.sorts else None
+
+    chosen = {name for name in context if first_sort(name) == "Nest"}
+    changed = True
+    while changed:
+        changed = False
+        for strategy in strategies:
+            for rule in strategy.rules:
+                heads = {c.head for c in rule.parsed_conditions} & context
+                if not heads & chosen:
+                    continue
+                atoms = [a for a in rule.guard_atoms if a.relation in context]
+                if not ({a.relation for a in atoms} == heads <= chosen
+                        and rule.lhs_sort != "Prog" and len({a.args[0] for a in atoms}) == 1):
+                    chosen -= heads
+                    changed = True
+    return frozenset(chosen)
+
+
 def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
     """Why a strategy cannot be matched in the shared database (None when it can): an egglog
     rule of its vocabulary (prelude, guards' analysis rules, providers' ``.egg`` files) reads a
@@ -257,15 +289,20 @@ class SharedMatcher:
     ``matches(number, term)`` then gives that program's rows in rule order, as
     ``Engine.matches`` would for it alone."""
 
-    def __init__(self, chosen: tuple[Strategy, ...], memory_mb: float | None = None):
+    def __init__(self, chosen: tuple[Strategy, ...], memory_mb: float | None = None,
+                 classes: bool = True):
         vocab = vocabulary_of(chosen)
         self.context = context_relations(vocab, chosen)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
         self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
         self.worker = None
+        self.classed: frozenset[str] = frozenset()
         if self.shared:   # the relations its database holds with a program column
             self.context = context_relations(vocabulary_of(self.shared), self.shared)
+            if classes:
+                self.classed = nest_classed(vocabulary_of(self.shared), self.shared,
+                                            self.context)
             self.worker = worker_for(self.shared)
             self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
@@ -282,6 +319,8 @@ class SharedMatcher:
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
         self._seen: set[RawMatch] = set()
+        self._classes: dict[tuple, int] = {}          # (nest, its facts) -> context column
+        self._class_of: dict[int, list[int]] = {}     # program number -> its classes
 
     @property
     def facts_stated(self) -> int:
@@ -319,7 +358,11 @@ class SharedMatcher:
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
             out += shared.take()
             out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
+            about: dict = {}   # nest -> the program's facts of classed relations about it
             for fact in self._facts.of(loaded):
+                if fact.name in self.classed:
+                    about.setdefault(fact.columns()[0], {})[fact] = None
+                    continue
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
                 elif fact not in self._stated:
@@ -329,6 +372,16 @@ class SharedMatcher:
                     continue
                 out += shared.take()
                 out.append(text)
+            for nest, facts in about.items():
+                key = (nest, frozenset((f.name, f.columns()) for f in facts))
+                column = self._classes.get(key)
+                if column is None:   # a new class: its facts stated once, with its column
+                    column = self._classes[key] = CLASS_BASE + len(self._classes)
+                    for fact in facts:
+                        text = f"{fact.text()[:-1]} {column})"
+                        out += shared.take()
+                        out.append(text)
+                self._class_of.setdefault(number, []).append(column)
         self._pending += out
         return number
 
@@ -360,6 +413,8 @@ class SharedMatcher:
             for t in subterms(term):
                 out += self._by_term.get(t, ())
         out += self._by_program.get(number, ())
+        for column in self._class_of.get(number, ()):
+            out += self._by_program.get(column, ())
         if self.fallback is not None:
             out += self.fallback.matches(self._programs[number], self.alone)
         order = self.order

@@ -174,9 +174,26 @@ def close_all() -> None:
         _kept.popitem()[1].close()
 
 
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to kill this process when its parent ends (a parent killed by
+    a signal runs no exit handler, and a child busy in a long egglog call would read the end of
+    its input only when the call returns)."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def serve() -> None:
     """The child's loop: requests from stdin, replies to stdout, until stdin closes."""
     import traceback
+
+    parent = os.getppid()
+    _die_with_parent()
+    if os.getppid() != parent:   # the parent ended before the request above was made
+        return
 
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr   # nothing else may write into the reply stream
