@@ -12,7 +12,9 @@ suffix that an earlier program held is not matched again. The rows are read and
 * a row of a rule that reads only key-decided facts is a function of its matched term: it is
   placed at every occurrence of that term in every program of the round (and of later rounds);
 * a row of a rule that reads a context relation carries the program its context facts were
-  stated for, and is placed in that program only.
+  stated for, and is placed in that program only -- or, for a nest-classed relation
+  (:func:`nest_classed`), the class of programs holding the same nest with the same facts
+  about it, whose facts are stated once, and is placed in every program of the class.
 
 A strategy whose analysis or provider egglog rules read a context relation (those rules would
 derive facts without the program column) is matched program by program with the per-program
