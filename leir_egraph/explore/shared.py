@@ -36,7 +36,7 @@ from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
 from ..leir.program import Program
 from .space import Deadline
-from .worker import default_memory_mb, worker_for
+from .worker import Stopped, default_memory_mb, worker_for
 
 # The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
 # one program is true of every program holding its key terms (tests/test_providers.py checks
@@ -338,7 +338,10 @@ class SharedMatcher:
         """Drop this exploration's programs from the database (its process is kept for the
         next exploration of the same strategy set: compiling the rules takes seconds)."""
         if self.worker is not None and self.worker.alive:
-            self.worker.call("end", (), None, None)
+            try:
+                self.worker.call("end", (), None, None)
+            except Stopped:   # it ended since its last reply: nothing left to drop
+                pass
         self.worker = None
 
     def __enter__(self) -> "SharedMatcher":

@@ -99,7 +99,13 @@ class Worker:
         one-line message when the method raised."""
         if not self.alive:
             raise Stopped("worker_died", "the shared database's process was stopped before")
-        _write(self.process.stdin, (method, args))
+        try:
+            _write(self.process.stdin, (method, args))
+        except (BrokenPipeError, OSError):   # it ended since its last reply
+            self.alive = False
+            code = self.process.wait()
+            raise Stopped("worker_died", f"the shared database's process ended (exit status "
+                                         f"{code}) before {method}") from None
         fd = self.process.stdout.fileno()
         while True:
             wait = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline.left()))
