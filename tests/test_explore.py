@@ -135,6 +135,40 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
         assert 0 <= added < matcher.facts_stated
 
 
+@pytest.mark.parametrize("kind", ["RMSNorm", "softmax"])
+def test_nest_classes_give_every_program_its_own_rows(kind):
+    """Context facts of the nest-classed relations (``shared.nest_classed``: the value ranges,
+    fresh indices, split pairs ...) are stated once per class -- a nest and the program's facts
+    about it -- and a class's rows are placed in every program of the class. Every program of
+    a depth-1 space (the ten-strategy set of the benchmark) gets exactly the rows it gets with
+    its facts stated under its own number, and classes are shared between programs."""
+    from leir_egraph.egraph.encoding import encode
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.explore.shared import SharedMatcher
+
+    mixed = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vectorization",
+             "loop_unrolling", "compute_inline", "set_storage_scope", "expression_splitting",
+             "exponential_split", "operator_fission"]
+    programs = list(explore(zoo_program(kind), mixed, depth=1).programs.values())
+    rows = {}
+    for classes in (True, False):
+        with SharedMatcher(tuple(resolve(mixed)), classes=classes) as matcher:
+            numbers = [matcher.add(p) for p in programs]
+            matcher.match()
+            rows[classes] = [sorted((m.strategy, m.rule, repr(m.lhs), repr(m.rhs),
+                                     repr(m.bindings))
+                                    for m in matcher.matches(n, encode(p.leir)))
+                             for n, p in zip(numbers, programs)]
+            if classes:
+                assert {"FiniteOperand", "ExtraSplitBy", "FreshIndex"} <= matcher.classed
+                held = sum(len(c) for c in matcher._class_of.values())
+                assert 0 < len(matcher._classes) < held   # some class holds several programs
+                reading = {(s.id, r.name) for s in matcher.shared for r in s.rules
+                           if {a.relation for a in r.guard_atoms} & matcher.classed}
+    assert rows[True] == rows[False]
+    assert any(r[:2] in reading for program in rows[True] for r in program)
+
+
 @lru_cache(maxsize=None)
 def adjacent_pool():
     """Programs with varied adjacent nests: softmax and L1Norm and their depth-1 neighbours
@@ -281,6 +315,47 @@ def test_budgets_stop_cleanly_and_say_which():
     assert both("softmax", 2)[0].stopped == "depth"
     closed = explore(p, ["loop_reorder"], depth=5)
     assert closed.stopped == "closure" and len(closed.counts()) <= 5
+
+def test_limits_stop_an_egglog_run_without_end_at_a_round_boundary():
+    """A strategy whose analysis rules never saturate once a nest's outer loop runs twice
+    (tests/data/runaway_rules): round 1 matches the root, round 2's one egglog run over its
+    loop_reorder successor has no end. The time limit kills that run with the database's
+    process: the exploration stops with "time_limit", round 2 says it was cut, and the
+    programs of round 1 are kept; a memory limit below the process's size stops it the same
+    way with "memory_limit" (the time limit is only a backstop there)."""
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.egraph.strategy import load_rule_file
+    from leir_egraph.leir.program import Program
+
+    runaway = load_rule_file(Path(__file__).parent / "data" / "runaway_rules" / "runaway.toml")
+    chosen = [*resolve(["loop_reorder"]), runaway]
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+    root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+    warm = explore(root, chosen, depth=1, method="shared")   # the database's process started
+    assert warm.stopped == "depth" and warm.counts() == [1, 1]
+    timed = explore(root, chosen, depth=3, time_limit=10, method="shared")
+    assert timed.stopped == "time_limit"
+    assert [r.stopped for r in timed.rounds] == ["", "time_limit"]
+    assert timed.counts() == [1, 1] and timed.keys() == warm.keys()
+    held = explore(root, chosen, depth=3, time_limit=120, memory_limit=1, method="shared")
+    assert held.stopped == "memory_limit" and held.rounds[-1].stopped == "memory_limit"
+    assert root.text in held.keys()
+
+
+
+def test_a_rule_file_egglog_rejects_is_one_error_from_the_database_process():
+    """The shared method compiles the rules in its database's process (explore/worker.py): a
+    provider egglog rejects is still the one-line RuleFileError naming the file."""
+    from leir_egraph.egraph.strategy import RuleFileError, load_rule_file
+    from leir_egraph.leir.program import Program
+
+    rejected = load_rule_file(Path(__file__).parent / "data" / "rejected_rules" / "rejected.toml")
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 2]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 2]}]}
+    root = Program.parse("L^{4}_{a=0}L^{2}_{c=0}[C^{f32,g}_{a,c}=A^{f32,g}_{a,c};];", sig)
+    with pytest.raises(RuleFileError, match=r"rejected\.egg:1: egglog rejects the vocabulary"):
+        explore(root, [rejected], depth=1, method="shared")
 
 
 def test_state_graph_exports(tmp_path):

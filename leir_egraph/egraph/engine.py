@@ -205,6 +205,18 @@ def base_program(vocab: Vocabulary | None = None, context: frozenset[str] = froz
     return "\n".join(p for p in parts if p)
 
 
+def analysed_relations(vocabulary: Vocabulary) -> set[str]:
+    """The names the prelude's and the vocabulary's egglog analysis rules mention."""
+    return set(re.findall(r"\((\w+)", prelude_text() + vocabulary.analysis_rules))
+
+
+def read_relations(strategies, vocabulary: Vocabulary) -> set[str]:
+    """The relations a strategy set's compiled rules or analysis rules can read: facts are
+    only sent for these."""
+    return ({c.head for s in strategies for r in s.rules for c in r.parsed_conditions}
+            | analysed_relations(vocabulary))
+
+
 @dataclass(frozen=True)
 class RawMatch:
     """One recorded application before it is placed in the program: the matched term, its
@@ -237,8 +249,7 @@ class Engine:
         except ProviderError as err:
             raise RuleFileError(err.path, err.line, err.message) from None
         self._egraph = bindings.EGraph()
-        self._analysed = set(re.findall(r"\((\w+)", prelude_text()
-                                        + self.vocabulary.analysis_rules))
+        self._analysed = analysed_relations(self.vocabulary)
         self.deferred = self._deferrable() if not self.context else {}
         # per (strategy, rule): the variables of deferred last columns it does not report
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
@@ -256,9 +267,7 @@ class Engine:
         for strategy in self.strategies:
             self._compile(strategy)
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
-        # Facts are only sent for relations a compiled rule or an analysis rule can read.
-        self.read_relations = ({c.head for s in self.strategies for r in s.rules
-                                for c in r.parsed_conditions} | self._analysed)
+        self.read_relations = read_relations(self.strategies, self.vocabulary)
 
     def run(self, text: str) -> list:
         """Run egglog commands (text) on this engine's database; their outputs, in order.

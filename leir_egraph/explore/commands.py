@@ -43,9 +43,15 @@ def register(sub) -> None:
     p.add_argument("--time-limit", type=positive_float, metavar="S",
                    help="stop exploring after S seconds, counted from the start of the "
                         "exploration (engine set-up, matching, the space e-graph, the "
-                        "factored graph's materialisation); it may overrun by one indivisible "
-                        "egglog run (one program's matching, or one factored engine run sized "
-                        "to the time left); --top's verification and timing come after it")
+                        "factored graph's materialisation); the shared method's egglog runs "
+                        "are killed at it, the per-program and factored methods may overrun "
+                        "by one egglog run (one program's matching, or one factored engine "
+                        "run sized to the time left); --top's verification and timing come "
+                        "after it")
+    p.add_argument("--memory-limit", type=positive_float, metavar="MB",
+                   help="stop exploring when the shared method's egglog database (a process "
+                        "of its own) holds more than MB resident (default: half the "
+                        "machine's memory)")
     p.add_argument("--top", type=natural, default=0, metavar="K",
                    help="verify and time the K best by the cost model")
     p.add_argument("--timeout", type=positive_float, default=60.0,
@@ -103,7 +109,8 @@ def run_explore(args) -> int:
                   seed=args.seed, progress=progress)
     try:
         space = (naive(program, strategies, **budget) if args.naive
-                 else explore(program, strategies, method=args.method, **budget))
+                 else explore(program, strategies, method=args.method,
+                              memory_limit=args.memory_limit, **budget))
     except ValueError as err:   # --method factored on a space that is not a product
         raise InputError(f"--method {args.method}: {err}") from None
     if args.graph:

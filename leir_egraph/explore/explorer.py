@@ -105,9 +105,11 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
     """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
     seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
     once per round with the whole frontier before any of it is expanded (the shared method
-    adds the programs until ``out_of_budget()`` and matches them there)."""
+    adds the programs until ``out_of_budget()`` and matches them there); it returns the
+    budget that cut it (the round then expands nothing), or None."""
     if depth < 0:
         raise ValueError(f"depth must be >= 0, not {depth}")
+    cpu = time.process_time()
     chosen = resolve(strategies)
     space = Exploration(root, tuple(s.id for s in chosen), depth, method=method, seed=seed)
     budget = _Budget(max_programs, deadline)
@@ -123,8 +125,9 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
         t0 = time.perf_counter()
         found: list[str] = []
         if prepare is not None:
-            prepare(frontier, [space.programs[k] for k in frontier],
-                    lambda: budget.check(space))
+            cut = prepare(frontier, [space.programs[k] for k in frontier],
+                          lambda: budget.check(space))
+            budget.fired = budget.fired or cut or ""
             rnd.matching_s += time.perf_counter() - t0
         for key in frontier:
             if budget.check(space):
@@ -164,13 +167,14 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
     if not space.stopped:
         space.stopped = budget.fired or ("closure" if not frontier else "depth")
     space.seconds = time.perf_counter() - deadline.start
+    space.cpu_seconds = time.process_time() - cpu
     return space
 
 
 def explore(program: Program, strategies=None, *, depth: int, max_programs: int | None = None,
             time_limit: float | None = None, seed: int = 0,
             progress: Callable[[Round], None] | None = None,
-            method: str = "auto") -> Exploration:
+            method: str = "auto", memory_limit: float | None = None) -> Exploration:
     """Every program reachable from ``program`` in at most ``depth`` single steps of
     ``strategies`` (ids or Strategy objects; default all), up to renaming, with the state graph
     and per-round statistics. Stops at closure, ``depth``, ``max_programs`` distinct programs
@@ -186,7 +190,13 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     push/pop context, ``"auto"`` (default) takes ``factored`` where it applies and ``shared``
     elsewhere. A factored exploration holds at most ``max_programs``
     programs in its graph (``GRAPH_LIMIT`` when None) and counts the whole space
-    (``Exploration.space_counts``)."""
+    (``Exploration.space_counts``).
+
+    The shared method's database runs in a process of its own (explore/worker.py), killed
+    when ``time_limit`` passes during one of its egglog runs or when its resident memory
+    exceeds ``memory_limit`` MB (default: half the machine's memory); the exploration then
+    stops with ``"time_limit"`` or ``"memory_limit"``, keeping every program found before the
+    cut round."""
     if method not in ("auto", "factored", "shared", "egraph"):
         raise ValueError(f"method must be auto, factored, shared or egraph, not {method!r}")
     deadline = Deadline(time_limit)   # counted from this call: engine set-up included
@@ -201,7 +211,7 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
             raise ValueError(f"the space is not a product of kernels: {reason}")
     if method != "egraph":
         return _explore_shared(program, strategies, chosen, depth, max_programs, deadline,
-                               seed, progress)
+                               seed, progress, memory_limit)
     engine = engine_for(default_strategies() if strategies is None else chosen)
     decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
 
@@ -215,13 +225,16 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
 
 
 def _explore_shared(program: Program, strategies, chosen, depth: int, max_programs,
-                    deadline: Deadline, seed, progress) -> Exploration:
+                    deadline: Deadline, seed, progress, memory_limit) -> Exploration:
     """The shared method: each round's frontier is added to one persistent database and
     matched in one run (explore/shared.py); each program's rows are then placed."""
     from .shared import SharedMatcher
-    with SharedMatcher(tuple(chosen)) as matcher:
-        return _search_shared(program, strategies, matcher, depth, max_programs, deadline,
-                              seed, progress)
+    with SharedMatcher(tuple(chosen), memory_limit) as matcher:
+        start = matcher.worker_cpu_s
+        space = _search_shared(program, strategies, matcher, depth, max_programs, deadline,
+                               seed, progress)
+        space.cpu_seconds += matcher.worker_cpu_s - start
+    return space
 
 
 def _search_shared(program: Program, strategies, matcher, depth: int, max_programs,
@@ -229,11 +242,13 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
     decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
     numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
 
-    def prepare(keys: list[str], programs: list[Program], out_of_budget) -> None:
+    def prepare(keys: list[str], programs: list[Program], out_of_budget) -> str | None:
         # A program not added is never expanded: the budget that stopped adding it stops
         # the round's expansion before it. Under a time limit the frontier is added and
-        # matched in pieces sized to the time left (``Pace``; one rule run is indivisible,
-        # each later run matches only the new programs' tuples).
+        # matched in pieces sized to the time left (``Pace``; each later run matches only the
+        # new programs' tuples); a run still going at the deadline, or past the memory
+        # limit, is killed with its process (``worker.Stopped``): the round is cut there.
+        from .worker import Stopped
         at, pace = 0, Pace()
         while at < len(keys) and not out_of_budget():
             size = pace.size(len(keys) - at, deadline)
@@ -246,8 +261,12 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
                 added += 1
             at += size
             if added:
-                matcher.match()
+                try:
+                    matcher.match(deadline)
+                except Stopped as stop:
+                    return stop.reason
                 pace.record(added, time.perf_counter() - t)
+        return None
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
@@ -268,6 +287,7 @@ GRAPH_LIMIT = 100_000
 def _explore_factored(program: Program, chosen, depth: int, max_programs, deadline: Deadline,
                       seed, progress) -> Exploration:
     from .factored import explore_factored, materialise
+    cpu = time.process_time()
     space = Exploration(program, tuple(s.id for s in chosen), depth, method="factored",
                         seed=seed)
     factored = explore_factored(program, chosen, depth=depth, deadline=deadline,
@@ -283,6 +303,7 @@ def _explore_factored(program: Program, chosen, depth: int, max_programs, deadli
     else:
         space.stopped = "closure" if reached < depth else "depth"
     space.seconds = time.perf_counter() - deadline.start
+    space.cpu_seconds = time.process_time() - cpu
     return space
 
 

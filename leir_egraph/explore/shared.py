@@ -12,7 +12,9 @@ suffix that an earlier program held is not matched again. The rows are read and
 * a row of a rule that reads only key-decided facts is a function of its matched term: it is
   placed at every occurrence of that term in every program of the round (and of later rounds);
 * a row of a rule that reads a context relation carries the program its context facts were
-  stated for, and is placed in that program only.
+  stated for, and is placed in that program only -- or, for a nest-classed relation
+  (:func:`nest_classed`), the class of programs holding the same nest with the same facts
+  about it, whose facts are stated once, and is placed in every program of the class.
 
 A strategy whose analysis or provider egglog rules read a context relation (those rules would
 derive facts without the program column) is matched program by program with the per-program
@@ -27,12 +29,14 @@ from functools import lru_cache
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
 from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
                              match_relation, prelude_text, provider_errors, reads_context,
-                             ruleset_name)
+                             read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
 from ..leir.program import Program
+from .space import Deadline
+from .worker import Stopped, default_memory_mb, worker_for
 
 # The relations docs/RULES.md 5.5 calls decided by their key columns alone: a fact stated for
 # one program is true of every program holding its key terms (tests/test_providers.py checks
@@ -87,6 +91,38 @@ def context_relations(vocab: Vocabulary, strategies=None) -> frozenset[str]:
     if strategies is not None:
         shared |= {r for r in ADJACENT_PAIR if reads_adjacent_only(r, strategies)}
     return frozenset(every - shared)
+
+
+# The context column of a nest class's facts (below) is ``CLASS_BASE`` + the class's number;
+# a program's own context facts carry its number, which stays below it.
+CLASS_BASE = 1 << 40
+
+
+def nest_classed(vocab: Vocabulary, strategies, context: frozenset[str]) -> frozenset[str]:
+    """The context relations the shared method states per **nest class** (docs/EXPLORE.md,
+    "Nest classes"): relations whose first column is a nest, every rule of ``strategies``
+    reading one of them reads no other context relation, reads all of them about one nest
+    variable (their first argument), and rewrites no program suffix (a suffix rule joins its
+    context with ``HeldSuffix__``, which names a program)."""
+    def first_sort(name: str) -> str | None:
+        relation = vocab.parameters.get(name) or vocab.relations.get(name, (None, None))[1]
+        return relation.sorts[0] if relation is not None and relation.sorts else None
+
+    chosen = {name for name in context if first_sort(name) == "Nest"}
+    changed = True
+    while changed:
+        changed = False
+        for strategy in strategies:
+            for rule in strategy.rules:
+                heads = {c.head for c in rule.parsed_conditions} & context
+                if not heads & chosen:
+                    continue
+                atoms = [a for a in rule.guard_atoms if a.relation in context]
+                if not ({a.relation for a in atoms} == heads <= chosen
+                        and rule.lhs_sort != "Prog" and len({a.args[0] for a in atoms}) == 1):
+                    chosen -= heads
+                    changed = True
+    return frozenset(chosen)
 
 
 def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
@@ -207,7 +243,7 @@ class NestFacts:
 def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
-    ``push`` of it and pops when done (:meth:`SharedMatcher.close`)."""
+    ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
     engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
     engine.run(References.declarations())
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
@@ -216,52 +252,97 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     return engine
 
 
+class SharedDatabase:
+    """The persistent egglog database of one strategy set (run in a child process of its own,
+    explore/worker.py, so that a limit can stop it): :meth:`begin` and :meth:`end` bracket an
+    exploration, :meth:`match` sends a round's commands, runs the round and returns its rows."""
+
+    def __init__(self, shared: tuple[Strategy, ...]):
+        self.engine = shared_engine_for(shared)
+        self._rows = {match_relation(s, r): (s, r) for s in shared for r in s.rules}
+        self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
+                                     if reads_context(r, self.engine.context))
+        self._step = self.engine.one_iteration(shared, ruleset_name)
+
+    def begin(self) -> None:
+        self.engine.run("(push)")
+
+    def end(self) -> None:
+        self.engine.run("(pop)")
+
+    def match(self, commands: list[str]) -> list[RawMatch]:
+        """Send ``commands`` (a round's terms and facts), saturate the analysis rules, run the
+        strategies for one iteration and the helpers to saturation; the rows this run
+        recorded (``Matched`` is emptied after it)."""
+        engine = self.engine
+        engine.send(commands + ["(run-schedule (saturate (run analysis)))", self._step,
+                                "(run-schedule (saturate (run helpers)))"])
+        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        engine.run(f"(run {CLEAR_ROWS} 1)")
+        return _rows(output, self._rows, self._contextual)[0]
+
+
 class SharedMatcher:
-    """One persistent database for one exploration's programs (module docstring).
+    """One persistent database for one exploration's programs (module docstring), held by a
+    child process (explore/worker.py) that a deadline or a memory limit stops.
 
-    ``add(program)`` declares a program and states its facts, returning its number;
-    ``match()`` runs the round and returns nothing; ``matches(number, term)`` then gives that
-    program's rows in rule order, as ``Engine.matches`` would for it alone."""
+    ``add(program)`` computes a program's terms and facts, returning its number; ``match()``
+    runs the round and returns nothing (it raises ``worker.Stopped`` when a limit cut it);
+    ``matches(number, term)`` then gives that program's rows in rule order, as
+    ``Engine.matches`` would for it alone."""
 
-    def __init__(self, chosen: tuple[Strategy, ...]):
+    def __init__(self, chosen: tuple[Strategy, ...], memory_mb: float | None = None,
+                 classes: bool = True):
         vocab = vocabulary_of(chosen)
         self.context = context_relations(vocab, chosen)
         self.shared = tuple(s for s in chosen if fallback_reason(s, self.context) is None)
         self.alone = tuple(s for s in chosen if s not in self.shared)
-        self.engine = shared_engine_for(self.shared) if self.shared else None
-        if self.engine is not None:  # the relations its database holds with a program column
-            self.context = self.engine.context
+        self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
+        self.worker = None
+        self.classed: frozenset[str] = frozenset()
+        if self.shared:   # the relations its database holds with a program column
+            self.context = context_relations(vocabulary_of(self.shared), self.shared)
+            if classes:
+                self.classed = nest_classed(vocabulary_of(self.shared), self.shared,
+                                            self.context)
+            self.worker = worker_for(self.shared)
+            self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
-        self._rows = {match_relation(s, r): (s, r) for s in self.shared for r in s.rules}
-        self._contextual = frozenset(match_relation(s, r) for s in self.shared for r in s.rules
-                                     if reads_context(r, self.context))
-        self._step = (self.engine.one_iteration(self.shared, ruleset_name)
-                      if self.engine else "")
         self._stated: set = set()
-        self._facts = (NestFacts(self.engine.vocabulary, self.engine.read_relations)
-                       if self.engine is not None else None)
+        self._facts = None
+        if self.shared:
+            vocabulary = vocabulary_of(self.shared)
+            self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
         self._references = References()
-        if self.engine is not None:
-            self.engine.run("(push)")
         self._pending: list[str] = []
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
         self._seen: set[RawMatch] = set()
+        self._classes: dict[tuple, int] = {}          # (nest, its facts) -> context column
+        self._class_of: dict[int, list[int]] = {}     # program number -> its classes
 
     @property
     def facts_stated(self) -> int:
         """How many facts of key-decided relations have been stated (each once)."""
         return len(self._stated)
 
+    @property
+    def worker_cpu_s(self) -> float:
+        """The CPU seconds of the database's process so far (0 without one)."""
+        return self.worker.cpu_s if self.worker is not None else 0.0
+
     def close(self) -> None:
-        """Drop this exploration's programs from the engine (kept for the next exploration of
-        the same strategy set: compiling the rules takes about a second)."""
-        if self.engine is not None:
-            self.engine.run("(pop)")
-            self.engine = None
+        """Drop this exploration's programs from the database (its process is kept for the
+        next exploration of the same strategy set: compiling the rules takes seconds)."""
+        if self.worker is not None and self.worker.alive:
+            try:
+                self.worker.call("end", (), None, None)
+            except Stopped:   # it ended since its last reply: nothing left to drop
+                pass
+        self.worker = None
 
     def __enter__(self) -> "SharedMatcher":
         return self
@@ -270,11 +351,11 @@ class SharedMatcher:
         self.close()
 
     def add(self, program: Program) -> int:
-        """Declare ``program`` and state its facts (those of a key-decided relation only when
-        no earlier program stated them); its number, the context column of its facts."""
+        """Compute ``program``'s terms and facts to send (those of a key-decided relation only
+        when no earlier program stated them); its number, the context column of its facts."""
         number = len(self._programs)
         self._programs.append(program)
-        if self.engine is None:
+        if self._facts is None:
             return number
         loaded = LoadedProgram(program)
         context, out = self.context, []
@@ -282,7 +363,11 @@ class SharedMatcher:
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
             out += shared.take()
             out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
+            about: dict = {}   # nest -> the program's facts of classed relations about it
             for fact in self._facts.of(loaded):
+                if fact.name in self.classed:
+                    about.setdefault(fact.columns()[0], {})[fact] = None
+                    continue
                 if fact.name in context:
                     text = f"{fact.text()[:-1]} {number})"
                 elif fact not in self._stated:
@@ -292,20 +377,27 @@ class SharedMatcher:
                     continue
                 out += shared.take()
                 out.append(text)
+            for nest, facts in about.items():
+                key = (nest, frozenset((f.name, f.columns()) for f in facts))
+                column = self._classes.get(key)
+                if column is None:   # a new class: its facts stated once, with its column
+                    column = self._classes[key] = CLASS_BASE + len(self._classes)
+                    for fact in facts:
+                        text = f"{fact.text()[:-1]} {column})"
+                        out += shared.take()
+                        out.append(text)
+                self._class_of.setdefault(number, []).append(column)
         self._pending += out
         return number
 
-    def match(self) -> None:
-        """Run the round over what :meth:`add` stated since the last round and read the rows."""
-        if self.engine is None:
+    def match(self, deadline: Deadline | None = None) -> None:
+        """Run the round over what :meth:`add` stated since the last round and read the rows;
+        ``worker.Stopped`` when ``deadline`` passes or the database's process exceeds the
+        memory limit first (the process is killed: this matcher matches nothing more)."""
+        if self.worker is None:
             return
-        engine = self.engine
-        engine.send(self._pending + ["(run-schedule (saturate (run analysis)))", self._step,
-                                     "(run-schedule (saturate (run helpers)))"])
-        self._pending = []
-        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
-        engine.run(f"(run {CLEAR_ROWS} 1)")
-        found, _ = _rows(output, self._rows, self._contextual)
+        pending, self._pending = self._pending, []
+        found = self.worker.call("match", (pending,), deadline, self.memory_mb)
         # Only this round's rows are printed; a match found again (a new fact about an old
         # term lets a rule match it anew) is kept once.
         for m in found:
@@ -326,6 +418,8 @@ class SharedMatcher:
             for t in subterms(term):
                 out += self._by_term.get(t, ())
         out += self._by_program.get(number, ())
+        for column in self._class_of.get(number, ()):
+            out += self._by_program.get(column, ())
         if self.fallback is not None:
             out += self.fallback.matches(self._programs[number], self.alone)
         order = self.order

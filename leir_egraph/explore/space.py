@@ -27,7 +27,8 @@ import networkx as nx
 
 from ..leir.program import Program
 
-STOP_REASONS = ("closure", "depth", "max_programs", "time_limit")
+STOP_REASONS = ("closure", "depth", "max_programs", "time_limit", "memory_limit",
+                "worker_died")
 
 
 class Deadline:
@@ -93,7 +94,8 @@ class Round:
     enodes: int = 0
     peak_rss_mb: float = 0.0     # the process's peak resident set so far (egglog included)
     stopped: str = ""            # "" when the round ran to its end, else the budget that cut
-                                 # it ("time_limit", "max_programs")
+                                 # it ("time_limit", "max_programs", "memory_limit",
+                                 # "worker_died")
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -117,6 +119,7 @@ class Exploration:
     stopped: str = ""
     method: str = "egraph"
     seconds: float = 0.0
+    cpu_seconds: float = 0.0   # process CPU, the shared database's process included
     root_key: str = ""
     seed: int = 0
     factored: object = None   # the FactoredSpace of a factored exploration (explore/factored.py)
@@ -189,7 +192,8 @@ class Exploration:
                 "space_per_depth": self.space_counts(),
                 "space_complete": self.space_complete,
                 "steps": self.graph.number_of_edges(), "stopped": self.stopped,
-                "seconds": self.seconds, "rounds": [r.to_dict() for r in self.rounds]}
+                "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+                "rounds": [r.to_dict() for r in self.rounds]}
 
     def write_graphml(self, path: str | Path) -> None:
         """GraphML: node ids are discovery indices (attributes ``program``, ``depth``), edges
