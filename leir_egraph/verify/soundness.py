@@ -16,6 +16,14 @@ family within ``domain`` (``inputs.families``), and holds ``after`` to the decla
   intermediate (``exposed``: the float64 evaluation runs the original with its intermediates
   as outputs) and its outputs -- where that is larger than the output's.
 
+An N-ULP bound is a statement about the equation the rule rewrites, so it is judged where the
+rewrite acts: at the tensors it writes (``rewritten``), run as extra outputs of both programs;
+the program's other outputs, computed from them by nests the rewrite left alone (a
+normalisation may divide the rewrite's rounding by a small deviation), are held to Equal's
+tolerance (``compare``) with NaN and ±inf where the original has them. Without such a tensor
+(a nest inserted, a tensor renamed) the bound is judged at the outputs. A bitwise declaration
+is always judged at the outputs.
+
 The answer is a :class:`Judgement`: whether ``after`` held, the exactness measured (bitwise, and
 the largest ULP difference from ``before``), and for a failure a report with the input set,
 both outputs and the place they differ.
