@@ -522,6 +522,31 @@ def test_a_split_before_a_normalisation_is_judged_where_it_acts(seed, m, s, veri
     assert not refused.equal
 
 
+@settings(max_examples=60, deadline=None)
+@given(m=st.floats(1.25, 1.75, width=32), e=st.integers(-60, 60), own=st.integers(-40, 40),
+       extra=st.integers(0, 12), sign=st.sampled_from([-1, 1]))
+def test_a_bound_is_judged_beyond_the_originals_own_error(m, e, own, extra, sign):
+    """``beyond_bound`` (the rule-file check and the dataset's verification alike): ``after`` may
+    be N ULPs further from the float64 evaluation of the original than ``before`` is, however
+    far apart the two are -- a sum in blocks, more exact than the original's running sum, is
+    not blamed for the original's error -- and without a usable reference, ``fallback`` ULPs
+    from ``before``."""
+    from leir_egraph.verify.soundness import beyond_bound
+    n = 4
+    x = float(np.float32(m * 2.0 ** e))   # 40 ULPs either way stay in x's binade
+    r = np.array([x, x / 2], np.float64)
+    step = float(np.spacing(np.float32(x)))
+    before = (r + own * step).astype(np.float32)
+    after = (r - sign * (abs(own) + extra) * step).astype(np.float32)
+    apart = exactness(before, after)
+    verdict = beyond_bound(before, after, r, n, "C", 0.0, apart, fallback=2 * n,
+                           declared=f"{n} ulp")
+    assert (verdict is None) == (extra <= n), (verdict, apart.ulps)
+    alone = beyond_bound(before, after, None, n, "C", 0.0, apart, fallback=2 * n,
+                         declared=f"{n} ulp")
+    assert (alone is None) == (apart.ulps <= 2 * n)
+
+
 def test_a_rewrite_is_judged_at_the_tensors_the_rest_of_the_program_sees():
     """``rewritten``: what the changed nests write, in both programs, with one shape, and what
     a later nest reads or the signature outputs; a tensor only the changed nests read (a

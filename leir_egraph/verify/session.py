@@ -30,7 +30,7 @@ from .compare import compare, value_scale
 from .gathers import gather_problem
 from .independence import check_independent
 from .inputs import DATASET_FAMILY, integer_ranges, random_inputs, special_inputs
-from .soundness import exposed, rewritten, special_trial
+from .soundness import exposed, in_float64, rewritten, special_trial, with_float_dtype
 
 Report = Callable[..., None]
 
@@ -241,8 +241,11 @@ class _Evaluation:
         magnitude, or for ``"values"`` that of every value the original reads or writes, from
         a run of ``soundness.exposed(before)``). A strategy that declares ULPs is held to them
         at the tensors the rewrite writes (``soundness.rewritten``, run as extra outputs of
-        both programs), and the outputs computed from them to Equal's tolerance. Notes
-        ``domain``, ``bitwise``, ``ulps`` and ``special_s``; returns why ``after`` fails, or
+        both programs), and the outputs computed from them to Equal's tolerance; the bound is
+        judged against a float64 evaluation of the original's tensors (``after`` at most N
+        ULPs further from it than ``before``: ``soundness.beyond_bound``), or where that cannot
+        judge, 2N ULPs from ``before``. Notes ``domain``, ``bitwise``, ``ulps`` (the largest
+        difference from ``before``) and ``special_s``; returns why ``after`` fails, or
         ``None``."""
         job = self.job
         domain, declared = job["domain"], job.get("ulps")
@@ -250,23 +253,31 @@ class _Evaluation:
         local = rewritten(before, after) if declared else ()
         shown_before = exposed(before) if by_values else exposed(before, local)
         shown_after = exposed(after, local)
+        # the float64 evaluation of the original's tensors: after may be N ULPs further from
+        # it than before is (soundness.beyond_bound), as in the rule-file check
+        reference = with_float_dtype(shown_before, "f64") if declared else None
+        bound = f"{declared} ulp{' of values' if by_values else ''}"
+        judged = [True]   # every trial judged against the reference (else: 2N from before)
 
         def values(trial_inputs, b_out, a_out):
-            """``(before's, after's, scale)`` of one input set: the outputs, with the tensors
-            the rewrite writes (and for ``"values"`` every value before computes)."""
+            """``(before's, after's, scale, reference)`` of one input set: the outputs, with the
+            tensors the rewrite writes (and for ``"values"`` every value before computes)."""
             b_seen, a_seen = b_out, a_out
             if shown_before is not before:
                 b_seen = run(shown_before, trial_inputs, equal_target(), **EQUAL_OPTIONS)
             if shown_after is not after:
                 a_seen = run(shown_after, trial_inputs, equal_target(), **EQUAL_OPTIONS)
+            r_seen = None if reference is None else run(
+                reference, in_float64(trial_inputs), equal_target(), **EQUAL_OPTIONS)
             scale = value_scale([*trial_inputs.values(), *b_seen.values()]) if by_values else 0.0
-            return {n: b_seen[n] for n in a_seen}, a_seen, scale
+            return {n: b_seen[n] for n in a_seen}, a_seen, scale, r_seen
 
         def trial(trial_inputs, b_out, a_out):
             try:
-                b_seen, a_seen, scale = values(trial_inputs, b_out, a_out)
-                return special_trial(b_seen, a_seen, scale, local)
+                b_seen, a_seen, scale, r_seen = values(trial_inputs, b_out, a_out)
+                return special_trial(b_seen, a_seen, scale, local, r_seen, declared or 0, bound)
             except Exception:  # noqa: BLE001 -- then the outputs alone: the stricter judgement
+                judged[0] = False
                 scale = value_scale([*trial_inputs.values(), *b_out.values()]) if by_values \
                     else 0.0
                 return special_trial(b_out, a_out, scale)
@@ -302,6 +313,8 @@ class _Evaluation:
                   special_s=time.perf_counter() - start)
         if problem is not None:
             return f"equal: {problem}"
+        if declared and judged[0]:   # the bound was judged against the reference already
+            return None
         at = f" at {', '.join(local)}" if local else ""
         broken = _exactness_problem(bitwise, worst, declared, " of values" if by_values else "")
         return None if broken is None else f"equal: {broken}{at}"
