@@ -224,6 +224,10 @@ egglog = """
     "rules_syntax/operator/raising_fact.py": "from leir_egraph.egraph.vocabulary import Guard\n\n"
                                              "def facts(loaded) -> \n    return []\n",
     "rules_variant/math/variant_rejected.toml": VARIANT_RULE,
+    "rules_undeclared/operator/raising_fact.toml": RAISING_RULE,
+    "rules_undeclared/operator/raising_fact.py": RAISING_PROVIDER.replace(
+        "yield CHECKED_NEST(nests[len(nests)][0])",
+        'yield Relation("Chekced", ("Nest",), "{0} is checked")(nests[0][0])'),
     # PyTorch files
     "script.py": "import sys\nsys.exit(3)\n",
     "notmodule.py": "class Model:\n    pass\n\ndef get_inputs():\n    return []\n",
@@ -493,6 +497,9 @@ CASES = [
      "{d}/rules_variant/math/variant_rejected.toml:15: egglog rejects the rules of "
      "'variant_rejected': rule 'swap-mul', a variant of its [[rules]] entry: Unbound function "
      "Mull"),
+    ("rules-check-provider-undeclared-relation", LEIR, "rules check {d}/rules_undeclared", 2,
+     "{d}/rules_undeclared/operator/raising_fact.py:8: relation 'Chekced' is not declared by "
+     "the guard or parameter set whose facts this provider makes"),
     ("steps-provider-raises", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json --rules "
                                     "{d}/rules_raises --strategy raising_fact", 2,
      "{d}/rules_raises/operator/raising_fact.py:8: the provider raised IndexError while "
@@ -711,6 +718,6 @@ def test_bad_input(case, d, capsys):
 
 
 def test_catalogue_size():
-    """The number of bad-input cases: 94 of issue 9, 11 of issue 35 (rule files), 35 of issue 37."""
-    assert len(CASES) == 140
+    """The number of bad-input cases: 94 of issue 9, 12 of issue 35 (rule files), 35 of issue 37."""
+    assert len(CASES) == 141
     assert len({c[0] for c in CASES}) == len(CASES)

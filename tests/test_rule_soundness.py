@@ -467,6 +467,110 @@ def test_ulps_of_values_measure_a_split_by_a_larger_term_at_the_values_scale(ver
                                scale="values").equal
 
 
+# A value split x -> (x-M)+M in a tensor G that a normalisation reads afterwards: the split
+# rounds at the scale of M (within 4 ULP of the values), and (G-mean)/std divides that by a
+# standard deviation of s/3 -- beyond 4 ULP of the values at the output, within Equal's
+# tolerance (the zoo's Gemm_Scale_BatchNorm and *_GroupNorm kinds: 15-132 ULP of the values).
+NORMALISED = (
+    "B^{4}_{tx=0}L^{64}_{a=0}[M^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*%(m)s;];"
+    "B^{4}_{tx=0}L^{64}_{a=0}[G^{f32,g}_{tx,a}=%(t)s;];"
+    "B^{4}_{tx=0}L^{64}_{a=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+G^{f32,g}_{tx,a}/64;];"
+    "B^{4}_{tx=0}L^{64}_{a=0}[H^{f32,g}_{tx}=H^{f32,g}_{tx}+"
+    "(G^{f32,g}_{tx,a}-E^{f32,g}_{tx})*(G^{f32,g}_{tx,a}-E^{f32,g}_{tx})/64;];"
+    "B^{4}_{tx=0}L^{64}_{a=0}[C^{f32,g}_{tx,a}=(G^{f32,g}_{tx,a}-E^{f32,g}_{tx})/"
+    "sqrt(H^{f32,g}_{tx}+0.00001);];")
+T_READ = "A^{f32,g}_{tx,a}"
+T_VALUE = f"({T_READ}*%(s)s+3)/3"
+T_SPLIT = f"({T_READ}*%(s)s-M^{{f32,g}}_{{tx,a}}+M^{{f32,g}}_{{tx,a}}+3)/3"
+T_THIRD = f"({T_READ}*%(s)s+3)*0.3333"
+
+
+def normalised(t: str, m: str, s: str) -> Program:
+    return example_program(NORMALISED % {"m": m, "t": t % {"s": s}}, "A:f32[4,64] -> C:f32[4,64]")
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2 ** 16), m=st.sampled_from(["4", "8"]),
+       s=st.sampled_from(["0.1", "0.05"]))
+def test_a_split_before_a_normalisation_is_judged_where_it_acts(seed, m, s, verifier):
+    """The declared bound is judged at the tensor the rewrite writes (``soundness.rewritten``:
+    G, which later nests read), the program's output at Equal's tolerance: the value split
+    passes there although the output moves by more than 4 ULP of the values, and a rewrite
+    wrong by more than rounding in the same place (x/3 -> x*0.3333) is still refused -- by
+    the rule-file check and by the dataset's verification alike -- although the normalisation
+    hides it from the output (it scales G, mean and deviation alike)."""
+    from leir_egraph.verify.soundness import judge, rewritten
+    from leir_egraph.verify.compare import exactness as ulps_apart, value_scale
+    before, split, third = (normalised(t, m, s) for t in (T_VALUE, T_SPLIT, T_THIRD))
+    assert rewritten(before, split) == ("G",) and rewritten(before, third) == ("G",)
+    local = judge(verifier, before, split, 4, "bounded", seed=seed, scale="values")
+    assert local.ok and not local.bitwise and local.ulps <= 4, local.failure
+    # what the check held before: the output, beyond 4 ULP of every value the program holds
+    from leir_egraph.verify.inputs import random_inputs
+    from leir_egraph.verify.soundness import exposed
+    inputs = random_inputs(before, seed, 0, {})
+    (b, a) = verifier.outputs([exposed(before), split], [inputs])["outputs"]
+    at = value_scale([*inputs.values(), *b[0].values()])
+    assert ulps_apart(b[0]["C"], a[0]["C"], scale=at).ulps > 4
+    wrong = judge(verifier, before, third, 4, "bounded", seed=seed, scale="values")
+    assert not wrong.ok and "at G, a tensor the rewrite writes" in wrong.failure
+    result = verifier.verify(before, split, timing=False, seed=seed, domain="bounded", ulps=4,
+                             scale="values")
+    assert result.equal and result.ulps <= 8, result.reason
+    refused = verifier.verify(before, third, timing=False, seed=seed, domain="bounded", ulps=4,
+                              scale="values")
+    assert not refused.equal
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.floats(1.25, 1.75, width=32), e=st.integers(-60, 60), own=st.integers(-40, 40),
+       extra=st.integers(0, 12), sign=st.sampled_from([-1, 1]))
+def test_a_bound_is_judged_beyond_the_originals_own_error(m, e, own, extra, sign):
+    """``beyond_bound`` (the rule-file check and the dataset's verification alike): ``after`` may
+    be N ULPs further from the float64 evaluation of the original than ``before`` is, however
+    far apart the two are -- a sum in blocks, more exact than the original's running sum, is
+    not blamed for the original's error -- and without a usable reference, ``fallback`` ULPs
+    from ``before``."""
+    from leir_egraph.verify.soundness import beyond_bound
+    n = 4
+    x = float(np.float32(m * 2.0 ** e))   # 40 ULPs either way stay in x's binade
+    r = np.array([x, x / 2], np.float64)
+    step = float(np.spacing(np.float32(x)))
+    before = (r + own * step).astype(np.float32)
+    after = (r - sign * (abs(own) + extra) * step).astype(np.float32)
+    apart = exactness(before, after)
+    verdict = beyond_bound(before, after, r, n, "C", 0.0, apart, fallback=2 * n,
+                           declared=f"{n} ulp")
+    assert (verdict is None) == (extra <= n), (verdict, apart.ulps)
+    alone = beyond_bound(before, after, None, n, "C", 0.0, apart, fallback=2 * n,
+                         declared=f"{n} ulp")
+    assert (alone is None) == (apart.ulps <= 2 * n)
+
+
+def test_a_rewrite_is_judged_at_the_tensors_the_rest_of_the_program_sees():
+    """``rewritten``: what the changed nests write, in both programs, with one shape, and what
+    a later nest reads or the signature outputs; a tensor only the changed nests read (a
+    running value whose meaning a rewrite may change) is not one, nor a renamed one."""
+    from leir_egraph.verify.soundness import rewritten
+    sig = "A:f32[4] -> C:f32[4]"
+    nests = "B^{4}_{tx=0}[D^{f32,g}_{tx}=%s;];B^{4}_{tx=0}[E^{f32,g}_{tx}=%s;];" \
+            "B^{4}_{tx=0}[C^{f32,g}_{tx}=E^{f32,g}_{tx}*2;];"
+    before = example_program(nests % ("A^{f32,g}_{tx}+1", "D^{f32,g}_{tx}*3"), sig)
+    one = example_program(nests % ("A^{f32,g}_{tx}+1", "D^{f32,g}_{tx}+D^{f32,g}_{tx}*2"), sig)
+    both = example_program(nests % ("A^{f32,g}_{tx}*1+1", "D^{f32,g}_{tx}*2+D^{f32,g}_{tx}"),
+                           sig)
+    assert rewritten(before, one) == ("E",)
+    assert rewritten(before, both) == ("E",)   # D is read only by the changed nests
+    renamed = example_program(nests.replace("E^", "F^") % ("A^{f32,g}_{tx}+1",
+                                                            "D^{f32,g}_{tx}*2"), sig)
+    assert rewritten(before, renamed) == ("C",)   # E renamed: judged at the output that reads it
+    inserted = example_program("B^{4}_{tx=0}[F^{f32,g}_{tx}=A^{f32,g}_{tx};];" + before.text, sig)
+    assert rewritten(before, inserted) == ()    # nothing changed, a nest added: the outputs
+    out = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}/3;];", sig)
+    assert rewritten(out, example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}*0.3333;];",
+                                          sig)) == ("C",)
+
+
 def test_an_exponential_split_within_its_guards_bound_needs_more_than_4_ulp(verifier):
     """``exp(a) -> exp(a-m)*exp(m)`` with ``|a|, |m| <= 20`` (ExpSafeOperand's bound): the new
     difference ``a-m`` rounds, and exp turns that into up to 32 ULPs of the result. The

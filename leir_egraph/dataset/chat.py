@@ -52,7 +52,8 @@ def preserves(records) -> str:
     """What the steps of ``records`` all preserve, as the prompt promises it: bitwise identical
     outputs only when every step's strategy declares it (``exact``) and its verification found
     every output bit equal; otherwise the same outputs up to the largest declared rounding
-    bound; "finite" (or "moderate": finite, far from overflow) inputs when a strategy's guards
+    bound, which holds at the values a step rewrites (the outputs computed from them: the
+    verifier's tolerance); "finite" (or "moderate": finite, far from overflow) inputs when a strategy's guards
     assume them (``domain``)."""
     records = list(records)
     domains = {r.get("domain") for r in records}
@@ -63,11 +64,17 @@ def preserves(records) -> str:
     if ulps == 0 and all(r.get("bitwise") is not False for r in records):
         return BITWISE if inputs == "any" else BITWISE.replace("any floating",
                                                                f"any {inputs} floating")
-    rounding = f"{ulps} ULP" if ulps else "the last place"
+    if not ulps:   # bitwise strategies whose verification found a difference (-0 for +0)
+        return ("the same outputs up to rounding (within the last place of the exact result) "
+                f"for {inputs} floating-point inputs")
+    rounding = f"{ulps} ULP"
     if any(b.endswith("of values") for b in bounds):   # ULPs at the largest value computed
         rounding += " at the magnitude of the largest value the program computes"
-    return (f"the same outputs up to rounding (within {rounding} of the exact result) for "
-            f"{inputs} floating-point inputs")
+    # the bound holds where the rewrite acts (docs/RULES.md section 10); what the program
+    # computes from those values afterwards is held to the verifier's tolerance
+    return (f"the same outputs up to rounding (every value the transformation rewrites within "
+            f"{rounding} of the exact result, the outputs computed from them within float "
+            f"tolerance) for {inputs} floating-point inputs")
 
 
 def single_prompt(name: str, ir: str, signature: Signature, promise: str = BITWISE) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..leir.analysis import changed_span
 from ..leir.printer import to_text
 from .encoding import decode
 from .strategy import Rule, Strategy
@@ -71,20 +72,6 @@ def locate(program_term, path: tuple[int, ...], sort: str, text: str, decoder=de
     return Site(path, sort, nest, nest, text, equation)
 
 
-def _changed_span(a, b, same=None) -> tuple[int, int, int, int]:
-    """``(start_before, end_before, start_after, end_after)``: the half-open ranges of top-level
-    nests that differ between the nest sequences ``a`` and ``b``, found by trimming equal ends
-    (``same``: the equality to use, default ``==``)."""
-    same = same or (lambda x, y: x == y)
-    p = 0
-    while p < min(len(a), len(b)) and same(a[p], b[p]):
-        p += 1
-    s = 0
-    while s < min(len(a), len(b)) - p and same(a[len(a) - 1 - s], b[len(b) - 1 - s]):
-        s += 1
-    return p, len(a) - s, p, len(b) - s
-
-
 def _nest_list(indices: range) -> str:
     if len(indices) == 0:
         return "no nest"
@@ -118,7 +105,7 @@ def render_cot(strategy: Strategy, rule: Rule, site: Site, rendered: dict[str, s
               for a in rule.guard_atoms if a.relation in vocab.parameters
               and a.relation != "Root"]
     before, after = getattr(before, "nests", before), getattr(after, "nests", after)
-    first, end_before, _, end_after = _changed_span(before, after, same)
+    first, end_before, _, end_after = changed_span(before, after, same)
     old_text = "".join(text(n) for n in before[first:end_before])
     new_text = "".join(text(n) for n in after[first:end_after])
     changed = _nest_list(range(first, end_before))

@@ -85,6 +85,23 @@ def writes(node) -> frozenset[str]:
     return frozenset(eq.target.name for eq in eqs)
 
 
+def changed_span(a, b, same=None) -> tuple[int, int, int, int]:
+    """``(start_before, end_before, start_after, end_after)``: the half-open ranges of top-level
+    nests that differ between the nest sequences ``a`` and ``b``, found by trimming equal ends
+    (``same``: the equality to use, default ``==``).
+
+        [N0, N1, N2] vs [N0, M1, M1', N2] -> (1, 2, 1, 3)
+    """
+    same = same or (lambda x, y: x == y)
+    p = 0
+    while p < min(len(a), len(b)) and same(a[p], b[p]):
+        p += 1
+    s = 0
+    while s < min(len(a), len(b)) - p and same(a[len(a) - 1 - s], b[len(b) - 1 - s]):
+        s += 1
+    return p, len(a) - s, p, len(b) - s
+
+
 def tensor_names(node) -> frozenset[str]:
     return frozenset(v.name for v in accesses(node))
 

@@ -30,7 +30,7 @@ from .compare import compare, value_scale
 from .gathers import gather_problem
 from .independence import check_independent
 from .inputs import DATASET_FAMILY, integer_ranges, random_inputs, special_inputs
-from .soundness import exposed, special_trial
+from .soundness import exposed, in_float64, rewritten, special_trial, with_float_dtype
 
 Report = Callable[..., None]
 
@@ -239,49 +239,85 @@ class _Evaluation:
         job's ``domain`` (docs/VERIFY.md "Special values"): NaN and ±inf where the original has
         them, within the declared ``ulps`` (at the job's ``scale``: the output's largest
         magnitude, or for ``"values"`` that of every value the original reads or writes, from
-        a run of ``soundness.exposed(before)``). Notes ``domain``, ``bitwise``, ``ulps`` and
-        ``special_s``; returns why ``after`` fails, or ``None``."""
+        a run of ``soundness.exposed(before)``). A strategy that declares ULPs is held to them
+        at the tensors the rewrite writes (``soundness.rewritten``, run as extra outputs of
+        both programs), and the outputs computed from them to Equal's tolerance; the bound is
+        judged against a float64 evaluation of the original's tensors (``after`` at most N
+        ULPs further from it than ``before``: ``soundness.beyond_bound``), or where that cannot
+        judge, 2N ULPs from ``before``. Notes ``domain``, ``bitwise``, ``ulps`` (the largest
+        difference from ``before``) and ``special_s``; returns why ``after`` fails, or
+        ``None``."""
         job = self.job
         domain, declared = job["domain"], job.get("ulps")
         by_values = job.get("scale") == "values"
-        shown = exposed(before) if by_values else None   # every value the original computes
+        local = rewritten(before, after) if declared else ()
+        shown_before = exposed(before) if by_values else exposed(before, local)
+        shown_after = exposed(after, local)
+        # the float64 evaluation of the original's tensors: after may be N ULPs further from
+        # it than before is (soundness.beyond_bound), as in the rule-file check
+        reference = with_float_dtype(shown_before, "f64") if declared else None
+        bound = f"{declared} ulp{' of values' if by_values else ''}"
+        judged = [True]   # every trial judged against the reference (else: 2N from before)
 
-        def scale(trial_inputs, outputs) -> float:
-            if shown is None:
-                return 0.0
+        def values(trial_inputs, b_out, a_out):
+            """``(before's, after's, scale, reference)`` of one input set: the outputs, with the
+            tensors the rewrite writes (and for ``"values"`` every value before computes)."""
+            b_seen, a_seen = b_out, a_out
+            if shown_before is not before:
+                b_seen = run(shown_before, trial_inputs, equal_target(), **EQUAL_OPTIONS)
+            if shown_after is not after:
+                a_seen = run(shown_after, trial_inputs, equal_target(), **EQUAL_OPTIONS)
+            r_seen = None if reference is None else run(
+                reference, in_float64(trial_inputs), equal_target(), **EQUAL_OPTIONS)
+            scale = value_scale([*trial_inputs.values(), *b_seen.values()]) if by_values else 0.0
+            return {n: b_seen[n] for n in a_seen}, a_seen, scale, r_seen
+
+        def trial(trial_inputs, b_out, a_out):
             try:
-                seen = run(shown, trial_inputs, equal_target(), **EQUAL_OPTIONS)
-            except Exception:  # noqa: BLE001 -- then the outputs: the stricter scale
-                seen = outputs
-            return value_scale([*trial_inputs.values(), *seen.values()])
+                b_seen, a_seen, scale, r_seen = values(trial_inputs, b_out, a_out)
+                return special_trial(b_seen, a_seen, scale, local, r_seen, declared or 0, bound)
+            except Exception:  # noqa: BLE001 -- then the outputs alone: the stricter judgement
+                judged[0] = False
+                scale = value_scale([*trial_inputs.values(), *b_out.values()]) if by_values \
+                    else 0.0
+                return special_trial(b_out, a_out, scale)
 
         bitwise, worst = True, 0.0
         for trial_inputs, b_out, a_out in zip(inputs, before_out, after_out):
-            same, ulps, problem = special_trial(b_out, a_out, scale(trial_inputs, b_out))
+            same, ulps, problem = trial(trial_inputs, b_out, a_out)
             bitwise, worst = bitwise and same, max(worst, ulps)
+            if problem is not None:   # an output beyond Equal's tolerance there: reported below
+                break
         start = time.perf_counter()
         family = DATASET_FAMILY[domain]
         self.stage(f"comparing on special values ({family})")
-        inputs = special_inputs(before, family, seed, 0, ranges)
-        problem = None
-        if _gather_problem(before, [inputs]) is None:
+        special = special_inputs(before, family, seed, 0, ranges)
+        if problem is None and _gather_problem(before, [special]) is None:
             try:
-                b_out = run(before, inputs, equal_target(), **EQUAL_OPTIONS)
+                b_out = run(before, special, equal_target(), **EQUAL_OPTIONS)
             except Exception:  # noqa: BLE001 -- the original traps on them: nothing to judge
                 b_out = None
             if b_out is not None:
                 try:
-                    a_out = run(after, inputs, equal_target(), **EQUAL_OPTIONS)
-                    same, ulps, problem = special_trial(b_out, a_out, scale(inputs, b_out))
+                    a_out = run(after, special, equal_target(), **EQUAL_OPTIONS)
+                    same, ulps, problem = trial(special, b_out, a_out)
                     bitwise, worst = bitwise and same, max(worst, ulps)
+                    if problem is not None:
+                        problem = f"special values ({family}, domain {domain}): {problem}"
                 except Exception as err:  # noqa: BLE001
-                    problem = f"after fails: {describe_error(err)}"
+                    problem = (f"special values ({family}, domain {domain}): after fails: "
+                               f"{describe_error(err)}")
+        elif problem is not None:
+            problem = f"normal inputs: {problem}"
         self.note(domain=domain, bitwise=bitwise, ulps=worst,
                   special_s=time.perf_counter() - start)
         if problem is not None:
-            return f"equal: special values ({family}, domain {domain}): {problem}"
+            return f"equal: {problem}"
+        if declared and judged[0]:   # the bound was judged against the reference already
+            return None
+        at = f" at {', '.join(local)}" if local else ""
         broken = _exactness_problem(bitwise, worst, declared, " of values" if by_values else "")
-        return None if broken is None else f"equal: {broken}"
+        return None if broken is None else f"equal: {broken}{at}"
 
     def passed(self, level: str):
         self.level = level

@@ -16,6 +16,14 @@ family within ``domain`` (``inputs.families``), and holds ``after`` to the decla
   intermediate (``exposed``: the float64 evaluation runs the original with its intermediates
   as outputs) and its outputs -- where that is larger than the output's.
 
+An N-ULP bound is a statement about the equation the rule rewrites, so it is judged where the
+rewrite acts: at the tensors it writes (``rewritten``), run as extra outputs of both programs;
+the program's other outputs, computed from them by nests the rewrite left alone (a
+normalisation may divide the rewrite's rounding by a small deviation), are held to Equal's
+tolerance (``compare``) with NaN and ±inf where the original has them. Without such a tensor
+(a nest inserted, a tensor renamed) the bound is judged at the outputs. A bitwise declaration
+is always judged at the outputs.
+
 The answer is a :class:`Judgement`: whether ``after`` held, the exactness measured (bitwise, and
 the largest ULP difference from ``before``), and for a failure a report with the input set,
 both outputs and the place they differ.
@@ -28,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from ..leir.analysis import accesses, intermediate_shapes
+from ..leir.analysis import (accesses, changed_span, intermediate_shapes, program_shapes, reads,
+                             writes)
 from ..leir.ast import Var
 from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.traverse import rebuild
-from .compare import exactness, value_scale, worst_place
+from .compare import compare, exactness, value_scale, worst_place
 from .inputs import families, integer_ranges, random_inputs, special_inputs
 
 FLOAT_CODES = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16"}
@@ -56,20 +65,53 @@ def with_float_dtype(program: Program, code: str) -> Program:
     return Program(rebuild(program.leir, retype), Signature.from_dict(sig), program.name, values)
 
 
-def exposed(program: Program) -> Program:
+def exposed(program: Program, names=None) -> Program:
     """``program`` with every float intermediate it writes (whose shape its writes bound) as an
-    extra output, after the signature's own: one run then shows every value it computes, the
-    scale of an ``"N ulp of values"`` bound. ``program`` itself when it has none."""
+    extra output, after the signature's own -- or, with ``names``, only those among them: one
+    run then shows every value it computes (the scale of an ``"N ulp of values"`` bound), or
+    the tensors a rewrite writes (``rewritten``). ``program`` itself when there is none."""
     known = {t.name for t in program.signature.tensors} | set(program.values)
     shapes = intermediate_shapes(program.leir, known)
     dtypes = {v.name: v.dtype for v in accesses(program.leir) if v.name in shapes}
     extra = [{"name": n, "dtype": FLOAT_CODES[dtypes[n]], "shape": list(shape)}
-             for n, shape in shapes.items() if dtypes.get(n) in FLOAT_CODES]
+             for n, shape in shapes.items() if dtypes.get(n) in FLOAT_CODES
+             and (names is None or n in names)]
     if not extra:
         return program
     sig = program.signature.to_dict()
     sig["outputs"] = sig["outputs"] + extra
     return Program(program.leir, Signature.from_dict(sig), program.name, dict(program.values))
+
+
+def rewritten(before: Program, after: Program) -> tuple[str, ...]:
+    """The float tensors where a rewrite's exactness is judged (docs/RULES.md section 10): those
+    the nests it changed write, in ``before`` and in ``after`` alike, with one shape, and whose
+    values the rest of the program sees -- an output of the signature, or a tensor a nest after
+    the changed ones reads. A tensor only the changed nests read may hold other values after
+    the rewrite (a partial sum, a running maximum) and is not one of them. Empty when no such
+    tensor exists (a nest inserted, a tensor renamed): the rewrite is then judged at the
+    program's outputs."""
+    first, end_before, _, end_after = changed_span(before.leir.nests, after.leir.nests)
+    changed = before.leir.nests[first:end_before]
+    if not changed:
+        return ()
+    seen = set().union(*(reads(n) for n in before.leir.nests[end_before:]))
+    seen |= {t.name for t in before.signature.outputs}
+    both = set().union(*(writes(n) for n in changed)) & \
+        set().union(*(writes(n) for n in after.leir.nests[first:end_after]), set())
+    shapes_before, shapes_after = program_shapes(before), program_shapes(after)
+    dtypes = {v.name: v.dtype for v in accesses(before.leir)}
+    dtypes_after = {v.name: v.dtype for v in accesses(after.leir)}
+    return tuple(sorted(n for n in both & seen if dtypes.get(n) in FLOAT_CODES
+                        and dtypes.get(n) == dtypes_after.get(n)
+                        and shapes_before.get(n) is not None
+                        and shapes_before.get(n) == shapes_after.get(n)))
+
+
+def in_float64(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An input set for the float64 evaluation of the original (``with_float_dtype(.., "f64")``):
+    every float input cast to float64 (exactly), the others as they are."""
+    return {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in inputs.items()}
 
 
 @dataclass(frozen=True)
@@ -117,12 +159,12 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
     ``scale`` is ``Strategy.scale`` (``"output"`` or ``"values"``)."""
     sets = input_sets(before, domain, seed, trials)
     floats = any(s.code[0] == "f" or s.code == "bf16" for s in before.signature.outputs)
-    programs = [before, after]
+    local = rewritten(before, after) if ulps and floats else ()
+    programs = [exposed(before, local), exposed(after, local)] if local else [before, after]
     if ulps and floats:
-        programs.append(with_float_dtype(exposed(before) if scale == "values" else before,
-                                         "f64"))
-    reference_inputs = [{k: (v.astype(np.float64) if v.dtype.kind == "f" else v)
-                         for k, v in inputs.items()} for _, inputs in sets]
+        shown = exposed(before) if scale == "values" else programs[0]
+        programs.append(with_float_dtype(shown, "f64"))
+    reference_inputs = [in_float64(inputs) for _, inputs in sets]
     answer = verifier.outputs(programs[:2], [inputs for _, inputs in sets], timeout)
     runs, cpu = answer["outputs"], answer["cpu_s"]
     if len(programs) == 3:
@@ -143,6 +185,13 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
             a = runs[1][k][name]
             measured = exactness(b, a, name=name, scale=at)
             bitwise = bitwise and measured.bitwise
+            if local and name not in local:
+                # an output downstream of the rewritten tensors: Equal's tolerance
+                problem = measured.problem or _beyond_equal(b, a, name, local)
+                if problem is not None:
+                    return Judgement(False, False, max(worst, measured.ulps), k + 1,
+                                     _report(label, inputs, name, b, a, problem), cpu_s=cpu)
+                continue
             worst = max(worst, measured.ulps)
             if ulps == 0:
                 if not measured.bitwise:
@@ -152,38 +201,94 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
                     return Judgement(False, False, worst, k + 1,
                                      _report(label, inputs, name, b, a, problem), cpu_s=cpu)
                 continue
-            problem = measured.problem
-            if problem is None and reference is not None:
-                r = reference[k][name]
-                own = exactness(r, b, b.dtype, name, at)
-                moved = exactness(r, a, a.dtype, name, at)
-                if own.problem is None:   # else the dtype overflowed: judge against before
-                    if moved.problem is not None or moved.ulps > own.ulps + ulps:
-                        problem = moved.problem or (
-                            f"{moved.ulps:.3g} ULP from the float64 evaluation of the "
-                            f"original, which itself is {own.ulps:.3g} ULP away; the rule "
-                            f"declares exact = \"{ulps} ulp{_OF[scale]}\"")
-                    measured = None
-            if problem is None and measured is not None and measured.ulps > ulps:
-                problem = (f"{measured.ulps:.3g} ULP from before; the rule declares "
-                           f"exact = \"{ulps} ulp{_OF[scale]}\"")
+            problem = beyond_bound(b, a, None if reference is None else reference[k][name],
+                                   ulps, name, at, measured, fallback=ulps,
+                                   declared=f"{ulps} ulp{_OF[scale]}",
+                                   where=_where_judged(name, local))
             if problem is not None:
                 return Judgement(False, False, worst, k + 1,
                                  _report(label, inputs, name, b, a, problem), cpu_s=cpu)
     return Judgement(True, bitwise, worst, len(sets), cpu_s=cpu)
 
 
+def beyond_bound(before: np.ndarray, after: np.ndarray, reference: np.ndarray | None,
+                 ulps: int, name: str, at: float, apart, fallback: float, declared: str,
+                 where: str = "") -> str | None:
+    """Why ``after`` breaks an N-ULP bound on one tensor (``None``: within it). ``reference``
+    is the float64 evaluation of the original (or ``None``): ``after`` may be at most ``ulps``
+    further from it than ``before`` is -- a rewrite that rounds *less* than the original (a
+    long sum split into blocks) is never blamed for the original's own error. Where the
+    reference is missing, or has NaN or ±inf elsewhere than ``before`` (the dtype overflowed
+    where float64 does not), ``apart`` (``exactness(before, after)``) may be at most
+    ``fallback`` ULPs. ``at``: the ULPs' scale where it exceeds the tensor's (``"N ulp of
+    values"``)."""
+    if apart.problem is not None:
+        return apart.problem
+    if reference is not None:
+        own = exactness(reference, before, before.dtype, name, at)
+        if own.problem is None:
+            moved = exactness(reference, after, after.dtype, name, at)
+            if moved.problem is not None:
+                return moved.problem
+            if moved.ulps > own.ulps + ulps:
+                return (f"{moved.ulps:.3g} ULP from the float64 evaluation of the original, "
+                        f"which itself is {own.ulps:.3g} ULP away{where}; the rule declares "
+                        f"exact = \"{declared}\"")
+            return None
+    if apart.ulps > fallback:
+        return (f"{apart.ulps:.3g} ULP from before{where}; the rule declares "
+                f"exact = \"{declared}\"")
+    return None
+
+
+def _where_judged(name: str, local: tuple[str, ...]) -> str:
+    return f" at {name}, a tensor the rewrite writes" if name in local else ""
+
+
+def _beyond_equal(before: np.ndarray, after: np.ndarray, name: str,
+                  local: tuple[str, ...]) -> str | None:
+    """Why an output the rewrite does not write itself breaks Equal's tolerance (``None``:
+    within it): the declared bound holds at the tensors the rewrite writes (``local``), and
+    what the program computes from them afterwards is held to the dataset's verdict."""
+    c = compare(before, after, name)
+    if c.equal:
+        return None
+    return (f"{c.problem}; the output is computed from {', '.join(local)}, where the "
+            "declared bound held, and must stay within Equal's tolerance")
+
+
 _OF = {"output": "", "values": " of values"}
 
 
-def special_trial(before_out: dict[str, Any], after_out: dict[str, Any], scale: float = 0.0):
+def special_trial(before_out: dict[str, Any], after_out: dict[str, Any], scale: float = 0.0,
+                  local: tuple[str, ...] = (), reference: dict[str, Any] | None = None,
+                  ulps: int = 0, declared: str = ""):
     """The exactness of one input set's outputs (``after`` against ``before``), every output
-    joined: ``(bitwise, ulps, problem)`` -- the dataset verification's special-value trial.
-    ``scale``: the ULPs' magnitude where it exceeds an output's (``value_scale``)."""
+    joined: ``(bitwise, ulps, problem)`` -- the dataset verification's trial. ``scale``: the
+    ULPs' magnitude where it exceeds an output's (``value_scale``). With ``local``
+    (``rewritten``: the tensors the rewrite writes, among the outputs given), the ULPs are
+    those of ``local``, and every other output is held to Equal's tolerance. With
+    ``reference`` (the float64 evaluation of the original's tensors) and a declared bound of
+    ``ulps`` > 0 (``declared``: its text), ``problem`` also says where the bound breaks
+    (``beyond_bound``; where the reference cannot judge, ``after`` may be 2N ULPs from
+    ``before``: each may be N from the exact result)."""
     bitwise, worst = True, 0.0
     for name, b in before_out.items():
-        measured = exactness(b, after_out[name], name=name, scale=scale)
+        a = after_out[name]
+        measured = exactness(b, a, name=name, scale=scale)
         if measured.problem is not None:
             return False, np.inf, measured.problem
-        bitwise, worst = bitwise and measured.bitwise, max(worst, measured.ulps)
+        bitwise = bitwise and measured.bitwise
+        if local and name not in local:
+            problem = _beyond_equal(b, a, name, local)
+            if problem is not None:
+                return False, worst, problem
+            continue
+        worst = max(worst, measured.ulps)
+        if ulps and reference is not None:
+            problem = beyond_bound(b, a, reference.get(name), ulps, name, scale, measured,
+                                   fallback=2 * ulps, declared=declared,
+                                   where=_where_judged(name, local))
+            if problem is not None:
+                return False, worst, problem
     return bitwise, worst, None

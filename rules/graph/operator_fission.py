@@ -1,18 +1,21 @@
 """Fact provider of operator_fission (rules/graph/operator_fission.toml).
 
-Fission is fusion read backwards: the shared relation dependency / ``Fusible a b`` (the second
-nest may run inside the first one's loops iteration by iteration) is also stated for the two
-halves of every cut of a top-level nest's body that may run one after the other
-(``leir_egraph.leir.restructure.fission_points`` / ``fissionable``). The halves are terms the
-rule builds, so the facts are about those terms; a property of the nests alone.
+``Fissionable head tail`` (guard dependency): the two halves of a cut of a top-level nest's
+body may run one after the other (``leir_egraph.leir.restructure.fission_points`` /
+``fissionable``): the fusion question asked backwards (``legality.fusible``), and no
+kernel-local (scope s/l) tensor touched by both halves, which on CUDA become two kernels. A
+relation of its own, not the shared ``Fusible``: the dependency guard states ``Fusible`` for
+every two consecutive top-level nests without the kernel-local condition, so a program that
+already held the two halves side by side licensed a fission ``fissionable`` refuses. The
+halves are terms the rule builds, so the facts are about those terms; a property of the nests
+alone.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from leir_egraph.egraph.guards import FUSIBLE
-from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram
+from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.restructure import fission_points, fissionable
 
 
@@ -22,7 +25,13 @@ def _fission_facts(loaded: LoadedProgram) -> Iterable[Fact]:
         for point in fission_points(nest):
             if (point.head, point.tail) not in seen and fissionable(point):
                 seen.add((point.head, point.tail))
-                yield FUSIBLE(point.head, point.tail)
+                yield FISSIONABLE(point.head, point.tail)
 
 
-GUARD_EXTENSIONS = (GuardExtension("dependency", facts=_fission_facts),)
+FISSIONABLE = Relation(
+    "Fissionable", ("Nest", "Nest"),
+    "{1} takes from {0} only values written in the same iteration, writes nothing {0} "
+    "touches, and shares no kernel-local tensor with it, so {0} may run to completion first")
+
+GUARD_EXTENSIONS = (GuardExtension("dependency", relations=(FISSIONABLE,),
+                                   facts=_fission_facts),)

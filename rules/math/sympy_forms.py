@@ -29,12 +29,22 @@ dataset holds:
   exp(a)*exp(-m)`` (softmax's ``exp(x-max)``) is refused; so is a removed one, which can turn
   the original's overflow into a number (``exp(a)*exp(-a) -> 1``). The exponentials both sides
   share are assumed, as for the value splits, not to overflow where the original is finite.
+  And a form may not distribute a factor over a sum whose terms may cancel
+  (``cancelling_products``): ``(F-O)**2 -> F**2-2*F*O+O**2`` and ``(F-O)/s -> F/s-O/s`` are
+  the same real functions, but where ``F`` is close to ``O`` the expanded form's rounding, at
+  the scale of ``F**2`` or ``F/s``, is tens to hundreds of ULPs of the result (a variance or a
+  normalisation of data far from zero), while ``F-O`` of two close values is exact. Where the
+  range analysis proves the terms of one sign (``(a+b)**2`` with ``a, b >= 0``), or the factor
+  is a power of two (an exact scaling), nothing new cancels and the form is offered. The
+  check is one-sided: a form that removes such a product (sympy's ``cancel`` of
+  ``(a*b-a*c)/a``) is refused too -- a move lost, never an unsound one.
 
 Everything here is a pure function of the program; sympy's results are cached per expression.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 from typing import Iterable
@@ -308,10 +318,68 @@ def _exponents(e, names: dict) -> set:
             and any(isinstance(v, Var) for v in walk_values(n.args[0]))}
 
 
+def _may_cancel(e, spans: "_Spans") -> bool:
+    """``e`` (its sign aside) is a sum or difference whose two terms may cancel: not provably
+    of one sign for ``+`` (both non-negative or both non-positive), nor of opposite signs for
+    ``-``."""
+    while isinstance(e, Neg):
+        e = e.operand
+    if not (isinstance(e, Bin) and e.op in "+-"):
+        return False
+    up = spans.holds(e.lhs, "nonnegative"), spans.holds(e.rhs, "nonnegative")
+    down = spans.holds(Neg(e.lhs), "nonnegative"), spans.holds(Neg(e.rhs), "nonnegative")
+    if e.op == "+":
+        return not (all(up) or all(down))
+    return not ((up[0] and down[1]) or (down[0] and up[1]))
+
+
+def _factors(e) -> list:
+    """The factors of the product chain ``e``, signs dropped: a divisor is one factor, and a
+    power with an integer exponent of 2 or more counts its base twice (enough to multiply two
+    sums)."""
+    if isinstance(e, Neg):
+        return _factors(e.operand)
+    if isinstance(e, Bin) and e.op == "*":
+        return _factors(e.lhs) + _factors(e.rhs)
+    if isinstance(e, Bin) and e.op == "/":
+        return _factors(e.lhs) + [e.rhs]
+    if isinstance(e, Bin) and e.op == "**":
+        k = _literal(e.rhs)
+        if k is not None and k == int(k) and k >= 2:
+            return _factors(e.lhs) * 2
+    return [e]
+
+
+def _exact_scaling(e) -> bool:
+    """A power-of-two literal: multiplying or dividing by it is exact (short of overflow)."""
+    value = _literal(e)
+    return value is not None and value != 0 and math.frexp(abs(value))[0] == 0.5
+
+
+def cancelling_products(e, spans: "_Spans") -> int:
+    """How many products and quotients of ``e`` multiply a sum whose terms may cancel by
+    something that is not an exact scaling (``(F-O)**2``, ``(F-O)/s``, ``a*(b+c)``).
+    Distributed over the sum, such a product is a sum of products that cancel where the sum
+    is small beside its terms: ``F/s-O/s`` and ``F*F-2*F*O+O*O`` round at the scale of
+    ``F/s`` and ``F*F``, the original at its own (``F-O`` of two close values is exact): a
+    variance or a normalisation of data far from zero, 30-393 ULP of the result on the zoo."""
+    count = 0
+    for node in walk_values(e):
+        if isinstance(node, Bin) and node.op in ("*", "/", "**"):
+            factors = _factors(node)
+            if (any(_may_cancel(f, spans) for f in factors)
+                    and sum(not _exact_scaling(f) for f in factors) >= 2):
+                count += 1
+    return count
+
+
 def defined_like(before, after, spans: "_Spans") -> bool:
-    """The guard (module docstring): both sides defined for every finite input, and the same
-    exponentials of tensor values on both sides."""
+    """The guard (module docstring): both sides defined for every finite input, the same
+    exponentials of tensor values on both sides, and no product of a sum that may cancel
+    multiplied out (``cancelling_products``: fewer in ``after`` than in ``before``)."""
     if not (_defined_everywhere(before, spans) and _defined_everywhere(after, spans)):
+        return False
+    if cancelling_products(after, spans) < cancelling_products(before, spans):
         return False
     names = _symbol_names(Bin("+", before, after))
     return _exponents(after, names) == _exponents(before, names)
@@ -374,8 +442,8 @@ def _defined_facts(loaded: LoadedProgram) -> Iterable[Fact]:
 
 SYMPY_DEFINED = Relation(
     "SympyDefined", ("Nest", "Eqn", "Expr", "Expr"),
-    "{2} and {3} are defined for every finite input and compute the same "
-    "exponentials")
+    "{2} and {3} are defined for every finite input, compute the same "
+    "exponentials, and {3} distributes no factor over a sum that may cancel")
 SYMPY_BOUNDED = Relation(
     "SympyBounded", ("Nest", "Eqn", "Expr", "Expr"),
     "{2} and {3} are defined like that, read the same tensor elements, and no value either "
@@ -389,9 +457,12 @@ DEFINED_VALUES = Guard(
     "positive, every square-root argument and base of a non-integer power non-negative) and "
     "both sides compute the same exponentials of tensor values (up to sympy's expansion of the "
     "argument): a new exponential can overflow where the original is finite (exp(x-m) -> "
-    "exp(x)*exp(-m) gives inf*0), a removed one can hide the original's overflow.",
-    "a side may divide by zero, take a logarithm or root outside its domain, or the sides "
-    "compute different exponentials of tensor values",
+    "exp(x)*exp(-m) gives inf*0), a removed one can hide the original's overflow; and the "
+    "form does not distribute a factor over a sum whose terms may cancel ((F-O)**2 -> "
+    "F**2-2*F*O+O**2 rounds at the scale of F**2, hundreds of ULPs of a small result).",
+    "a side may divide by zero, take a logarithm or root outside its domain, the sides "
+    "compute different exponentials of tensor values, or the form distributes a factor over "
+    "a sum whose terms may cancel",
     relations=(SYMPY_DEFINED, SYMPY_BOUNDED),
     facts=_defined_facts)
 
