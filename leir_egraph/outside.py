@@ -124,7 +124,8 @@ def _json_kind(value: Any) -> str:
 
 def bounded(call: Callable[[], T], seconds: float, overrun: str) -> T:
     """``call()``, stopped after ``seconds`` of wall-clock time with
-    ``OutsideInputError(overrun)``. The limit is SIGALRM (POSIX, main thread; elsewhere the
+    ``OutsideInputError(overrun)`` (its ``__cause__``'s traceback reaches the line the call was
+    stopped at). The limit is SIGALRM (POSIX, main thread; elsewhere the
     call runs unbounded, and the caller's own process limit applies). An outer
     :func:`leir_egraph.cli.time_limit` that expires first still wins."""
     from .cli import TimeLimit, time_limit
@@ -135,7 +136,7 @@ def bounded(call: Callable[[], T], seconds: float, overrun: str) -> T:
     except TimeLimit as fired:
         if limit is None or fired.limit is not limit:
             raise
-    raise OutsideInputError(overrun)
+        raise OutsideInputError(overrun) from fired   # the cause: where the call was stopped
 
 
 __all__ = ["MAX_LINE_BYTES", "MAX_JSON_DEPTH", "JsonTooDeep", "OutsideInputError", "bounded", "json_value",

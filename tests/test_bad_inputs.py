@@ -228,6 +228,12 @@ egglog = """
     "rules_undeclared/operator/raising_fact.py": RAISING_PROVIDER.replace(
         "yield CHECKED_NEST(nests[len(nests)][0])",
         'yield Relation("Chekced", ("Nest",), "{0} is checked")(nests[0][0])'),
+    # providers that never finish (issue 35 item 4: bounded by LEIR_PROVIDER_TIMEOUT, the case's env)
+    "rules_hang_import/operator/raising_fact.toml": RAISING_RULE,
+    "rules_hang_import/operator/raising_fact.py": "while True:\n    pass\n",
+    "rules_hang_facts/operator/raising_fact.toml": RAISING_RULE,
+    "rules_hang_facts/operator/raising_fact.py": RAISING_PROVIDER.replace(
+        "    nests = list(loaded.term_nests())\n", "    while True: pass\n"),
     # PyTorch files
     "script.py": "import sys\nsys.exit(3)\n",
     "notmodule.py": "class Model:\n    pass\n\ndef get_inputs():\n    return []\n",
@@ -504,6 +510,16 @@ CASES = [
                                     "{d}/rules_raises --strategy raising_fact", 2,
      "{d}/rules_raises/operator/raising_fact.py:8: the provider raised IndexError while "
      "computing facts"),
+    ("rules-check-provider-hangs-at-import", LEIR, "rules check {d}/rules_hang_import", 2,
+     "{d}/rules_hang_import/operator/raising_fact.py:1: importing the provider did not "
+     "finish within 2 s (LEIR_PROVIDER_TIMEOUT)", {"LEIR_PROVIDER_TIMEOUT": "2"}),
+    ("rules-check-provider-hangs-in-facts", LEIR, "rules check {d}/rules_hang_facts", 2,
+     "{d}/rules_hang_facts/operator/raising_fact.py:7: computing the provider's facts did not "
+     "finish within 2 s (LEIR_PROVIDER_TIMEOUT)", {"LEIR_PROVIDER_TIMEOUT": "2"}),
+    ("steps-provider-hangs-in-facts", LEIR, "steps {d}/copy4.leir --sig {d}/sig4.sig.json "
+                                            "--rules {d}/rules_hang_facts --strategy raising_fact",
+     2, "{d}/rules_hang_facts/operator/raising_fact.py:7: computing the provider's facts did not "
+     "finish within 2 s (LEIR_PROVIDER_TIMEOUT)", {"LEIR_PROVIDER_TIMEOUT": "2"}),
     ("explore-unknown-strategy", LEIR, "explore {d}/copy4.leir --sig {d}/sig4.sig.json --depth 1 "
                                        "--strategies loop_warp", 2,
      "--strategies: unknown strategy 'loop_warp' (a strategy of your own: load its directory "
@@ -704,8 +720,10 @@ def run_case(kind: str, argv: list[str], capsys) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(case, d, capsys):
-    _, kind, template, status, expected = case
+def test_bad_input(case, d, capsys, monkeypatch):
+    _, kind, template, status, expected = case[:5]
+    for name, value in (case[5] if len(case) > 5 else {}).items():   # the case's environment
+        monkeypatch.setenv(name, value)
     code, out, err = run_case(kind, _argv(template, d), capsys)
     assert "Traceback" not in err and "Traceback" not in out
     assert code == status, (code, err)
@@ -718,6 +736,6 @@ def test_bad_input(case, d, capsys):
 
 
 def test_catalogue_size():
-    """The number of bad-input cases: 94 of issue 9, 12 of issue 35 (rule files), 35 of issue 37."""
-    assert len(CASES) == 141
+    """The number of bad-input cases: 94 of issue 9, 15 of issue 35 (rule files), 35 of issue 37."""
+    assert len(CASES) == 144
     assert len({c[0] for c in CASES}) == len(CASES)

@@ -89,13 +89,15 @@ def provider_deadline(until: float | None) -> None:
 
 
 def _bounded(where: Path | str, what: str, call):
-    """``call()`` within :func:`provider_seconds`, else a ProviderError naming ``where``."""
+    """``call()`` within :func:`provider_seconds`, else a ProviderError naming ``where`` and the
+    provider's line it was stopped at."""
     from ..outside import OutsideInputError, bounded
     seconds, why = _provider_limit()
     try:
         return bounded(call, seconds, f"{what} did not finish {why}")
     except OutsideInputError as err:
-        raise ProviderError(where, None, str(err)) from None
+        at = provider_frame(err.__cause__) if err.__cause__ is not None else None
+        raise ProviderError(where, at[1] if at else None, str(err)) from None
 
 
 def _bounded_facts(where: str, produce):
