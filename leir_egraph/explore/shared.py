@@ -59,9 +59,9 @@ SIGNATURE_DECIDED = frozenset({"Intermediate"})
 # program holding the pair; a program holding the pair *adjacent* states it too. So it is
 # shared with the rules that read it on an adjacent pair -- an LHS ``(PCons a (PCons b rest))``
 # and the fact about ``a b`` (:func:`reads_adjacent_only`) -- and stays a context relation for
-# any other reader. Not ``Fusible``: operator_fission states it for the halves of a cut as
-# well, by a stricter predicate, so its facts depend on where the pair comes from.
-ADJACENT_PAIR = frozenset({"Inlinable", "LoopsWithin"})
+# any other reader. ``Fusible`` is one since operator_fission reads facts of its own
+# (``Fissionable``) and the dependency guard alone states it, by ``legality.fusible``.
+ADJACENT_PAIR = frozenset({"Fusible", "Inlinable", "LoopsWithin"})
 _ADJACENT_LHS = re.compile(r"\(PCons (\w+) \(PCons (\w+) \w+\)\)")
 
 
