@@ -575,8 +575,8 @@ class Applications:
         commands += [f"(run {making_ruleset(s)} 1)" for s in involved]
         commands.append("(run-schedule (saturate (run helpers)))")
         self.engine.send(commands)
-        (output,) = self.engine.run(f"(print-function Matched {MAX_ROWS})")
-        found, _ = _rows(output, {match_relation(s, r): (s, r) for s, r in self._rules.values()})
+        found, _ = self.engine.read_rows({match_relation(s, r): (s, r)
+                                          for s, r in self._rules.values()})
         wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
         return [m for m in found if (m.strategy, m.rule, m.lhs, self.engine.shown(m)) in wanted]
 
