@@ -347,7 +347,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         iters = math.prod(l.extent for l in loops)
         total_iters += iters
         target = _access(eq.target, shapes)
-        reads = [_access(v, shapes) for v in equation_reads(eq)]
+        reads = [_access(v, shapes) for v in _equation_reads(eq)]
         acc_op = accumulation_op(eq)
         chain = bool(acc_op) and bool(loops) and _stride(target, loops[-1].index) == 0.0
         unrolled = _unrolled_reduction(loops, target, m) if chain else 0
@@ -431,12 +431,28 @@ def _cached_nest_cost(nest: LoopNest, shapes: dict, m: Machine) -> NestCost:
 
 @lru_cache(maxsize=1 << 14)
 def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
-    return tuple(sorted(tensor_names(nest)))
+    names: set[str] = set()
+    for _, eq in _flatten(nest):   # every access of a nest is in one of its equations
+        names |= _equation_tensors(eq)
+    return tuple(sorted(names))
+
+
+# A step rebuilds the nests it changes around the equations it leaves alone (the decoder shares
+# them), so what is read off an equation is kept per equation: hashing one is a walk in C, far
+# cheaper than walking it again in Python.
+@lru_cache(maxsize=1 << 16)
+def _equation_tensors(eq: Equation) -> frozenset[str]:
+    return tensor_names(eq)
+
+
+@lru_cache(maxsize=1 << 16)
+def _equation_reads(eq: Equation) -> tuple[Var, ...]:
+    return tuple(equation_reads(eq))
 
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
-    return tuple(written_extents(Leir((nest,)), tensor_names(nest)).items())
+    return tuple(written_extents(Leir((nest,)), _nest_tensors(nest)).items())
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
