@@ -23,6 +23,7 @@ import re
 from .encoding import Literal, Term
 
 _CONSTRUCTOR = re.compile(r"\(constructor\s+(\S+)\s+\(([^()]*)\)\s+(\S+)([^()\n]*)\)")
+_FUNCTION = re.compile(r"\(function\s+(\S+)")
 
 
 class Ambiguous(Exception):
@@ -30,8 +31,10 @@ class Ambiguous(Exception):
 
 
 def unextractable_constructors(text: str) -> frozenset[str]:
-    """The constructors egglog text declares ``:unextractable``."""
-    return frozenset(m[1] for m in _CONSTRUCTOR.finditer(text) if ":unextractable" in m[4])
+    """The tables of egglog text whose rows egglog never extracts: the constructors it declares
+    ``:unextractable`` and its functions (a ``function``'s rows are not terms)."""
+    return frozenset([m[1] for m in _CONSTRUCTOR.finditer(text) if ":unextractable" in m[4]]
+                     + _FUNCTION.findall(text))
 
 
 class FrozenReader:
