@@ -17,10 +17,10 @@ replacement) and a *making* rule (the recording rule restricted by a ``Chosen`` 
 seeded draw builds only the replacements it keeps (:class:`Applications`, ``steps.drawn_steps``).
 
 Every rule's row is a term of its own constructor ``Match__<strategy>__<rule>`` of the sort
-``MatchRow``, and all rows are kept in one relation, ``Matched``, so one ``print-function``
-reads them all: each ``print-function`` builds an extractor over the whole e-graph first
-(a cost that grows with the e-graph, however few rows it prints), and one table per rule paid
-that once per rule that fired.
+``MatchRow``, and all rows are kept in one relation, ``Matched``, read in one go
+(:meth:`Engine.read_rows`): from egglog's frozen tables, each e-class's term once however many
+rows share it (:mod:`.frozen_rows`), or, where those tables do not decide a term as egglog's
+extractor would, with one ``print-function``.
 """
 
 from __future__ import annotations
