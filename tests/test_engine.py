@@ -621,3 +621,44 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
     finally:
         engine.run("(pop)")
     assert stored == sent
+
+
+def test_rows_read_from_frozen_tables_are_the_printed_rows(golden_rows):
+    """``Engine.read_rows`` reads the ``Matched`` rows from egglog's frozen tables: the same
+    rows, terms and order as ``print-function`` gives, on golden and drawn programs with every
+    strategy; an e-class with two extractable nodes is left to egglog's extractor."""
+    from egglog import bindings
+
+    from leir_egraph.egraph import engine as engine_module
+    from leir_egraph.egraph.frozen_rows import Ambiguous, FrozenReader
+    from leir_egraph.egraph.steps import default_strategies, engine_for
+    from leir_egraph.leir.drawn import draw_programs
+
+    engine = engine_for(default_strategies())
+    compared = []
+
+    def both(rows):
+        frozen = engine_module._frozen_rows(FrozenReader(engine._egraph, engine._unextractable),
+                                            rows)
+        (output,) = engine.run(f"(print-function Matched {engine_module.MAX_ROWS})")
+        printed = engine_module._rows(output, rows)
+        assert frozen == printed
+        compared.append(len(printed[0]))
+        return printed
+
+    programs = [Program.parse(r["leir"], r["signature"]) for r in golden_rows[::60]]
+    engine.read_rows = both
+    try:
+        for p in programs + draw_programs(7, 12):
+            engine.matches(p)
+    finally:
+        del engine.read_rows
+    assert len(compared) >= len(programs) and sum(compared) > 1000
+
+    egraph = bindings.EGraph()
+    egraph.run_program(*egraph.parse_program(
+        "(datatype T (A i64) (B T))\n(let $x_ (B (A 1)))\n(union (A 2) (A 1))"))
+    reader = FrozenReader(egraph, frozenset())
+    x = reader.functions["$x_"].rows[0].output
+    with pytest.raises(Ambiguous):
+        reader.term(x, "T")

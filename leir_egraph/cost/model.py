@@ -205,8 +205,11 @@ def _subscript_form(sub) -> tuple[dict[str, float], bool]:
     return coef, False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Access:
+    """One access's shape, element size and subscript forms. Made once per (access, shape) by
+    ``_access`` (cached), so it is hashed and compared by identity: ``_lines`` keys its cache
+    on it."""
     name: str
     shape: tuple[int, ...]
     bytes: int
@@ -216,12 +219,20 @@ class _Access:
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
+    """``var``'s access in ``shapes``. A search's candidates restate most accesses of their
+    parent (a relayout changes the accesses of one tensor), so each is made once per shape."""
+    shape = shapes.get(var.name)
+    return _access_of(var, tuple(shape) if shape else None)
+
+
+@lru_cache(maxsize=1 << 16)
+def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
     forms, gather = [], False
     for sub in var.subscripts:
         form, _ = _subscript_form(sub)
         forms.append(form)
         gather = gather or any(isinstance(n, Var) for n in walk(sub))
-    shape = shapes.get(var.name) or tuple(1 for _ in var.subscripts)
+    shape = shape or tuple(1 for _ in var.subscripts)
     return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
                    var.dtype in HALF_DTYPES)
 
@@ -238,8 +249,10 @@ def _stride(acc: _Access, index: str) -> float | None:
     return abs(stride)
 
 
-def _lines(acc: _Access, loops: Sequence[Loop], line_bytes: int) -> float:
-    """Distinct cache lines ``acc`` touches while ``loops`` run through all their values."""
+@lru_cache(maxsize=1 << 17)
+def _lines(acc: _Access, loops: tuple[Loop, ...], line_bytes: int) -> float:
+    """Distinct cache lines ``acc`` touches while ``loops`` run through all their values
+    (cached: the accesses a step leaves alone keep their loops)."""
     if not acc.forms:
         return 1.0
     extents = {l.index: l.extent for l in loops}
@@ -334,7 +347,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         iters = math.prod(l.extent for l in loops)
         total_iters += iters
         target = _access(eq.target, shapes)
-        reads = [_access(v, shapes) for v in equation_reads(eq)]
+        reads = [_access(v, shapes) for v in _equation_reads(eq)]
         acc_op = accumulation_op(eq)
         chain = bool(acc_op) and bool(loops) and _stride(target, loops[-1].index) == 0.0
         unrolled = _unrolled_reduction(loops, target, m) if chain else 0
@@ -418,12 +431,28 @@ def _cached_nest_cost(nest: LoopNest, shapes: dict, m: Machine) -> NestCost:
 
 @lru_cache(maxsize=1 << 14)
 def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
-    return tuple(sorted(tensor_names(nest)))
+    names: set[str] = set()
+    for _, eq in _flatten(nest):   # every access of a nest is in one of its equations
+        names |= _equation_tensors(eq)
+    return tuple(sorted(names))
+
+
+# A step rebuilds the nests it changes around the equations it leaves alone (the decoder shares
+# them), so what is read off an equation is kept per equation: hashing one is a walk in C, far
+# cheaper than walking it again in Python.
+@lru_cache(maxsize=1 << 16)
+def _equation_tensors(eq: Equation) -> frozenset[str]:
+    return tensor_names(eq)
+
+
+@lru_cache(maxsize=1 << 16)
+def _equation_reads(eq: Equation) -> tuple[Var, ...]:
+    return tuple(equation_reads(eq))
 
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
-    return tuple(written_extents(Leir((nest,)), tensor_names(nest)).items())
+    return tuple(written_extents(Leir((nest,)), _nest_tensors(nest)).items())
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:

@@ -17,10 +17,10 @@ replacement) and a *making* rule (the recording rule restricted by a ``Chosen`` 
 seeded draw builds only the replacements it keeps (:class:`Applications`, ``steps.drawn_steps``).
 
 Every rule's row is a term of its own constructor ``Match__<strategy>__<rule>`` of the sort
-``MatchRow``, and all rows are kept in one relation, ``Matched``, so one ``print-function``
-reads them all: each ``print-function`` builds an extractor over the whole e-graph first
-(a cost that grows with the e-graph, however few rows it prints), and one table per rule paid
-that once per rule that fired.
+``MatchRow``, and all rows are kept in one relation, ``Matched``, read in one go
+(:meth:`Engine.read_rows`): from egglog's frozen tables, each e-class's term once however many
+rows share it (:mod:`.frozen_rows`), or, where those tables do not decide a term as egglog's
+extractor would, with one ``print-function``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to_egglog
 from .facts import FactError
+from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .loaded import LoadedProgram
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
@@ -254,8 +255,10 @@ class Engine:
         # per (strategy, rule): the variables of deferred last columns it does not report
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
                         for st in self.strategies for r in st.rules}
+        base = base_program(self.vocabulary, self.context)
+        self._unextractable = unextractable_constructors(base)
         try:
-            self.run(base_program(self.vocabulary, self.context))
+            self.run(base)
         except Exception as err:  # egglog rejects a provider's egglog text
             message = str(err).splitlines()
             raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
@@ -278,6 +281,16 @@ class Engine:
         """Run many commands in bounded batches (:func:`batches`)."""
         for batch in batches(commands):
             self.run(batch)
+
+    def read_rows(self, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
+        """The ``Matched`` rows now in the database, as :func:`_rows` reads them from
+        ``print-function``: from egglog's frozen tables where they decide every term as its
+        extractor would (:mod:`.frozen_rows`), else printed."""
+        try:
+            return _frozen_rows(FrozenReader(self._egraph, self._unextractable), rows)
+        except Ambiguous:
+            (output,) = self.run(f"(print-function Matched {MAX_ROWS})")
+            return _rows(output, rows)
 
     def unreported(self, strategy: str, rule: str) -> frozenset[str]:
         """The variables a rule binds through a deferred relation's last column, which its
@@ -469,11 +482,10 @@ class Engine:
                     if facts:  # analysis rules read the terms these facts hold, too
                         facts.append("(run-schedule (saturate (run analysis)))")
                     self.send(facts + [step, "(run-schedule (saturate (run helpers)))"])
-                    (output,) = self.run(f"(print-function Matched {MAX_ROWS})")
+                    group_found, group_stuck = self.read_rows(rows)
                 finally:
                     if inner:
                         self.run("(pop)")
-                group_found, group_stuck = _rows(output, rows)
                 found += group_found
                 stuck += group_stuck
         finally:
@@ -572,8 +584,8 @@ class Applications:
         commands += [f"(run {making_ruleset(s)} 1)" for s in involved]
         commands.append("(run-schedule (saturate (run helpers)))")
         self.engine.send(commands)
-        (output,) = self.engine.run(f"(print-function Matched {MAX_ROWS})")
-        found, _ = _rows(output, {match_relation(s, r): (s, r) for s, r in self._rules.values()})
+        found, _ = self.engine.read_rows({match_relation(s, r): (s, r)
+                                          for s, r in self._rules.values()})
         wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
         return [m for m in found if (m.strategy, m.rule, m.lhs, self.engine.shown(m)) in wanted]
 
@@ -626,6 +638,28 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]], contextual: frozenset[
             continue
         found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
                               tuple(zip(rule.binding_names, values)), context))
+    return found, stuck
+
+
+def _frozen_rows(reader: FrozenReader, rows: dict[str, tuple[Strategy, Rule]]
+                 ) -> tuple[list[RawMatch], int]:
+    """:func:`_rows` of the ``Matched`` table read from frozen tables (raises
+    :class:`Ambiguous` where they do not decide a term)."""
+    found: list[RawMatch] = []
+    stuck = 0
+    matched = reader.functions.get("Matched")
+    for entry in matched.rows if matched is not None else ():
+        if entry.subsumed:
+            continue
+        (row_value,) = entry.inputs
+        node = reader.node(row_value)
+        args = None if node is None else [reader.term(v, s) for v, s in zip(node[1], node[2])]
+        if args is None or any(a is None for a in args):  # egglog: the row is unextractable
+            stuck += 1
+            continue
+        strategy, rule = rows[node[0]]
+        found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
+                              tuple(zip(rule.binding_names, args[2:]))))
     return found, stuck
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Iterable
 
+from ..gcpause import gc_paused
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
@@ -185,7 +186,11 @@ def steps_many(programs: Iterable[Program], strategies=None, *, broken: list | N
     chosen = resolve(strategies)
     engine = engine_for(default_strategies() if strategies is None else chosen)
     by_id = {s.id: s for s in chosen}
-    return [transitions_from(p, engine.matches(p, list(chosen)), by_id, broken) for p in programs]
+    out = []
+    for p in programs:
+        with gc_paused():  # (leir_egraph/gcpause.py) one program's garbage has no cycles
+            out.append(transitions_from(p, engine.matches(p, list(chosen)), by_id, broken))
+    return out
 
 
 def single_steps(program: Program, strategy, *, limit: int | None = None,
@@ -277,7 +282,7 @@ def drawn_steps(program: Program, strategies, cap: int, seed_of: Callable[[str],
     engine = engine or engine_for(chosen)
     by_id = {s.id: s for s in chosen}
     kept: dict[str, dict[tuple, tuple[str, Transition]]] = {s.id: {} for s in chosen}
-    with engine.applications(program, list(chosen)) as run:
+    with gc_paused(), engine.applications(program, list(chosen)) as run:
         apps: dict[str, list] = {s.id: [] for s in chosen}
         for app in run.found:
             apps[app.strategy].append(app)

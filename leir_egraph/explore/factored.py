@@ -45,6 +45,7 @@ from typing import Callable, Iterator
 
 from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
+from ..egraph.kernel_batches import disjoint_batches, member_of
 from ..egraph.steps import resolve
 from ..egraph.strategy import Strategy
 from ..egraph.traversals import SCHEMA_FILE
@@ -52,7 +53,6 @@ from ..leir.analysis import writes
 from ..leir.ast import Leir, LoopNest
 from ..leir.canonical import canonical, canonical_kernel
 from ..leir.printer import to_text
-from ..leir.traverse import walk
 from ..leir.program import Program
 from .egraph import SpaceEGraph
 from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
@@ -71,7 +71,6 @@ KERNEL_LOCAL_RELATIONS = frozenset({
     "ProperFactor",
 })
 _CONSTRUCTORS = frozenset(re.findall(r"\(constructor (\w+)", SCHEMA_FILE.read_text()))
-BATCH_NESTS = 64   # kernel variants matched in one engine run
 
 
 def nonlocal_reason(strategy: Strategy) -> str | None:
@@ -249,31 +248,6 @@ class FactoredSpace:
         return nsmallest(n, [x for opts in partial.values() for x in opts])
 
 
-def _batches(nests: list[tuple[int, int, LoopNest]]) -> list[list[tuple[int, int, LoopNest]]]:
-    """Groups of at most BATCH_NESTS variants in which no nest term occurs in two members, so
-    every fact of a member is the one it has alone (a fact about a nest term holds wherever
-    the term occurs)."""
-    groups: list[tuple[list, set]] = []
-    for item in nests:
-        subs = {n for n in walk(item[2]) if isinstance(n, LoopNest)}
-        for members, used in groups:
-            if len(members) < BATCH_NESTS and not (subs & used):
-                members.append(item)
-                used |= subs
-                break
-        else:
-            groups.append(([item], subs))
-    return [members for members, _ in groups]
-
-
-def _member_of(path: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-    """Member number and path inside it, for a path into a ``PCons`` list of nests."""
-    i = 0
-    while path and path[0] == 2:
-        i, path = i + 1, path[1:]
-    return i, path[1:]
-
-
 class _KernelMatcher:
     """Matches kernel variants in batches on one engine; results are canonical nests."""
 
@@ -296,7 +270,7 @@ class _KernelMatcher:
             if m.rhs is None or m.rhs == m.lhs:
                 continue
             for path in index.paths(m.lhs):
-                member, inner = _member_of(path)
+                member, inner = member_of(path)
                 old = members[member]
                 new = replace_at(old, inner, m.rhs)
                 if new == old or (m.strategy, member, inner, new) in seen:
@@ -352,7 +326,7 @@ def explore_factored(program: Program, strategies, *, depth: int,
         t0 = time.perf_counter()
         found: list[tuple[int, int]] = []
         items = [(i, v, kernels[i].variants[v]) for i, v in frontier]
-        for batch in _batches(items):
+        for batch in disjoint_batches(items, lambda item: item[2]):
             while batch and not deadline.passed():
                 size = pace.size(len(batch), deadline)
                 chunk, batch = batch[:size], batch[size:]

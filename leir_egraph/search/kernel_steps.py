@@ -30,7 +30,8 @@ from __future__ import annotations
 from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
 from ..egraph.strategy import Strategy
-from ..explore.factored import _batches, _member_of, nonlocal_reason
+from ..egraph.kernel_batches import disjoint_batches, member_of
+from ..explore.factored import nonlocal_reason
 from ..leir.ast import Leir, LoopNest
 from ..leir.program import Program
 from ..leir.traverse import walk
@@ -70,9 +71,9 @@ class KernelSteps:
         (one per kernel and distinct new kernel, in kernel order; ``applies`` must hold).
         Only kernels never seen before are matched."""
         nests = program.leir.nests
-        todo = [(0, 0, n) for n in dict.fromkeys(nests) if n not in self._next]
-        for batch in _batches(todo):
-            self._match(program, [n for _, _, n in batch])
+        todo = [n for n in dict.fromkeys(nests) if n not in self._next]
+        for batch in disjoint_batches(todo):
+            self._match(program, batch)
         return [nests[:i] + (new,) + nests[i + 1:]
                 for i, nest in enumerate(nests) for new in self._next[nest]]
 
@@ -88,7 +89,7 @@ class KernelSteps:
             if m.rhs is None or m.rhs == m.lhs:
                 continue
             for path in index.paths(m.lhs):
-                member, inner = _member_of(path)
+                member, inner = member_of(path)
                 new = replace_at(members[member], inner, m.rhs)
                 if new != members[member]:
                     found[member].setdefault(new)

@@ -48,6 +48,7 @@ from typing import Sequence
 from ..cost import CPU, Machine, SharedSeconds
 from ..egraph import Transition, all_steps
 from ..egraph.steps import default_strategies, resolve
+from ..gcpause import gc_paused
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
 from .kernel_steps import KernelSteps
@@ -169,6 +170,12 @@ class RulesProposer:
         """The steps of ``program`` best first (cost model, with lookahead)."""
         if program.text in self._ranked:
             return self._ranked[program.text]
+        with gc_paused():  # thousands of programs costed: garbage without cycles
+            order = self._rank(program)
+        self._ranked[program.text] = order
+        return order
+
+    def _rank(self, program: Program) -> list[Transition]:
         steps = self.steps(program)
         if self.machine.cores == 1:
             steps = [t for t in steps if t.strategy not in PARALLEL_ONLY]
@@ -194,9 +201,7 @@ class RulesProposer:
         rest = [t for t in order if score[id(t)] >= now]
         if self.diverse:
             gains, rest = interleave(gains), interleave(rest)
-        order = gains + rest
-        self._ranked[program.text] = order
-        return order
+        return gains + rest
 
     # ------------------------------------------------------------ the interface
 

@@ -1,0 +1,102 @@
+"""The ``Matched`` rows read from egglog's frozen tables instead of printed.
+
+``(print-function Matched N)`` has egglog extract every row's terms into a term DAG, walking
+each row's matched term, replacement and bindings in full: a whole-program rewriter's rows are
+program suffixes by the thousand, and printing them was most of what reading them cost
+(benchmarks/results/single_step_throughput.md). ``EGraph.freeze()`` hands over every table as
+typed values instead, in milliseconds; the rows' terms are then read here, each e-class once
+however many rows share it.
+
+The terms are the ones egglog's extractor gives, or no terms at all: egglog chooses the
+cheapest extractable node of an e-class, and the reading here takes the *only* one -- an
+e-class with two or more nodes of extractable constructors, or a column of a sort it does not
+read, raises :class:`Ambiguous`, and the caller prints the table instead. An e-class with no
+extractable node (a helper that never finished) or only cyclic ones gives ``None``, as egglog's
+``Unextractable``. Rows come in the table's order, which is the order ``print-function`` lists
+them in (tests/test_engine.py compares the two).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .encoding import Literal, Term
+
+_CONSTRUCTOR = re.compile(r"\(constructor\s+(\S+)\s+\(([^()]*)\)\s+(\S+)([^()\n]*)\)")
+_FUNCTION = re.compile(r"\(function\s+(\S+)")
+
+
+class Ambiguous(Exception):
+    """The frozen tables do not decide a row's terms the way egglog's extractor would."""
+
+
+def unextractable_constructors(text: str) -> frozenset[str]:
+    """The tables of egglog text whose rows egglog never extracts: the constructors it declares
+    ``:unextractable`` and its functions (a ``function``'s rows are not terms)."""
+    return frozenset([m[1] for m in _CONSTRUCTOR.finditer(text) if ":unextractable" in m[4]]
+                     + _FUNCTION.findall(text))
+
+
+class FrozenReader:
+    """One frozen database's term-sort constructors by the e-class each row makes, and the
+    terms of e-classes read once each."""
+
+    def __init__(self, egraph, unextractable: frozenset[str]):
+        self._egraph = egraph
+        self.functions = egraph.freeze().functions
+        self._nodes: dict = {}          # e-class value -> [(constructor, inputs, input sorts)]
+        for name, function in self.functions.items():
+            if (name in unextractable or function.is_let_binding
+                    or function.output_sort.startswith("@") or function.output_sort in _PRIMITIVE):
+                continue
+            sorts = function.input_sorts
+            for row in function.rows:
+                if not row.subsumed:
+                    self._nodes.setdefault(row.output, []).append((name, row.inputs, sorts))
+        self._terms: dict = {}
+
+    def node(self, value) -> tuple[str, list, list] | None:
+        """The one extractable node of an e-class, ``None`` when it has none."""
+        found = self._nodes.get(value)
+        if not found:
+            return None
+        if len(found) > 1:
+            raise Ambiguous(f"an e-class holds {len(found)} extractable nodes")
+        return found[0]
+
+    def term(self, value, sort: str) -> Term | Literal | None:
+        """The term of an e-class (or the literal of a primitive value) of ``sort``."""
+        if sort in _PRIMITIVE:
+            return _PRIMITIVE[sort](self._egraph, value)
+        key = value
+        if key in self._terms:
+            hit = self._terms[key]
+            if hit is _VISITING:   # a cycle: no finite term through this node
+                return None
+            return hit
+        self._terms[key] = _VISITING
+        node = self.node(value)
+        if node is None:
+            result = None
+        else:
+            name, inputs, sorts = node
+            args = [self.term(v, s) for v, s in zip(inputs, sorts)]
+            result = None if any(a is None for a in args) else (name, *args)
+        self._terms[key] = result
+        return result
+
+
+_VISITING = object()
+
+
+def _unreadable(sort: str):
+    def read(_egraph, _value):
+        raise Ambiguous(f"a column of sort {sort}")
+    return read
+
+
+_PRIMITIVE = {
+    "i64": lambda egraph, value: egraph.value_to_i64(value),
+    "String": lambda egraph, value: egraph.value_to_string(value),
+    **{sort: _unreadable(sort) for sort in ("f64", "bool", "Unit", "BigInt", "BigRat", "Rational")},
+}
