@@ -87,12 +87,6 @@ UNSOUND = {
                                 'a = "Expr", b = "Expr"', "A+D-D", "A", exact="bitwise"),
     "third": rule_file("third", '(rewrite (Div x (Num "3")) (Mul x (Num "0.3333")) '
                                 ':when ((MathValue x)))', X, "A/3", "A*0.3333", exact="2 ulp"),
-    # a factor distributed over a difference: the products round at their own scale, beyond
-    # 4 ULP of the result where A is close to D (the "cancelling" special-value family)
-    "distribute_difference": rule_file(
-        "distribute_difference", "(rewrite (Mul a (Sub b c)) (Sub (Mul a b) (Mul a c)) "
-        ":when ((MathValue a)))", 'a = "Expr", b = "Expr", c = "Expr"', "3*(A-D)", "3*A-3*D",
-        exact="4 ulp"),
     # the example's inputs agree with the rule: A*A is never below 0
     "max_first": rule_file("max_first", "(rewrite (Max a b) a :when ((MathValue a)))",
                            'a = "Expr", b = "Expr"', "max(A*A,0)", "A*A"),
