@@ -300,21 +300,19 @@ class SharedMatcher:
         self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
         self.worker = None
         self.classed: frozenset[str] = frozenset()
+        self._facts = None
         if self.shared:   # the relations its database holds with a program column
-            self.context = context_relations(vocabulary_of(self.shared), self.shared)
+            vocabulary = vocabulary_of(self.shared)
+            self.context = context_relations(vocabulary, self.shared)
             if classes:
-                self.classed = nest_classed(vocabulary_of(self.shared), self.shared,
-                                            self.context)
+                self.classed = nest_classed(vocabulary, self.shared, self.context)
+            self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
             self.worker = worker_for(self.shared)
             self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
         self._stated: set = set()
-        self._facts = None
-        if self.shared:
-            vocabulary = vocabulary_of(self.shared)
-            self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
         self._references = References()
         self._pending: list[str] = []
         self._programs: list[Program] = []
