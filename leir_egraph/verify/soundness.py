@@ -98,7 +98,7 @@ def rewritten(before: Program, after: Program) -> tuple[str, ...]:
     seen = set().union(*(reads(n) for n in before.leir.nests[end_before:]))
     seen |= {t.name for t in before.signature.outputs}
     both = set().union(*(writes(n) for n in changed)) & \
-        set().union(*(writes(n) for n in after.leir.nests[first:end_after]), set())
+        set().union(*(writes(n) for n in after.leir.nests[first:end_after]))
     shapes_before, shapes_after = program_shapes(before), program_shapes(after)
     dtypes = {v.name: v.dtype for v in accesses(before.leir)}
     dtypes_after = {v.name: v.dtype for v in accesses(after.leir)}
@@ -181,7 +181,7 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
         at = 0.0   # the ULPs' magnitude where it exceeds the output's ("N ulp of values")
         if scale == "values" and reference is not None:
             at = value_scale([*inputs.values(), *reference[k].values()])
-        for name, b in runs[0][k].items():
+        for name, b in _local_first(runs[0][k], local):
             a = runs[1][k][name]
             measured = exactness(b, a, name=name, scale=at)
             bitwise = bitwise and measured.bitwise
@@ -241,6 +241,12 @@ def beyond_bound(before: np.ndarray, after: np.ndarray, reference: np.ndarray | 
     return None
 
 
+def _local_first(outputs: dict[str, Any], local: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """``outputs``' items, the tensors the rewrite writes first: a rewrite that breaks its bound
+    there is reported where it acts, not at an output computed from them."""
+    return sorted(outputs.items(), key=lambda item: item[0] not in local)
+
+
 def _where_judged(name: str, local: tuple[str, ...]) -> str:
     return f" at {name}, a tensor the rewrite writes" if name in local else ""
 
@@ -273,7 +279,7 @@ def special_trial(before_out: dict[str, Any], after_out: dict[str, Any], scale: 
     (``beyond_bound``; where the reference cannot judge, ``after`` may be 2N ULPs from
     ``before``: each may be N from the exact result)."""
     bitwise, worst = True, 0.0
-    for name, b in before_out.items():
+    for name, b in _local_first(before_out, local):
         a = after_out[name]
         measured = exactness(b, a, name=name, scale=scale)
         if measured.problem is not None:
