@@ -115,7 +115,8 @@ def time_limit(seconds: float):
     in worker processes is bounded by the workers' own timeouts. Limits nest: an inner limit
     that would end after the outer one leaves the outer in charge, and the outer limit's timer
     is restored (less the time spent) when an inner one ends. ``with time_limit(s) as limit``
-    tells one's own :class:`TimeLimit` (``err.limit is limit``) from an outer one's."""
+    tells one's own :class:`TimeLimit` (``err.limit is limit``) from an outer one's. A limit
+    whose signal lands where Python ignores exceptions (a gc callback, ``__del__``) fires again."""
     limit = object()
     if not hasattr(signal, "setitimer") or not _main_thread():
         yield limit
@@ -129,13 +130,25 @@ def time_limit(seconds: float):
     def expire(signum, frame):
         raise TimeLimit(limit)
 
+    def ignored(unraisable):
+        # Python ignores an exception raised where nothing can catch it -- a gc callback (as
+        # hypothesis installs), a __del__, a weakref callback -- and reports it here; when the
+        # signal landed in one, it fires again at once, so the limit still ends the block.
+        if isinstance(unraisable.exc_value, TimeLimit) and unraisable.exc_value.limit is limit:
+            signal.setitimer(signal.ITIMER_REAL, 1e-3)
+        else:
+            previous_hook(unraisable)
+
     previous = signal.signal(signal.SIGALRM, expire)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, ignored
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield limit
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if sys.unraisablehook is ignored:
+            sys.unraisablehook = previous_hook
         if outer_left:
             signal.setitimer(signal.ITIMER_REAL,
                              max(outer_left - (time.monotonic() - started), 1e-3))

@@ -421,8 +421,8 @@ def test_answers_over_the_size_cap_are_refused_before_parsing():
 
 def test_time_limits_nest_and_each_names_itself():
     """The mechanism behind parsing within --timeout and the provider bounds: an inner limit
-    fires as itself, an outer one that ends first wins, and the outer timer survives an inner
-    one."""
+    fires as itself, an outer one that ends first wins, the outer timer survives an inner
+    one, and a limit whose signal Python ignores (in a gc callback) fires again."""
     from leir_egraph.cli import TimeLimit, time_limit
     from leir_egraph.outside import OutsideInputError, bounded
 
@@ -440,6 +440,29 @@ def test_time_limits_nest_and_each_names_itself():
         assert bounded(lambda: 7, 20, "fine") == 7
         spin(30)
     assert caught.value.limit is outer
+
+    # The signal lands inside a gc callback (hypothesis installs one), where Python ignores the
+    # exception it raises: the limit fires again and still ends the block (it ran on, to its
+    # 30 s, before: the CI's order-dependent failure of --timeout's parse bound).
+    import gc
+    inside = []
+
+    def slow_callback(phase, info):
+        if phase == "start" and inside:
+            spin(0.5)
+
+    gc.callbacks.append(slow_callback)
+    started = time.monotonic()
+    try:
+        with pytest.raises(OutsideInputError, match="ran over in a gc callback"):
+            def work():
+                inside.append(True)
+                gc.collect()
+                spin(30)
+            bounded(work, 0.2, "ran over in a gc callback")
+    finally:
+        gc.callbacks.remove(slow_callback)
+    assert time.monotonic() - started < 20
 
 
 def test_eval_answers_go_to_the_cases_they_name(tmp_path):
