@@ -268,7 +268,10 @@ def test_a_no_op_measures_about_one_and_is_never_faster(matmul, mm_verifier):
     judge = Judge(matmul, verifier=mm_verifier, trials=1)
     for _ in range(3):
         t = judge.time(matmul)              # the root against itself, interleaved
-        assert 0.7 < t.speedup < 1.0 / 0.7 and not t.faster, t
+        # "about one": a median of interleaved ratios of one kernel against itself stays near 1
+        # (0.7-1.43 held on a quiet machine; a loaded 2-core one moved it past 0.7, so the band
+        # is 0.5-2); never "faster", which is the judge's claim
+        assert 0.5 < t.speedup < 2.0 and not t.faster, t
     # a copy of the root, renamed or not, is never a sample, let alone a speedup
     assert not judge.judge(matmul, "").valid
 
