@@ -143,3 +143,50 @@ def test_every_zoo_kind_in_f16_and_every_paper_workload_equal_pytorch():
     assert {r.dtype for r in records[len(zoo()):]} == {"float16", "float32", "float64"}
     print(f"\n{len(records) - len(skipped)} of {len(records)} programs equal to PyTorch in "
           f"{time.perf_counter() - start:.0f}s; not compared: {skipped}")
+
+
+# Ops PyTorch computes in f32 and rounds once, whose LEIR form rounds several times in f16
+# (1/(1+exp(-x)) rounds three times): computed in an f32 temporary and rounded once, the
+# translation gives PyTorch's f16 bits wherever f32's own expf and PyTorch's agree.
+ROUNDED_ONCE = {
+    "sigmoid": torch.sigmoid, "tanh": torch.tanh, "silu": F.silu, "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "mish": F.mish,
+    "softplus": F.softplus, "softmax": lambda x: torch.softmax(x, -1),
+    "group_norm": nn.GroupNorm(8, 16),
+}
+SHARE = dict.fromkeys(ROUNDED_ONCE, 0.99) | {"gelu": 0.95, "gelu_tanh": 0.95}
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("name", sorted(ROUNDED_ONCE))
+def test_half_precision_ops_are_rounded_once_as_pytorch_rounds_them(name, dtype):
+    fn = ROUNDED_ONCE[name]
+    module = (fn if isinstance(fn, nn.Module) else Fn(fn)).to(TORCH[dtype])
+    x = (torch.randn(64, 16, generator=torch.Generator().manual_seed(1)) * 3).to(TORCH[dtype])
+    program = from_torch(module, [x])
+    got = run(program, {program.signature.inputs[0].name: x.float().numpy()
+                        if dtype == "bf16" else x.numpy()})
+    got = np.asarray(got[program.signature.outputs[0].name], dtype=np.float32)
+    with torch.no_grad():
+        want = module(x).float().numpy()
+    same = np.mean(got == want)
+    mantissa, tiny = {"f16": (10, 2.0 ** -24), "bf16": (7, 2.0 ** -133)}[dtype]
+    with np.errstate(divide="ignore"):
+        ulp = np.maximum(2.0 ** (np.floor(np.log2(np.abs(want))) - mantissa), tiny)
+    # where the value is not the tail of a cancellation (1+erf(x) for x << 0 in GELU, log(1+e)
+    # for e << 1 in mish): there f32's own formula error dominates, in PyTorch's kernel too
+    big = np.abs(want) >= 1e-2
+    ulps = float(np.max(np.abs(got.astype(np.float64) - want)[big] / ulp[big]))
+    print(f"{name} {dtype}: {same:.4f} bitwise, at most {ulps:g} ulp")
+    assert same >= SHARE[name] and ulps <= 1, (name, dtype, same, ulps)
+
+
+@pytest.mark.parametrize("kind,seed", [("Matmul_Swish_Sum_GroupNorm", 5),
+                                       ("ConvTranspose2d_BatchNorm_Tanh_MaxPool_GroupNorm", 3),
+                                       ("Gemm_GroupNorm_Hardtanh", 7)])
+def test_an_ill_conditioned_norm_after_half_precision_ops_equals_pytorch(kind, seed):
+    """A group norm over two nearly equal values turns a one-ulp difference of its input into
+    a 25% difference of its output: these failed (0.3252 against PyTorch's 0.4463) while the
+    steps before the norm rounded more often than PyTorch's."""
+    record = check_kind(kind, "f16", seed)
+    assert record.status == "equal", record.detail

@@ -9,10 +9,12 @@ from typing import Callable, Sequence
 import torch
 import torch.fx
 
+from ..leir.ast import Bin, Call, Var
 from ..leir.signature import dtype_code
+from ..leir.traverse import walk_values
 from .builder import Builder, Loops, Tensor
 from .errors import TranslationError, UnsupportedOp
-from .expr import ZERO, I, X, ite, val
+from .expr import ZERO, I, X, ite, lift, val
 
 
 TORCH_DTYPES = {"f16": torch.float16, "f32": torch.float32, "f64": torch.float64,
@@ -139,14 +141,15 @@ class Condition:
 
 
 def elementwise(ctx: Ctx, fn: Callable[..., object], *operands, out: Tensor | None = None) -> Tensor:
-    """One nest over the output shape: ``out[i] = fn(operands read at i)``."""
+    """One nest over the output shape: ``out[i] = fn(operands read at i)`` (through
+    :func:`emit_output`: an f16/bf16 result that would round more than once is computed in f32
+    and rounded once, one more nest)."""
     out = out or ctx.out()
     operands = [ctx.tensor(o) if isinstance(o, torch.Tensor) else o for o in operands]
     lp = Loops(out.shape)
     values = [read(o.tensor, out.shape, lp.idx) if isinstance(o, Condition)
               else read(o, out.shape, lp.idx, out.dtype) for o in operands]
-    ctx.b.emit(lp, (out.at(*lp), fn(*values)))
-    return out
+    return emit_output(ctx, lp, out, fn(*values))
 
 
 def copy_into(ctx: Ctx, src: Tensor, out: Tensor) -> Tensor:
@@ -181,6 +184,54 @@ def accumulator(ctx: Ctx, out: Tensor) -> Tensor:
 def settle(ctx: Ctx, acc: Tensor, out: Tensor) -> Tensor:
     """Round an :func:`accumulator` into ``out`` (one copy nest; nothing when it is ``out``)."""
     return out if acc is out else copy_into(ctx, acc, out)
+
+
+# The operations whose result a half-precision equation rounds: arithmetic, and the functions
+# other than the exact abs/max/min. (LEIR computes an equation in its target's dtype, so an
+# f16 equation rounds after each of them; PyTorch's kernels compute an f16 op in f32 and round
+# its result once.)
+_ROUNDING_BINS = frozenset("+-*/") | {"**"}
+_EXACT_CALLS = frozenset({"abs", "max", "min"})
+
+
+def roundings(value, dtype: str) -> int:
+    """How many times an equation of ``dtype`` computing ``value`` rounds before its store: its
+    arithmetic and rounding functions, and each read of a wider float tensor (cast down).
+
+    >>> from .expr import X, exp
+    >>> from ..leir.ast import Var
+    >>> a, w = X(Var("A", "f16", "g")), X(Var("W", "f32", "g"))
+    >>> roundings(a * 2, "f16"), roundings(1 / (1 + exp(-a)), "f16"), roundings(w, "f16")
+    (1, 3, 1)
+    """
+    count = 0
+    for node in walk_values(lift(value)):
+        if isinstance(node, Bin) and node.op in _ROUNDING_BINS:
+            count += 1
+        elif isinstance(node, Call) and node.fn not in _EXACT_CALLS:
+            count += 1
+        elif isinstance(node, Var) and _WIDER.get(node.dtype, 0) > _WIDER.get(dtype, 0):
+            count += 1
+    return count
+
+
+_WIDER = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+
+
+def emit_output(ctx: Ctx, lp: Loops, out: Tensor, value, subs=None) -> Tensor:
+    """The nest ``out[subs] = value`` over ``lp`` (``subs``: the loop indices by default), which
+    must write every element of ``out``. For an f16/bf16 ``out`` whose value would round more
+    than once (:func:`roundings`), the nest writes an f32 temporary and one more nest rounds it
+    into ``out``: PyTorch computes a half-precision op in f32 (``at::opmath_type``) and rounds
+    its result once, and the value of an ill-conditioned op downstream (a group norm over two
+    nearly equal values) depends on every last bit of it."""
+    subs = list(lp.idx) if subs is None else subs
+    target = out
+    wide = accumulation_dtype(out.dtype)
+    if wide != out.dtype and roundings(value, out.dtype) > 1:
+        target = ctx.temp(out.shape, wide)
+    ctx.b.emit(lp, (target.at(*subs), value))
+    return settle(ctx, target, out)
 
 
 def elementwise_rounded_once(ctx: Ctx, fn: Callable[..., object], *operands,

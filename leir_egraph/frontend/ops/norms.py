@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import Ctx, accumulation_dtype, elementwise, read
+from ..context import Ctx, accumulation_dtype, elementwise, emit_output, read
 from ..expr import sqrt
 from .registry import op
 
@@ -51,8 +51,7 @@ def emit_standardize(ctx: Ctx, x: Tensor, extents, x_subs, stat_subs, stat_shape
     lp = Loops(extents)
     st = stat_subs(lp.idx)
     value = (read(x, x.shape, x_subs(lp.idx), dtype) - mean.at(*st)) / sqrt(var.at(*st) + eps)
-    ctx.b.emit(lp, (out.at(*(out_subs or x_subs)(lp.idx)), value))
-    return out
+    return emit_output(ctx, lp, out, value, (out_subs or x_subs)(lp.idx))
 
 
 def emit_affine(ctx: Ctx, normed: Tensor, weight, bias, out: Tensor, param_dims) -> Tensor:
@@ -66,16 +65,16 @@ def emit_affine(ctx: Ctx, normed: Tensor, weight, bias, out: Tensor, param_dims)
         value = read(w, w.shape, p, out.dtype) * value
     if b is not None:
         value = value + read(b, b.shape, p, out.dtype)
-    ctx.b.emit(lp, (out.at(*lp), value))
-    return out
+    return emit_output(ctx, lp, out, value)
 
 
 def _finish(ctx: Ctx, x: Tensor, weight, bias, param_dims, standardize) -> Tensor:
-    """Standardise into the output directly when there is no affine step, else into a temp."""
+    """Standardise into the output directly when there is no affine step, else into a temp of
+    the dtype the op computes in (f32 for f16/bf16: PyTorch rounds a norm's result once)."""
     out = ctx.out()
     if weight is None and bias is None:
         return standardize(out)
-    normed = standardize(ctx.temp(out.shape, out.dtype))
+    normed = standardize(ctx.temp(out.shape, accumulation_dtype(out.dtype)))
     return emit_affine(ctx, normed, weight, bias, out, param_dims)
 
 
@@ -111,8 +110,7 @@ def rms_norm(ctx: Ctx, x, normalized_shape, weight=None, eps=None):
     if weight is not None:
         w = ctx.tensor(weight)
         value = value * read(w, w.shape, lp.idx[lead:], out.dtype)
-    ctx.b.emit(lp, (out.at(*lp), value))
-    return out
+    return emit_output(ctx, lp, out, value)
 
 
 @op("group_norm", F.group_norm, torch.group_norm)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ..builder import Tensor
 from ..builder import Loops
-from ..context import Condition, Ctx, elementwise, norm_dim, read
+from ..context import Condition, Ctx, accumulation_dtype, elementwise, emit_output, norm_dim, read
 from ..expr import exp, erf, fabs, ite, log, sqrt, vmax, vmin
 from .registry import op
 
@@ -361,8 +361,9 @@ def sigmoid_of(v):
 
 
 def emit_tanh(ctx: Ctx, x: Tensor, out: Tensor) -> Tensor:
-    """tanh(x) in two nests: ``e = exp(-2|x|)``, then :func:`tanh_from`."""
-    e = ctx.temp(x.shape, out.dtype)
+    """tanh(x) in two nests: ``e = exp(-2|x|)``, then :func:`tanh_from` (``e`` in the dtype
+    the op computes in: f32 for an f16/bf16 ``out``)."""
+    e = ctx.temp(x.shape, accumulation_dtype(out.dtype))
     elementwise(ctx, tanh_exp, x, out=e)
     return elementwise(ctx, tanh_from, x, e, out=out)
 
@@ -375,7 +376,7 @@ def tanh(ctx: Ctx, x):
 @op("tanhshrink", F.tanhshrink)
 def tanhshrink(ctx: Ctx, x):
     t = ctx.tensor(x)
-    th = emit_tanh(ctx, t, ctx.temp(t.shape, ctx.out_dtype()))
+    th = emit_tanh(ctx, t, ctx.temp(t.shape, accumulation_dtype(ctx.out_dtype())))
     return elementwise(ctx, lambda v, w: v - w, t, th)
 
 
@@ -395,7 +396,7 @@ def softplus(ctx: Ctx, x, beta=1.0, threshold=20.0):
 @op("mish", F.mish)
 def mish(ctx: Ctx, x, inplace=False):
     t = ctx.tensor(x)
-    dtype = ctx.out_dtype()
+    dtype = accumulation_dtype(ctx.out_dtype())   # the op's own steps: f32 for f16/bf16
     sp = emit_softplus(ctx, t, ctx.temp(t.shape, dtype))
     th = emit_tanh(ctx, sp, ctx.temp(t.shape, dtype))
     return elementwise(ctx, lambda v, w: v * w, t, th)
@@ -408,7 +409,7 @@ def gelu(ctx: Ctx, x, approximate="none"):
         return _unary(ctx, t, lambda v: v * 0.5 * (1 + erf(v / sqrt(2))))
     if approximate != "tanh":
         raise ctx.unsupported(f"approximate='{approximate}'")
-    dtype = ctx.out_dtype()
+    dtype = accumulation_dtype(ctx.out_dtype())   # the op's own steps: f32 for f16/bf16
     # v*v*v rather than v**3: TVM warns that pow with y >= 3 may misbehave for negative x
     inner = elementwise(ctx, lambda v: sqrt(2 / math.pi) * (v + 0.044715 * (v * v * v)), t,
                         out=ctx.temp(t.shape, dtype))
@@ -457,11 +458,10 @@ def glu(ctx: Ctx, x, dim=-1):
     d = norm_dim(dim, t.rank, ctx)
     half = t.shape[d] // 2
     out = ctx.out()
-    gate = ctx.temp(out.shape, out.dtype)
+    gate = ctx.temp(out.shape, accumulation_dtype(out.dtype))
     lp = Loops(out.shape)
     shifted = [i + half if k == d else i for k, i in enumerate(lp.idx)]
     ctx.b.emit(lp, (gate.at(*lp), 1 / (1 + exp(-t.at(*shifted)))))
     lp = Loops(out.shape)
-    ctx.b.emit(lp, (out.at(*lp), t.at(*lp) * gate.at(*lp)))
-    return out
+    return emit_output(ctx, lp, out, t.at(*lp) * gate.at(*lp))
 

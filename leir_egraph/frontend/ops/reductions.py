@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from ..builder import Loops, Tensor
-from ..context import (Ctx, accumulation_dtype, accumulator, elementwise,
+from ..context import (Ctx, accumulation_dtype, accumulator, elementwise, emit_output,
                        elementwise_rounded_once, norm_dim, norm_dims, read, settle)
 from ..expr import ZERO, exp, fabs, ite, log, sqrt, vmax, vmin
 from .registry import op
@@ -212,8 +212,7 @@ def emit_softmax(ctx: Ctx, t: Tensor, dim, out: Tensor, log_: bool = False,
         rhs = v - mx.at(*sub) - log(s.at(*sub))
     else:
         rhs = exp(v - mx.at(*sub)) / s.at(*sub)
-    ctx.b.emit(lp, (out.at(*lp), rhs))
-    return out
+    return emit_output(ctx, lp, out, rhs)
 
 
 def _softmax_dim(ctx, t, dim):
@@ -256,8 +255,7 @@ def logsumexp(ctx: Ctx, x, dim=None, keepdim=False):
     lp = Loops(out.shape)
     # out has the kept dims (size 1) when keepdim: read the statistics without them
     kept = [i for k, i in enumerate(lp.idx) if not (keepdim and k in dims)]
-    ctx.b.emit(lp, (out.at(*lp), mx.at(*kept) + log(s.at(*kept))))
-    return out
+    return emit_output(ctx, lp, out, mx.at(*kept) + log(s.at(*kept)))
 
 
 # ---------------------------------------------------------------- variance and norms
