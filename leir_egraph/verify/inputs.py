@@ -130,7 +130,7 @@ SPECIAL_FAMILIES = {
     "zeros": "bounded",         # every other element exactly +0 or -0 (divisions read them)
     "positive": "bounded",      # all positive, magnitudes 1e-3 .. the dtype's exp range
     "negative": "bounded",      # all negative, the same magnitudes
-    "cancelling": "bounded",    # ±1.5 within 2^-10 relative, the sign alternating (flat index)
+    "cancelling": "bounded",    # ±1.5 within 2^-10 relative, the sign a checkerboard
     "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
     "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
     "infinities": "float",      # every other element +inf or -inf, the others normal
@@ -198,13 +198,14 @@ def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generato
             out = 10.0 ** rng.uniform(-3, np.log10(_moderate(dtype)), shape) * \
                 (1 if family == "positive" else -1)
         elif family == "cancelling":
-            # one magnitude, 1.5, perturbed within 2^-10 relative; even flat positions positive,
-            # odd ones negative: two inputs read at one position nearly cancel where one is
-            # subtracted from the other (a value minus its mean, 3*(A-D)), and a sum along the
-            # last dimension nearly cancels (a mean of mixed signs) -- where a rewrite that
-            # rounds at the scale of the terms, not of their small result, shows
-            flat = np.arange(int(np.prod(shape))).reshape(shape)
-            out = np.where(flat % 2 == 0, 1.5, -1.5) * (1 + 2.0 ** -10 * rng.uniform(-1, 1, shape))
+            # one magnitude, 1.5, perturbed within 2^-10 relative; the sign a checkerboard over
+            # every dimension (positive where the indices sum to an even number): two inputs
+            # read at one position nearly cancel where one is subtracted from the other (a
+            # value minus its mean, 3*(A-D)), and a sum along any one dimension nearly cancels
+            # (a mean of mixed signs) -- where a rewrite that rounds at the scale of the
+            # terms, not of their small result, shows
+            parity = np.indices(shape).sum(axis=0) % 2 if len(shape) else np.zeros(())
+            out = np.where(parity == 0, 1.5, -1.5) * (1 + 2.0 ** -10 * rng.uniform(-1, 1, shape))
         elif family in ("infinities", "nan"):
             out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
         elif family in _MIXED_KINDS:
