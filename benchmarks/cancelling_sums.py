@@ -10,7 +10,7 @@ operators (its reduction split) and the online-softmax family -- with the soundn
 dimension nearly cancels), at several seeds.
 
 Programs: each strategy's own examples, and three sums that cancel on those inputs (a row sum
-of 64 terms, a matrix product ``exp(P)*V`` over 64 terms whose ``V`` alternates in sign, a
+of 64 terms, a matrix product ``exp(Q)*W`` over 64 terms whose ``W`` alternates in sign, a
 mean subtracted from its data and summed). Every transition of the strategy on each program is
 judged at its declared bound and scale; "beyond" is the largest distance of the rewrite from
 the float64 evaluation of the original *beyond the original's own*, in ULPs of the rewritten
@@ -41,9 +41,9 @@ REASSOCIATING = (
 CANCELLING_SUMS = {
     "row sum of 64": ("B^{4}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+A^{f32,g}_{tx,a};];",
                       "A:f32[4,64] -> D:f32[4]"),
-    "exp(P)*V over 64": (
+    "exp(Q)*W over 64": (
         "B^{4}_{tx=0}L^{8}_{a=0}L^{64}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}+"
-        "exp(P^{f32,g}_{tx,c})*V^{f32,g}_{c,a};];", "P:f32[4,64] V:f32[64,8] -> D:f32[4,8]"),
+        "exp(Q^{f32,g}_{tx,c})*W^{f32,g}_{c,a};];", "Q:f32[4,64] W:f32[64,8] -> D:f32[4,8]"),
     "centred sum of 64": (
         "B^{4}_{tx=0}L^{64}_{a=0}[M^{f32,g}_{tx}=M^{f32,g}_{tx}+A^{f32,g}_{tx,a};];"
         "B^{4}_{tx=0}[N^{f32,g}_{tx}=M^{f32,g}_{tx}/64;];"
