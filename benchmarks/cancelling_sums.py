@@ -5,19 +5,23 @@ keeps no bound in ULPs of its small result when its order changes: its partial s
 the scale of the terms. reduction_factorization met that on the zoo and declares ``16 ulp of
 values``; this measures the others that change a sum's order -- tensor_split_to_decouple_
 operators (its reduction split) and the online-softmax family -- with the soundness judge
-(``verify/soundness.py::judge``) on the ``cancelling`` special-value family only (every input
-±1.5 within 2^-10, the sign a checkerboard over every dimension, so a sum along any one
-dimension nearly cancels), at several seeds.
+(``verify/soundness.py::judge``) on normal inputs and the ``cancelling`` special-value family
+(every input ±1.5 within 2^-10, the sign a checkerboard over every dimension, so a sum along
+any one dimension nearly cancels), at several seeds.
 
-Programs: each strategy's own examples, and three sums that cancel on those inputs (a row sum
-of 64 terms, a matrix product ``exp(Q)*W`` over 64 terms whose ``W`` alternates in sign, a
-mean subtracted from its data and summed). Every transition of the strategy on each program is
-judged at its declared bound and scale; "beyond" is the largest distance of the rewrite from
-the float64 evaluation of the original *beyond the original's own*, in ULPs of the rewritten
-tensor's largest magnitude ("tensor") and of the largest value the original reads or writes
-("values"), over every judged transition and seed.
+Programs: each strategy's own examples; four sums that cancel on those inputs (a row sum of
+64 terms, a matrix product ``exp(Q)*W`` over 64 terms whose ``W`` alternates in sign, a mean
+subtracted from its data and summed, attention over 64 keys -- ``softmax(|A|)`` times values
+that alternate in sign); and what online_softmax makes of the attention (the programs
+normal_matmul_to_prefix_matmul_based_on_online_softmax rewrites). The transitions of the
+strategy on each program (at most ``--per-program`` per rule, spread over the list) are
+judged at the declared bound and scale, on two normal input sets and the cancelling one;
+"beyond" is the largest distance of the rewrite from the float64 evaluation of the original
+*beyond the original's own*, in ULPs of the rewritten tensor's largest magnitude ("tensor")
+and of the largest value the original reads or writes ("values"), over every judged
+transition and seed.
 
-    PYTHONPATH=. python benchmarks/cancelling_sums.py [--seeds 5] [--only id,id]
+    PYTHONPATH=. python benchmarks/cancelling_sums.py [--seeds 5] [--per-program 4] [--only id,id]
 """
 
 from __future__ import annotations
@@ -49,12 +53,34 @@ CANCELLING_SUMS = {
         "B^{4}_{tx=0}[N^{f32,g}_{tx}=M^{f32,g}_{tx}/64;];"
         "B^{4}_{tx=0}L^{64}_{a=0}[D^{f32,g}_{tx}=D^{f32,g}_{tx}+(A^{f32,g}_{tx,a}-N^{f32,g}_{tx});];",
         "A:f32[4,64] -> D:f32[4]"),
+    # attention over 64 keys: the softmax of |A| weighs the keys about equally, and the
+    # values C alternate in sign along the keys, so the weighted sum cancels
+    "softmax(|A|)*C over 64": (
+        "B^{2}_{tx=0}L^{64}_{c=0}[Z^{f32,g}_{tx,c}=abs(A^{f32,g}_{tx,c});];"
+        "B^{2}_{tx=0}L^{64}_{c=0}[D^{f32,g}_{tx}=max(D^{f32,g}_{tx},Z^{f32,g}_{tx,c});];"
+        "B^{2}_{tx=0}L^{64}_{c=0}[E^{f32,g}_{tx}=E^{f32,g}_{tx}+exp(Z^{f32,g}_{tx,c}-D^{f32,g}_{tx});];"
+        "B^{2}_{tx=0}L^{64}_{c=0}[F^{f32,g}_{tx,c}=exp(Z^{f32,g}_{tx,c}-D^{f32,g}_{tx})/E^{f32,g}_{tx};];"
+        "B^{2}_{tx=0}L^{5}_{a=0}L^{64}_{d=0}[G^{f32,g}_{tx,a}=G^{f32,g}_{tx,a}+F^{f32,g}_{tx,d}*C^{f32,g}_{d,a};];",
+        "A:f32[2,64] C:f32[64,5] -> G:f32[2,5]"),
 }
+
+
+def spread(steps: list, per: int) -> list:
+    """At most ``per`` transitions of each rule, evenly spaced over the deterministic order
+    (a split at every point of a 64-term sum is 63 transitions of one rule)."""
+    out = []
+    for rule in dict.fromkeys(t.rule for t in steps):
+        mine = [t for t in steps if t.rule == rule]
+        step = max(1, -(-len(mine) // per))
+        out += mine[::step][:per]
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--per-program", type=int, default=4,
+                    help="transitions judged per program and rule, spread over its list")
     ap.add_argument("--only", default="")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
@@ -69,6 +95,7 @@ def main() -> int:
             start = time.process_time()
             programs = [example_program(ex.before, ex.signature) for ex in s.examples]
             programs += [example_program(text, sig) for text, sig in CANCELLING_SUMS.values()]
+            programs += [t.after for t in single_steps(programs[-1], "online_softmax")]
             fired = transitions = judged = 0
             worst = {"output": 0.0, "values": 0.0}
             failure, cpu = None, 0.0
@@ -76,11 +103,11 @@ def main() -> int:
                 steps = single_steps(program, s)
                 fired += bool(steps)
                 transitions += len(steps)
-                for t in steps:
+                for t in spread(steps, args.per_program):
                     for seed in range(args.seeds):
                         for scale in ("output", "values"):
                             j = judge(verifier, program, t.after, s.ulps, s.domain, seed=seed,
-                                      trials=0, scale=scale, only=("cancelling",))
+                                      trials=2, scale=scale, only=("cancelling",))
                             cpu += j.cpu_s
                             worst[scale] = max(worst[scale], j.beyond)
                             if not j.ok and scale == s.scale and failure is None:
