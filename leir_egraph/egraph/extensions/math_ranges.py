@@ -417,9 +417,13 @@ OPERAND_RANGE = Guard(
     "Extra soundness guard (not one of the paper's nine): a range analysis over the extended "
     "reals (inputs may hold any value, ±inf and NaN included; overflow and underflow of the "
     "dtype included) proves what the identity needs of its operands: finite, non-zero, "
-    "non-negative, of one sign, small enough for exp, or a constant factor.",
+    "non-negative, of one sign, small enough for exp, or a constant factor; and what its "
+    "rewrite creates: no intermediate that overflows where the other side's does not, no "
+    "factor distributed over terms that may cancel unless it is a power of two.",
     "an operand may be infinite, zero, negative, NaN or too large, where the identity would "
-    "put NaN or inf where the program had none, or remove them",
+    "put NaN or inf where the program had none, or remove them; or the terms a factor would "
+    "be distributed over may cancel, where the products would round at the scale of the "
+    "terms rather than of their small sum",
     relations=(
         MATH_FINITE,
         MATH_ABOVE_NEG_INF,
