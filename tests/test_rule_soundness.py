@@ -627,7 +627,7 @@ def test_distributing_rules_refuse_terms_that_may_cancel(sid, rule, value, verif
     makes one the soundness check refuses, hundreds of ULPs off on the cancelling inputs."""
     from leir_egraph import single_steps
     from leir_egraph.egraph.rulecheck import without_relations
-    from leir_egraph.verify.soundness import judge
+    from leir_egraph.verify.soundness import input_sets, judge
     program = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];" % T(value),
                               "A:f32[4] D:f32[4] -> C:f32[4]")
     strategy = next(s for s in load_strategies() if s.id == sid)
@@ -636,6 +636,9 @@ def test_distributing_rules_refuse_terms_that_may_cancel(sid, rule, value, verif
     (made,) = [t for t in single_steps(program, unguarded) if t.rule == rule]
     verdict = judge(verifier, program, made.after, strategy.ulps, strategy.domain)
     assert not verdict.ok and "input set: cancelling" in verdict.failure, verdict.failure
+    assert verdict.beyond > 64   # beyond the original's own error, which is 0 here
+    assert [label for label, _ in input_sets(program, strategy.domain, 0, 0, ("cancelling",))] \
+        == ["cancelling"]
 
 
 POWER_OF_TWO = {"expand_factorization": ("%s*(erf(A)-erf(D))", "expand-difference-power-of-two"),
