@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,12 @@ UNSOUND = {
                                 'a = "Expr", b = "Expr"', "A+D-D", "A", exact="bitwise"),
     "third": rule_file("third", '(rewrite (Div x (Num "3")) (Mul x (Num "0.3333")) '
                                 ':when ((MathValue x)))', X, "A/3", "A*0.3333", exact="2 ulp"),
+    # a factor distributed over a difference: the products round at their own scale, beyond
+    # 4 ULP of the result where A is close to D (the "cancelling" special-value family)
+    "distribute_difference": rule_file(
+        "distribute_difference", "(rewrite (Mul a (Sub b c)) (Sub (Mul a b) (Mul a c)) "
+        ":when ((MathValue a)))", 'a = "Expr", b = "Expr", c = "Expr"', "3*(A-D)", "3*A-3*D",
+        exact="4 ulp"),
     # the example's inputs agree with the rule: A*A is never below 0
     "max_first": rule_file("max_first", "(rewrite (Max a b) a :when ((MathValue a)))",
                            'a = "Expr", b = "Expr"', "max(A*A,0)", "A*A"),
@@ -354,6 +361,9 @@ def test_special_families_hold_their_values_deterministically(seed, size, dtype)
             assert (np.abs(values) >= info.max / 4).all()
         if family in ("positive", "negative"):
             assert ((values > 0) if family == "positive" else (values < 0)).all()
+        if family == "cancelling":   # ±1.5 within 2^-10 (2^-9 after rounding), signs alternate
+            assert (np.abs(np.abs(values) - 1.5) <= 1.5 * 2.0 ** -9).all()
+            assert (np.sign(values) == np.where(np.arange(size) % 2 == 0, 1, -1)).all()
         assert a["I"].dtype == np.int64 and np.array_equal(a["I"], special_inputs(
             program, "mixed", seed)["I"])
 
@@ -589,6 +599,74 @@ def test_an_exponential_split_within_its_guards_bound_needs_more_than_4_ulp(veri
                 for n in (4, 36) for seed in range(3)]
     assert not all(v.ok for v in verdicts[:3])
     assert all(v.ok for v in verdicts[3:]), [v.failure for v in verdicts[3:]]
+
+
+# ---------------------------------------------------------------- distributing over a sum
+
+# A distributing rule of each strategy, and a value where it would distribute a factor that is
+# no power of two over terms that cancel on the "cancelling" inputs (A and D close, of one
+# sign at each position) while the range analysis cannot prove them of one sign (a sum) or of
+# opposite signs (a difference). The terms are the inputs themselves (clamped to [-2, 2],
+# exactly, where a rule needs them bounded): a difference of two close inputs is exact, so the
+# original is exact and a rewrite that rounds at the scale of the terms shows.
+CLAMPED = "min(max(%s,-2),2)"
+NEAR_CANCELLING = [
+    ("expand_factorization", "expand-difference", "3*(A-D)"),
+    ("expand_factorization", "expand-sum", "3*(A+-D)"),
+    ("expand_collect", "expand-collected-difference", "(%s-%s)*3" % (CLAMPED % "A", CLAMPED % "D")),
+    ("expand_collect", "expand-collected-sum", "(%s+%s)*3" % (CLAMPED % "A", CLAMPED % "-D")),
+    ("apart", "apart-difference", "(%s-%s)/3" % (CLAMPED % "A", CLAMPED % "D")),
+    ("apart", "apart-sum", "(%s+%s)/3" % (CLAMPED % "A", CLAMPED % "-D")),
+]
+
+
+@pytest.mark.parametrize("sid, rule, value", NEAR_CANCELLING)
+def test_distributing_rules_refuse_terms_that_may_cancel(sid, rule, value, verifier):
+    """The guard (``MathTermsApart``) is what keeps the declared 4 ulp: the built-in strategy
+    makes no transition of this value, and the same strategy without that one condition
+    makes one the soundness check refuses, hundreds of ULPs off on the cancelling inputs."""
+    from leir_egraph import single_steps
+    from leir_egraph.egraph.rulecheck import without_relations
+    from leir_egraph.verify.soundness import input_sets, judge
+    program = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];" % T(value),
+                              "A:f32[4] D:f32[4] -> C:f32[4]")
+    strategy = next(s for s in load_strategies() if s.id == sid)
+    assert single_steps(program, strategy) == []
+    unguarded = without_relations(replace(strategy, id=f"{sid}_unguarded"), {"MathTermsApart"})
+    (made,) = [t for t in single_steps(program, unguarded) if t.rule == rule]
+    verdict = judge(verifier, program, made.after, strategy.ulps, strategy.domain)
+    assert not verdict.ok and "input set: cancelling" in verdict.failure, verdict.failure
+    assert verdict.beyond > 64   # beyond the original's own error, which is 0 here
+    assert [label for label, _ in input_sets(program, strategy.domain, 0, 0, ("cancelling",))] \
+        == ["cancelling"]
+
+
+POWER_OF_TWO = {"expand_factorization": ("%s*(erf(A)-erf(D))", "expand-difference-power-of-two"),
+                "expand_collect": ("(erf(A)-erf(D))*%s", "expand-collected-difference-power-of-two"),
+                "apart": ("(erf(A)-erf(D))/%s", "apart-difference-power-of-two")}
+
+
+@settings(max_examples=8, deadline=None)
+@given(sid=st.sampled_from(sorted(POWER_OF_TWO)), k=st.integers(-6, 6), negative=st.booleans())
+def test_a_power_of_two_distributes_over_any_terms_bitwise(sid, k, negative, verifier):
+    """Scaling by ``±2**k`` is exact, so the rules distribute it over terms that may cancel,
+    and the result is the original's value on finite inputs far from underflow (the
+    ``bounded`` families, the cancelling one included: 0 ULP, every bit but the sign of a
+    zero result -- ``(b-b)*-1`` is ``-0``, ``b*-1-b*-1`` is ``+0``) and within the declared
+    bound on the strategy's whole domain (a subnormal product rounds)."""
+    from leir_egraph import single_steps
+    from leir_egraph.verify.soundness import judge
+    literal = repr(2.0 ** k) if not negative else f"(-{2.0 ** k!r})"
+    shape, rule = POWER_OF_TWO[sid]
+    program = example_program("B^{4}_{tx=0}[C^{f32,g}_{tx}=%s;];" % T(shape % literal),
+                              "A:f32[4] D:f32[4] -> C:f32[4]")
+    strategy = next(s for s in load_strategies() if s.id == sid)
+    made = [t for t in single_steps(program, strategy) if t.rule == rule]
+    assert len(made) == 1, [t.rule for t in single_steps(program, strategy)]
+    exact = judge(verifier, program, made[0].after, strategy.ulps, "bounded")
+    assert exact.ok and exact.ulps == 0, exact.failure
+    declared = judge(verifier, program, made[0].after, strategy.ulps, strategy.domain)
+    assert declared.ok, declared.failure
 
 
 def test_dataset_verification_runs_a_special_value_set_and_measures_ulps(verifier):

@@ -86,7 +86,12 @@ def without_guard(strategy: Strategy, guard: str) -> Strategy:
     make if that guard did not refuse. A rule whose replacement needs a variable only the
     removed conditions bound is left out. For measuring which guard refuses a move
     (benchmarks/reference_recall.py), never for producing data."""
-    strip = _guard_relations(strategy, guard)
+    return without_relations(strategy, _guard_relations(strategy, guard))
+
+
+def without_relations(strategy: Strategy, strip: set[str]) -> Strategy:
+    """:func:`without_guard` for the conditions headed by the ``strip`` relations only (one
+    relation of a guard: what a rule would make without ``MathTermsApart``)."""
     rules = []
     for rule in strategy.rules:
         probe = probe_rule(rule, strip)

@@ -117,6 +117,11 @@ class Span:
         """Always below zero (NaN allowed)."""
         return not self.empty and (self.hi < 0 or (self.hi == 0 and self.hi_open))
 
+    @property
+    def nonpositive(self) -> bool:
+        """Never above zero (NaN allowed)."""
+        return not self.empty and self.hi <= 0
+
     def contains_zero(self) -> bool:
         return not self.empty and not self.nonzero and self.lo <= 0 <= self.hi
 
@@ -411,6 +416,24 @@ def literal_value(e) -> float | None:
     if isinstance(e, Neg) and isinstance(e.operand, Num):
         return -float(e.operand.text)
     return None
+
+
+def power_of_two(value: float | None) -> bool:
+    """``value`` is ``±2**k``: multiplying or dividing by it only moves the exponent, so the
+    result is exact unless it overflows or becomes subnormal."""
+    return value is not None and math.isfinite(value) and value != 0 and \
+        math.frexp(abs(value))[0] == 0.5
+
+
+def terms_apart(op: str, left: tuple[bool, bool], right: tuple[bool, bool]) -> bool:
+    """``l op r`` (``op`` is ``+`` or ``-``) cannot cancel, from what is known of each term's
+    sign as ``(never negative, never positive)``: a sum of terms of one sign, or a difference
+    of terms of opposite signs (zeros allowed), is at least as large as its larger term, so
+    it keeps its terms' digits -- and a factor distributed over it rounds at the scale of the
+    result, not of terms that cancel."""
+    if op == "-":
+        right = (right[1], right[0])
+    return (left[0] and right[0]) or (left[1] and right[1])
 
 
 def power(a: Span, b: Span, exponent: float | None = None) -> Span:

@@ -130,12 +130,17 @@ SPECIAL_FAMILIES = {
     "zeros": "bounded",         # every other element exactly +0 or -0 (divisions read them)
     "positive": "bounded",      # all positive, magnitudes 1e-3 .. the dtype's exp range
     "negative": "bounded",      # all negative, the same magnitudes
+    "cancelling": "bounded",    # ±1.5 within 2^-10 relative, the sign a checkerboard
     "subnormal": "finite",      # subnormal magnitudes of the dtype, both signs
     "near_overflow": "finite",  # magnitudes from a quarter of the largest value to the largest
     "infinities": "float",      # every other element +inf or -inf, the others normal
     "nan": "float",             # every other element NaN, the others normal
     "mixed": "float",           # normal, ±0, subnormal, near-overflow, ±inf, NaN in turn
 }
+# Each family's place in the seed of its draws: fixed, so that a family added later does not
+# change the others' values.
+_SEED_ORDER = ("infinities", "mixed", "nan", "near_overflow", "negative", "positive",
+               "subnormal", "zeros", "cancelling")
 # The one special-value set a dataset verification adds (docs/VERIFY.md), per domain.
 DATASET_FAMILY = {"float": "mixed", "finite": "mixed_finite", "bounded": "mixed_bounded"}
 _MIXED_KINDS = {"mixed": ("normal", "zero", "subnormal", "huge", "inf", "nan"),
@@ -192,6 +197,15 @@ def _special_values(family: str, shape, dtype: np.dtype, rng: np.random.Generato
         elif family in ("positive", "negative"):
             out = 10.0 ** rng.uniform(-3, np.log10(_moderate(dtype)), shape) * \
                 (1 if family == "positive" else -1)
+        elif family == "cancelling":
+            # one magnitude, 1.5, perturbed within 2^-10 relative; the sign a checkerboard over
+            # every dimension (positive where the indices sum to an even number): two inputs
+            # read at one position nearly cancel where one is subtracted from the other (a
+            # value minus its mean, 3*(A-D)), and a sum along any one dimension nearly cancels
+            # (a mean of mixed signs) -- where a rewrite that rounds at the scale of the
+            # terms, not of their small result, shows
+            parity = np.indices(shape).sum(axis=0) % 2 if len(shape) else np.zeros(())
+            out = np.where(parity == 0, 1.5, -1.5) * (1 + 2.0 ** -10 * rng.uniform(-1, 1, shape))
         elif family in ("infinities", "nan"):
             out = np.where(every_other, kinds["inf" if family == "infinities" else "nan"], normal)
         elif family in _MIXED_KINDS:
@@ -212,7 +226,7 @@ def special_inputs(program: Program, family: str, seed: int, trial: int = 0,
     within that domain); integer, bool
     and stored inputs as in :func:`random_inputs`. Seeded by ``(seed, trial, family)``."""
     out = random_inputs(program, seed, trial, ranges)
-    rng = np.random.default_rng([seed, trial, 1 + sorted(SPECIAL_FAMILIES).index(family)
+    rng = np.random.default_rng([seed, trial, 1 + _SEED_ORDER.index(family)
                                  if family in SPECIAL_FAMILIES else 0])
     for spec in program.signature.inputs:
         if spec.name in program.values or not (spec.code[0] == "f" or spec.code == "bf16"):

@@ -124,6 +124,10 @@ class Judgement:
     failure: str | None = None   # the first failing set: family, inputs, outputs, place
     skipped: str | None = None   # why nothing was judged (the original does not run)
     cpu_s: float = 0.0           # the worker's CPU time for the runs
+    # the largest distance of after from the float64 evaluation of the original beyond the
+    # original's own, in ULPs where the bound is judged (what an N-ULP bound is held to; 0
+    # for a bitwise declaration, and where the reference cannot judge)
+    beyond: float = 0.0
 
 
 def _show(array: np.ndarray) -> str:
@@ -142,22 +146,23 @@ def _report(label: str, inputs: dict, name: str, before: np.ndarray, after: np.n
     return "\n".join(lines)
 
 
-def input_sets(program: Program, domain: str, seed: int, trials: int = 2
-               ) -> list[tuple[str, dict[str, np.ndarray]]]:
+def input_sets(program: Program, domain: str, seed: int, trials: int = 2,
+               only: tuple[str, ...] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
     """The labelled input sets ``judge`` tries: ``trials`` normal ones, then one per special
-    family within ``domain``."""
+    family within ``domain`` (with ``only``, those of them named there)."""
     ranges = integer_ranges(program)
     sets = [(f"normal #{t}", random_inputs(program, seed, t, ranges)) for t in range(trials)]
     return sets + [(family, special_inputs(program, family, seed, 0, ranges))
-                   for family in families(domain)]
+                   for family in families(domain) if only is None or family in only]
 
 
 def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "float",
           seed: int = 0, trials: int = 2, timeout: float = 120.0,
-          scale: str = "output") -> Judgement:
+          scale: str = "output", only: tuple[str, ...] | None = None) -> Judgement:
     """See the module docstring. ``verifier`` is a :class:`leir_egraph.verify.Verifier`;
-    ``scale`` is ``Strategy.scale`` (``"output"`` or ``"values"``)."""
-    sets = input_sets(before, domain, seed, trials)
+    ``scale`` is ``Strategy.scale`` (``"output"`` or ``"values"``); ``only``: the special
+    families to try (``input_sets``), all of the domain's by default."""
+    sets = input_sets(before, domain, seed, trials, only)
     floats = any(s.code[0] == "f" or s.code == "bf16" for s in before.signature.outputs)
     local = rewritten(before, after) if ulps and floats else ()
     programs = [exposed(before, local), exposed(after, local)] if local else [before, after]
@@ -176,7 +181,7 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
     if isinstance(runs[1], str):
         return Judgement(False, False, np.inf, 1, f"after does not run: {runs[1]}", cpu_s=cpu)
     reference = runs[2] if len(runs) > 2 and not isinstance(runs[2], str) else None
-    bitwise, worst = True, 0.0
+    bitwise, worst, beyond = True, 0.0, 0.0
     for k, (label, inputs) in enumerate(sets):
         at = 0.0   # the ULPs' magnitude where it exceeds the output's ("N ulp of values")
         if scale == "values" and reference is not None:
@@ -201,14 +206,32 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
                     return Judgement(False, False, worst, k + 1,
                                      _report(label, inputs, name, b, a, problem), cpu_s=cpu)
                 continue
-            problem = beyond_bound(b, a, None if reference is None else reference[k][name],
-                                   ulps, name, at, measured, fallback=ulps,
+            ref = None if reference is None else reference[k][name]
+            problem = beyond_bound(b, a, ref, ulps, name, at, measured, fallback=ulps,
                                    declared=f"{ulps} ulp{_OF[scale]}",
                                    where=_where_judged(name, local))
+            pair = from_reference(b, a, ref, name, at)
+            if pair is not None and pair[1].problem is None:
+                beyond = max(beyond, pair[1].ulps - pair[0].ulps)
             if problem is not None:
                 return Judgement(False, False, worst, k + 1,
-                                 _report(label, inputs, name, b, a, problem), cpu_s=cpu)
-    return Judgement(True, bitwise, worst, len(sets), cpu_s=cpu)
+                                 _report(label, inputs, name, b, a, problem), cpu_s=cpu,
+                                 beyond=beyond)
+    return Judgement(True, bitwise, worst, len(sets), cpu_s=cpu, beyond=beyond)
+
+
+def from_reference(before: np.ndarray, after: np.ndarray, reference: np.ndarray | None,
+                   name: str, at: float):
+    """``(own, moved)``: the exactness of ``before`` and of ``after`` from ``reference``, the
+    float64 evaluation of the original -- or ``None`` where it cannot judge (no reference, or
+    one with NaN or ±inf elsewhere than ``before``: the dtype overflowed where float64 does
+    not)."""
+    if reference is None:
+        return None
+    own = exactness(reference, before, before.dtype, name, at)
+    if own.problem is not None:
+        return None
+    return own, exactness(reference, after, after.dtype, name, at)
 
 
 def beyond_bound(before: np.ndarray, after: np.ndarray, reference: np.ndarray | None,
@@ -224,17 +247,16 @@ def beyond_bound(before: np.ndarray, after: np.ndarray, reference: np.ndarray | 
     values"``)."""
     if apart.problem is not None:
         return apart.problem
-    if reference is not None:
-        own = exactness(reference, before, before.dtype, name, at)
-        if own.problem is None:
-            moved = exactness(reference, after, after.dtype, name, at)
-            if moved.problem is not None:
-                return moved.problem
-            if moved.ulps > own.ulps + ulps:
-                return (f"{moved.ulps:.3g} ULP from the float64 evaluation of the original, "
-                        f"which itself is {own.ulps:.3g} ULP away{where}; the rule declares "
-                        f"exact = \"{declared}\"")
-            return None
+    pair = from_reference(before, after, reference, name, at)
+    if pair is not None:
+        own, moved = pair
+        if moved.problem is not None:
+            return moved.problem
+        if moved.ulps > own.ulps + ulps:
+            return (f"{moved.ulps:.3g} ULP from the float64 evaluation of the original, "
+                    f"which itself is {own.ulps:.3g} ULP away{where}; the rule declares "
+                    f"exact = \"{declared}\"")
+        return None
     if apart.ulps > fallback:
         return (f"{apart.ulps:.3g} ULP from before{where}; the rule declares "
                 f"exact = \"{declared}\"")

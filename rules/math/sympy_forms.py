@@ -44,7 +44,6 @@ Everything here is a pure function of the program; sympy's results are cached pe
 
 from __future__ import annotations
 
-import math
 import re
 from functools import lru_cache
 from typing import Iterable
@@ -58,7 +57,8 @@ from leir_egraph.leir.canonical import exact_normal_form
 from leir_egraph.leir.parser import parse
 from leir_egraph.leir.printer import to_text
 from leir_egraph.leir.traverse import rebuild, walk_values
-from leir_egraph.leir.ranges import FINITE, FLOAT, analyse, expression_range
+from leir_egraph.leir.ranges import (FINITE, FLOAT, analyse, expression_range, power_of_two,
+                                     terms_apart)
 
 REWRITABLE = ("f32", "f64", "bf16")
 
@@ -321,16 +321,16 @@ def _exponents(e, names: dict) -> set:
 def _may_cancel(e, spans: "_Spans") -> bool:
     """``e`` (its sign aside) is a sum or difference whose two terms may cancel: not provably
     of one sign for ``+`` (both non-negative or both non-positive), nor of opposite signs for
-    ``-``."""
+    ``-`` (``leir.ranges.terms_apart``, as the local rules' ``MathTermsApart``)."""
     while isinstance(e, Neg):
         e = e.operand
     if not (isinstance(e, Bin) and e.op in "+-"):
         return False
-    up = spans.holds(e.lhs, "nonnegative"), spans.holds(e.rhs, "nonnegative")
-    down = spans.holds(Neg(e.lhs), "nonnegative"), spans.holds(Neg(e.rhs), "nonnegative")
-    if e.op == "+":
-        return not (all(up) or all(down))
-    return not ((up[0] and down[1]) or (down[0] and up[1]))
+
+    def signs(x) -> tuple[bool, bool]:
+        return spans.holds(x, "nonnegative"), spans.holds(x, "nonpositive")
+
+    return not terms_apart(e.op, signs(e.lhs), signs(e.rhs))
 
 
 def _factors(e) -> list:
@@ -352,8 +352,7 @@ def _factors(e) -> list:
 
 def _exact_scaling(e) -> bool:
     """A power-of-two literal: multiplying or dividing by it is exact (short of overflow)."""
-    value = _literal(e)
-    return value is not None and value != 0 and math.frexp(abs(value))[0] == 0.5
+    return power_of_two(_literal(e))
 
 
 def cancelling_products(e, spans: "_Spans") -> int:

@@ -28,8 +28,11 @@ partial reductions and implicit initial values). From the spans: ``MathFinite`` 
 ``MathNegative`` (NaN allowed in all six), ``MathExpArg`` (small enough that exp of it, of a sum or difference of two such, is a
 normal number), ``MathConstFactor`` / ``MathConstTerm`` (closed constant expressions --
 literals and intrinsics, no tensor and no index -- that are finite, never NaN, and non-zero for
-a factor, in every float dtype of the program), and ``MathNatural`` (literal texts of small
-non-negative integers, exponents ``x**m`` may add).
+a factor, in every float dtype of the program), ``MathNatural`` (literal texts of small
+non-negative integers, exponents ``x**m`` may add), ``MathPowerOfTwo`` (a literal ``±2**k``,
+a normal number in every float dtype of the program: scaling by it is exact) and
+``MathTermsApart`` (a sum of terms of one sign, or a difference of terms of opposite signs:
+it cannot cancel, so a factor distributed over it rounds at the scale of its result).
 
 Everything here is a pure function of the program.
 """
@@ -44,7 +47,8 @@ from typing import Iterable
 from ...leir.analysis import accumulation_op, equation_sites
 from ...leir.ast import (Bin, Call, Compare, Equation, IfThenElse, Logic, Neg, Var)
 from ...leir.program import Program
-from ...leir.ranges import FLOAT, FORMATS, Evaluator, Span, analyse, join, written_before
+from ...leir.ranges import (FLOAT, FORMATS, Evaluator, Span, analyse, join, literal_value,
+                            power_of_two, terms_apart, written_before)
 from ...leir.traverse import value_children, walk_values
 from ..encoding import Term, decode, encode_value, to_egglog
 from ..facts import Fact, Relation
@@ -159,6 +163,24 @@ def natural_literal(text: str) -> bool:
 
 
 
+def _signs(s: Span) -> tuple[bool, bool]:
+    return s.nonnegative, s.nonpositive
+
+
+def _power_of_two(term: Term, formats) -> bool:
+    """A literal (or negated literal) ``±2**k`` that is a normal number in every float format
+    of the program: multiplying or dividing a value by it is exact short of overflow or a
+    subnormal result."""
+    if term[0] not in ("Num", "Neg") or not formats:
+        return False
+    try:
+        value = literal_value(decode(term))
+    except ValueError:
+        return False
+    return power_of_two(value) and all(
+        f.smallest_normal <= abs(value) <= f.largest for f in formats)
+
+
 def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     sites, _ = rewrite_sites(loaded.program)
     for term in sorted(sites, key=to_egglog):
@@ -188,6 +210,12 @@ def _range_facts(loaded: LoadedProgram) -> Iterable[Fact]:
             yield MATH_EXP_ARG(term)
         if term[0] == "Num" and natural_literal(term[1]):
             naturals.add(term[1])
+        if _power_of_two(term, formats):
+            yield MATH_POWER_OF_TWO(term)
+        if term[0] in ("Add", "Sub") and all(a in analysis.values for a in term[1:]):
+            left, right = (analysis.values[a] for a in term[1:])
+            if terms_apart("+" if term[0] == "Add" else "-", _signs(left), _signs(right)):
+                yield MATH_TERMS_APART(term)
         if _closed(term) and formats:
             spans = [_constant_span(term, d) for d in analysis.formats]
             if all(s.finite and not s.nan for s in spans):
@@ -255,6 +283,10 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
         total = big(a) + big(b)
         return small(c) > 0 and total <= top and total / small(c) <= top
 
+    def products(a, b, c) -> bool:    # b±c, a*b, a*c, a*(b±c), a*b±a*c
+        total = big(b) + big(c)
+        return total <= top and big(a) * total <= top
+
     def whole(a, b, c) -> bool:       # a*c, a*c+b, b/c, a+b/c
         return (small(c) > 0 and big(a) * big(c) + big(b) <= top
                 and big(a) + big(b) / small(c) <= top)
@@ -296,6 +328,11 @@ def _created_facts(analysis: RangeAnalysis) -> Iterable[Fact]:
             if fact is not None:
                 out[fact] = None
             out.update(dict.fromkeys(logs_apart(op, a, b)))
+        if head == "Mul" and all(isinstance(a, tuple) for a in args):
+            # a*(b±c) -> a*b±a*c (expand_factorization), (b±c)*a -> b*a±c*a (expand_collect)
+            for a, s in (args, args[::-1]):
+                if s[0] in ("Add", "Sub") and products(a, s[1], s[2]):
+                    out[MATH_PRODUCTS_IN_RANGE(a, s[1], s[2])] = None
         if head == "Div" and isinstance(args[0], tuple):
             inner, c = args
             if inner[0] in ("Add", "Sub") and quotients(inner[1], inner[2], c):
@@ -350,6 +387,16 @@ MATH_SCALE_IN_RANGE = Relation(
 MATH_QUOTIENTS_IN_RANGE = Relation(
     "MathQuotientsInRange", ("Expr", "Expr", "Expr"),
     "for finite {0} and {1}, neither {0}±{1} nor {0}/{2}, {1}/{2} or their sum overflows")
+MATH_PRODUCTS_IN_RANGE = Relation(
+    "MathProductsInRange", ("Expr", "Expr", "Expr"),
+    "for finite {0}, {1} and {2}, neither {1}±{2} nor {0}*{1}, {0}*{2} or their sum overflows")
+MATH_POWER_OF_TWO = Relation(
+    "MathPowerOfTwo", ("Expr",),
+    "{0} is a power of two, so multiplying or dividing by it is exact (short of overflow)")
+MATH_TERMS_APART = Relation(
+    "MathTermsApart", ("Expr",),
+    "the terms of {0} cannot cancel: of one sign where they are added, of opposite signs "
+    "where one is subtracted, so {0} is at least as large as either term")
 MATH_WHOLE_IN_RANGE = Relation(
     "MathWholeInRange", ("Expr", "Expr", "Expr"),
     "for finite {0} and {1}, neither {0}*{2}+{1} nor {0}+{1}/{2} overflows")
@@ -370,9 +417,13 @@ OPERAND_RANGE = Guard(
     "Extra soundness guard (not one of the paper's nine): a range analysis over the extended "
     "reals (inputs may hold any value, ±inf and NaN included; overflow and underflow of the "
     "dtype included) proves what the identity needs of its operands: finite, non-zero, "
-    "non-negative, of one sign, small enough for exp, or a constant factor.",
+    "non-negative, of one sign, small enough for exp, or a constant factor; and what its "
+    "rewrite creates: no intermediate that overflows where the other side's does not, no "
+    "factor distributed over terms that may cancel unless it is a power of two.",
     "an operand may be infinite, zero, negative, NaN or too large, where the identity would "
-    "put NaN or inf where the program had none, or remove them",
+    "put NaN or inf where the program had none, or remove them; or the terms a factor would "
+    "be distributed over may cancel, where the products would round at the scale of the "
+    "terms rather than of their small sum",
     relations=(
         MATH_FINITE,
         MATH_ABOVE_NEG_INF,
@@ -386,10 +437,13 @@ OPERAND_RANGE = Guard(
         MATH_NATURAL,
         MATH_SCALE_IN_RANGE,
         MATH_QUOTIENTS_IN_RANGE,
+        MATH_PRODUCTS_IN_RANGE,
         MATH_WHOLE_IN_RANGE,
         MATH_PRODUCT_NORMAL,
         MATH_QUOTIENT_NORMAL,
         MATH_LOGS_APART,
+        MATH_POWER_OF_TWO,
+        MATH_TERMS_APART,
     ),
     facts=_range_facts)
 
