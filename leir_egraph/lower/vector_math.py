@@ -13,8 +13,9 @@ float64 becomes a call to libmvec's variant of that width under the x86 vector f
 (``_ZGV<isa>N<lanes>v_<name>``: ``b`` 128-bit SSE, ``d`` 256-bit AVX2, ``e`` 512-bit
 AVX-512), e.g. ``exp`` of ``float32x8`` -> ``_ZGVdN8v_expf``. A vector wider than the widest
 register the target has is cut into register-wide pieces (``Shuffle``), each called, then
-joined; widths that are no multiple of 128 bits, other functions (``erf``: TVM expands it
-before this pass), float16 and scalars stay as TVM emits them. libmvec is loaded into the
+joined; one that fills no whole 128-bit register (``V^{5}`` of float32) is padded with copies
+of its last lane, whose results are dropped. Other functions (``erf``: TVM expands it before
+this pass), float16 and scalars stay as TVM emits them. libmvec is loaded into the
 process with ``RTLD_GLOBAL`` so that TVM's JIT resolves the calls.
 
 **Which builds.** Only builds for a CPU target that has AVX2 (the host target,
@@ -125,21 +126,27 @@ def rewriter(widths: tuple[int, ...]):
         if not op.startswith("tirx.") or op[5:] not in FUNCTIONS or dtype is None \
                 or dtype.lanes <= 1 or dtype.type_code != 2 or dtype.bits not in (32, 64):
             return call
-        total = dtype.bits * dtype.lanes
-        piece = next((w for w in sorted(widths, reverse=True) if w <= total and total % w == 0),
-                     None)
-        if piece is None:
-            return call
-        lanes = piece // dtype.bits
-        piece_dtype = f"float{dtype.bits}x{lanes}"
-        name = symbol(op[5:], tvm.DataType(piece_dtype))
         (arg,) = call.args
-        if lanes == dtype.lanes:
-            return tirx.call_pure_extern(str(dtype), name, arg)
-        parts = [tirx.call_pure_extern(piece_dtype, name,
-                                       tirx.Shuffle([arg], list(range(s, s + lanes))))
-                 for s in range(0, dtype.lanes, lanes)]
-        return tirx.Shuffle(parts, list(range(dtype.lanes)))
+        # pad to whole 128-bit registers by repeating the last lane (its result is dropped)
+        lanes = dtype.lanes
+        padded = -(-dtype.bits * lanes // 128) * 128 // dtype.bits
+        if padded != lanes:
+            # (a Shuffle has at most as many lanes as its inputs together)
+            arg = tirx.Shuffle([arg] * -(-padded // lanes),
+                               list(range(lanes)) + [lanes - 1] * (padded - lanes))
+        total = dtype.bits * padded
+        piece = next(w for w in sorted(widths, reverse=True) if w <= total and total % w == 0)
+        width = piece // dtype.bits
+        piece_dtype = f"float{dtype.bits}x{width}"
+        name = symbol(op[5:], tvm.DataType(piece_dtype))
+        if width == padded:
+            result = tirx.call_pure_extern(piece_dtype, name, arg)
+        else:
+            parts = [tirx.call_pure_extern(piece_dtype, name,
+                                           tirx.Shuffle([arg], list(range(s, s + width))))
+                     for s in range(0, padded, width)]
+            result = tirx.Shuffle(parts, list(range(padded)))
+        return result if padded == lanes else tirx.Shuffle([result], list(range(lanes)))
 
     return rewrite
 
