@@ -246,11 +246,13 @@ class RulesProposer:
 
 
 def timing_machine() -> Machine:
-    """The model's CPU with the cores the timings run on (``lower.threads.wanted``)."""
+    """The model's CPU with the cores the timings run on (``lower.threads.wanted``) and SIMD
+    exp/log in V loops unless ``LEIR_VECTOR_MATH=0`` (``lower.vector_math``)."""
     from dataclasses import replace
 
     from ..lower.threads import wanted
-    return replace(CPU, cores=wanted())
+    from ..lower.vector_math import enabled
+    return replace(CPU, cores=wanted(), vector_math=enabled())
 
 
 def interleave(order: Sequence[Transition]) -> list[Transition]:
