@@ -70,10 +70,10 @@ class Machine:
         ("erf", 20.0), ("cmp", 0.5), ("select", 0.5), ("logic", 0.5), ("load", 0.5),
         ("store", 1.0))
     vector_math: bool = True
-    """An explicit ``V`` loop of float32/float64 computes ``exp``/``log`` with one SIMD call
+    """An explicit ``V`` loop of float16/32/64 computes ``exp``/``log`` with one SIMD call
     per vector (libmvec, ``lower/vector_math.py``; ``LEIR_VECTOR_MATH=0`` turns it off). Every
     other transcendental costs its cycles once per lane: ``erf`` and ``**`` anywhere, ``exp``
-    and ``log`` in float16 and in loops only LLVM's own vectoriser takes (it has no vector
+    and ``log`` in bfloat16 and in loops only LLVM's own vectoriser takes (it has no vector
     library on TVM's targets and calls the scalar routine per lane)."""
     chain_latency: float = 4.0
     """Cycles per iteration of an accumulation chain held in a register (an add's latency): a
@@ -391,7 +391,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
             # exp/log one SIMD call per vector of an explicit V loop (its lanes padded to a
             # register: vector_math.py), else one scalar call per lane
             v = vloops[-1]
-            if m.vector_math and v.kind == "V" and not target.half and target.bytes in (4, 8):
+            if m.vector_math and v.kind == "V" and eq.target.dtype in ("f16", "f32", "f64"):
                 simd /= min(v.extent, lanes)
             per_iter = cheap / lanes + simd + trans + strided * m.gather_cycles
         else:

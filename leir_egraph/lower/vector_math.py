@@ -9,14 +9,15 @@ enumeration.
 
 So the timing builds take TVM's default pipeline with one extra pass in its host finalisation,
 after vectorisation and before ``LowerIntrin``: a vector ``exp`` or ``log`` of float32 or
-float64 becomes a call to libmvec's variant of that width under the x86 vector function ABI
+float64 (or float16, below) becomes a call to libmvec's variant of that width under the x86 vector function ABI
 (``_ZGV<isa>N<lanes>v_<name>``: ``b`` 128-bit SSE, ``d`` 256-bit AVX2, ``e`` 512-bit
 AVX-512), e.g. ``exp`` of ``float32x8`` -> ``_ZGVdN8v_expf``. A vector wider than the widest
 register the target has is cut into register-wide pieces (``Shuffle``), each called, then
 joined; one that fills no whole 128-bit register (``V^{5}`` of float32) is padded with copies
-of its last lane, whose results are dropped. Other functions (``erf``: TVM expands it before
-this pass), float16 and scalars stay as TVM emits them. libmvec is loaded into the
-process with ``RTLD_GLOBAL`` so that TVM's JIT resolves the calls.
+of its last lane, whose results are dropped. float16 is widened to float32, computed so and
+rounded back (what LLVM does per lane for ``llvm.exp.f16``). Other functions (``erf``: TVM
+scalarises a V loop holding it), bfloat16 and scalars stay as TVM emits them. libmvec is
+loaded into the process with ``RTLD_GLOBAL`` so that TVM's JIT resolves the calls.
 
 **Which builds.** Only builds for a CPU target that has AVX2 (the host target,
 ``targets.cpu_target``) and TVM's default pipeline, i.e. timing and plain runs. The builds
@@ -28,8 +29,9 @@ on the pipeline, so a switch inside one process rebuilds).
 **Accuracy.** libmvec is not bitwise glibc's scalar ``expf``/``logf``. Measured on the host
 over 2^20 inputs per function and dtype (half random bit patterns, half uniform over the range
 where the result is finite and non-zero; glibc 2.36): at most 2 ULP from the scalar result for
-``exp`` and 4 for ``log`` in float32, 3 and 1 in float64, with NaN, infinities and zeros in the
-same places (tests/test_vector_kernels.py keeps both). Equal's tolerance is rtol 1e-4 in float32
+``exp`` and 4 for ``log`` in float32, 3 and 1 in float64; over all 65,536 float16 inputs
+``exp`` is bitwise the scalar result and ``log`` 1 ULP from it at 3; NaN, infinities and zeros
+in the same places (tests/test_vector_kernels.py keeps all of it). Equal's tolerance is rtol 1e-4 in float32
 and 1e-9 in float64 (``verify/compare.py``): at least 800 ULP in float32. PyTorch's own CPU
 kernels use Sleef's vector routines the same way. docs/VERIFY.md "Timing".
 """
@@ -126,21 +128,28 @@ def rewriter(widths: tuple[int, ...]):
         op = getattr(call.op, "name", "")
         dtype = getattr(getattr(call, "ty", None), "dtype", None)
         if not op.startswith("tirx.") or op[5:] not in FUNCTIONS or dtype is None \
-                or dtype.lanes <= 1 or dtype.type_code != 2 or dtype.bits not in (32, 64):
+                or dtype.lanes <= 1 or dtype.type_code != 2 or dtype.bits not in (16, 32, 64):
             return call
         (arg,) = call.args
-        # pad to whole 128-bit registers by repeating the last lane (its result is dropped)
         lanes = dtype.lanes
-        padded = -(-dtype.bits * lanes // 128) * 128 // dtype.bits
+        if dtype.bits == 16:
+            # float16 is computed in float32 and rounded back, as LLVM does for llvm.exp.f16
+            wide = simd(op[5:], tirx.Cast(f"float32x{lanes}", arg), 32, lanes)
+            return tirx.Cast(str(dtype), wide)
+        return simd(op[5:], arg, dtype.bits, lanes)
+
+    def simd(fn: str, arg, bits: int, lanes: int):
+        # pad to whole 128-bit registers by repeating the last lane (its result is dropped)
+        padded = -(-bits * lanes // 128) * 128 // bits
         if padded != lanes:
             # (a Shuffle has at most as many lanes as its inputs together)
             arg = tirx.Shuffle([arg] * -(-padded // lanes),
                                list(range(lanes)) + [lanes - 1] * (padded - lanes))
-        total = dtype.bits * padded
+        total = bits * padded
         piece = next(w for w in sorted(widths, reverse=True) if w <= total and total % w == 0)
-        width = piece // dtype.bits
-        piece_dtype = f"float{dtype.bits}x{width}"
-        name = symbol(op[5:], tvm.DataType(piece_dtype))
+        width = piece // bits
+        piece_dtype = f"float{bits}x{width}"
+        name = symbol(fn, tvm.DataType(piece_dtype))
         if width == padded:
             result = tirx.call_pure_extern(piece_dtype, name, arg)
         else:
