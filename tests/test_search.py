@@ -110,6 +110,23 @@ def test_the_lookahead_finds_the_split_that_lets_an_exp_loop_vectorise():
     assert "L^{5}_{a=0}" not in scalar.after.text, scalar.after.text
 
 
+def test_the_beam_keeps_the_proposers_order_among_children_timed_within_noise(root):
+    """beam_order: a child beyond noise either way sorts by its speedup; one within noise
+    (neither faster nor slower: a 0.92x median whose fastest rounds show 1.04x) counts as 1.0x,
+    and equal ones keep the order they were proposed in. So the first-ranked neutral step
+    stays in a top-2 beam however the noise falls; the paper's order by raw speedup drops it."""
+    from leir_egraph.search.algorithms import beam_order
+    from leir_egraph.search.tree import Node
+
+    def child(i, speedup, faster=False, slower=False):
+        return Node(i, root, f"k{i}", speedup=speedup, faster=faster, slower=slower)
+    enabling, neutral, lucky = child(1, 0.92), child(2, 1.01), child(3, 1.03)
+    slow, fast = child(4, 0.6, slower=True), child(5, 1.4, faster=True)
+    order = beam_order([enabling, neutral, lucky, slow, fast])
+    assert order == [fast, enabling, neutral, lucky, slow]
+    assert sorted([enabling, neutral, lucky], key=lambda n: -n.speedup)[:2] == [lucky, neutral]
+
+
 def _ranking(program: Program, **kw) -> tuple[list, list]:
     """The shared and the fully enumerated ranking of ``program``, as comparable keys."""
     def keys(proposer):
