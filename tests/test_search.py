@@ -89,6 +89,44 @@ def _walk(program: Program, choices: list[int], strategies) -> Program:
     return program
 
 
+def test_the_lookahead_finds_the_split_that_lets_an_exp_loop_vectorise():
+    """Workload #81 (sigmoid over 64 x 505, one thread): the best first step is the split of the
+    505 columns into 101 x 5, whose inner 5 can become a V loop calling libmvec's SIMD exp --
+    although a split of the 64 rows costs less on its own. Without SIMD exp in the model
+    (``Machine.vector_math=False``) no split of the columns is expected to gain and none leads."""
+    from dataclasses import replace
+
+    from leir_egraph.cost import CPU
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 505]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [64, 505]}]}
+    sigmoid = Program.parse("B^{64}_{tx=0}L^{505}_{a=0}"
+                            "[C^{f32,g}_{tx,a}=1/(1+exp(-A^{f32,g}_{tx,a}));];", sig)
+    strategies = ["loop_split", "loop_reorder", "loop_vectorization"]
+    one_core = replace(CPU, cores=1)
+    first = RulesProposer("cost", strategies=strategies, machine=one_core).ranked(sigmoid)[0]
+    assert first.strategy == "loop_split" and "L^{101}_{c=0}L^{5}_{a=0}" in first.after.text
+    scalar = RulesProposer("cost", strategies=strategies,
+                           machine=replace(one_core, vector_math=False)).ranked(sigmoid)[0]
+    assert "L^{5}_{a=0}" not in scalar.after.text, scalar.after.text
+
+
+def test_the_beam_keeps_the_proposers_order_among_children_timed_within_noise(root):
+    """beam_order: a child beyond noise either way sorts by its speedup; one within noise
+    (neither faster nor slower: a 0.92x median whose fastest rounds show 1.04x) counts as 1.0x,
+    and equal ones keep the order they were proposed in. So the first-ranked neutral step
+    stays in a top-2 beam however the noise falls; the paper's order by raw speedup drops it."""
+    from leir_egraph.search.algorithms import beam_order
+    from leir_egraph.search.tree import Node
+
+    def child(i, speedup, faster=False, slower=False):
+        return Node(i, root, f"k{i}", speedup=speedup, faster=faster, slower=slower)
+    enabling, neutral, lucky = child(1, 0.92), child(2, 1.01), child(3, 1.03)
+    slow, fast = child(4, 0.6, slower=True), child(5, 1.4, faster=True)
+    order = beam_order([enabling, neutral, lucky, slow, fast])
+    assert order == [fast, enabling, neutral, lucky, slow]
+    assert sorted([enabling, neutral, lucky], key=lambda n: -n.speedup)[:2] == [lucky, neutral]
+
+
 def _ranking(program: Program, **kw) -> tuple[list, list]:
     """The shared and the fully enumerated ranking of ``program``, as comparable keys."""
     def keys(proposer):

@@ -69,9 +69,12 @@ class Machine:
         ("max", 0.5), ("min", 0.5), ("abs", 0.5), ("sqrt", 6.0), ("exp", 14.0), ("log", 16.0),
         ("erf", 20.0), ("cmp", 0.5), ("select", 0.5), ("logic", 0.5), ("load", 0.5),
         ("store", 1.0))
-    transcendental_vector_gain: float = 1.0
-    """How much of the lane count a vectorised exp/log/erf keeps (LLVM calls the scalar libm
-    routine per lane: no gain)."""
+    vector_math: bool = True
+    """An explicit ``V`` loop of float16/32/64 computes ``exp``/``log`` with one SIMD call
+    per vector (libmvec, ``lower/vector_math.py``; ``LEIR_VECTOR_MATH=0`` turns it off). Every
+    other transcendental costs its cycles once per lane: ``erf`` and ``**`` anywhere, ``exp``
+    and ``log`` in bfloat16 and in loops only LLVM's own vectoriser takes (it has no vector
+    library on TVM's targets and calls the scalar routine per lane)."""
     chain_latency: float = 4.0
     """Cycles per iteration of an accumulation chain held in a register (an add's latency): a
     local (``l``) accumulator."""
@@ -160,9 +163,13 @@ class Cost:
 
 # ---------------------------------------------------------------- operations
 
-def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float]:
-    """(cycles of cheap operations, cycles of transcendental ones) of one evaluation."""
-    cheap = trans = 0.0
+SIMD_MATH = ("exp", "log")   # the functions vector_math.py calls libmvec for
+
+
+def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
+    """(cycles of cheap operations, of SIMD_MATH calls, of the other transcendental ones:
+    ``erf`` and ``**``) of one evaluation."""
+    cheap = simd = trans = 0.0
     for node in walk(expr):
         if isinstance(node, Bin):
             cheap += ops.get(node.op, 1.0) if node.op != "**" else 0.0
@@ -171,7 +178,9 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float]:
             cheap += ops["neg"]
         elif isinstance(node, Call):
             c = ops.get(node.fn, 1.0)
-            if node.fn in ("exp", "log", "erf"):
+            if node.fn in SIMD_MATH:
+                simd += c
+            elif node.fn == "erf":
                 trans += c
             else:
                 cheap += c
@@ -183,7 +192,7 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float]:
             cheap += ops["logic"]
         elif isinstance(node, Var):
             cheap += ops["load"]
-    return cheap, trans
+    return cheap, simd, trans
 
 
 # ---------------------------------------------------------------- access patterns
@@ -359,7 +368,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
             vec = vec and loops[-unrolled - 1].kind != "V"
         else:
             vec, strided = _vectorizes(loops, reads, target, chain)
-        cheap, trans = _op_cycles(eq.value, ops)
+        cheap, simd, trans = _op_cycles(eq.value, ops)
         cheap += ops["store"]
         # float16/bfloat16 accesses convert to and from float32, one instruction per vector
         cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
@@ -378,11 +387,15 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
             cheap -= ops["load"] + ops["store"]
         lanes = max(m.vector_bytes // (4 if target.half else target.bytes), 1)
         if vec:
-            # the arithmetic runs on vectors; each strided access is one scalar load per lane
-            per_iter = (cheap / lanes + trans / max(lanes * m.transcendental_vector_gain, 1.0)
-                        + strided * m.gather_cycles)
+            # the arithmetic runs on vectors; each strided access is one scalar load per lane;
+            # exp/log one SIMD call per vector of an explicit V loop (its lanes padded to a
+            # register: vector_math.py), else one scalar call per lane
+            v = vloops[-1]
+            if m.vector_math and v.kind == "V" and eq.target.dtype in ("f16", "f32", "f64"):
+                simd /= min(v.extent, lanes)
+            per_iter = cheap / lanes + simd + trans + strided * m.gather_cycles
         else:
-            per_iter = cheap + trans
+            per_iter = cheap + simd + trans
         latency = m.chain_latency if eq.target.scope == "l" else m.memory_chain_latency
         if chain:
             per_iter = max(per_iter, latency)

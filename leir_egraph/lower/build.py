@@ -92,7 +92,8 @@ def build(program: Program, target: TargetLike = "llvm", **options) -> Built:
         if kind == "cuda":
             from .cuda import CudaInvalid, verify_device_kernels
             verify_device_kernels(func, target_dict(target))
-        executable = tvm.compile(func, target=target_dict(target), tir_pipeline=opts.pipeline)
+        executable = tvm.compile(func, target=target_dict(target),
+                                 tir_pipeline=opts.pipeline_for(target_dict(target)))
         if kind == "cuda" and not executable.mod.imports:
             raise CudaInvalid("TVM produced no device kernel (host-only code)")
     built = Built(program.text, kind, func, executable, time.perf_counter() - start)
@@ -139,7 +140,8 @@ def build_many(programs, target: TargetLike = "llvm", **options) -> int:
         return 0
     try:
         executable = tvm.compile(tvm.IRModule({name: func for _, name, func in funcs.values()}),
-                                 target=target_dict(target), tir_pipeline=opts.pipeline)
+                                 target=target_dict(target),
+                                 tir_pipeline=opts.pipeline_for(target_dict(target)))
         for _, name, _ in funcs.values():
             executable[name]  # the JIT compiles here, not in the first run
     except Exception:  # noqa: BLE001
@@ -152,8 +154,10 @@ def build_many(programs, target: TargetLike = "llvm", **options) -> int:
 
 
 def _key(program: Program, target: TargetLike, opts: LowerOptions) -> tuple:
-    """The cache key of a build: canonical text, signature, target and lowering options."""
-    return (program.text, program.signature.to_json(), target_key(target), opts.key())
+    """The cache key of a build: canonical text, signature, target, lowering options and the
+    TIR pipeline they take there (``LEIR_VECTOR_MATH`` may change it)."""
+    pipeline = opts.pipeline_for(target_dict(target)) if target_kind(target) == "llvm" else ""
+    return (program.text, program.signature.to_json(), target_key(target), opts.key(), pipeline)
 
 
 def _remember(key: tuple, value):

@@ -71,7 +71,8 @@ def link(program: Program, target: TargetLike, options: LowerOptions) -> Linked 
     if any(d == "bfloat16" for d in whole.dtypes.values()):
         return None
     part = partition(program, whole)
-    suffix = target_key(target) + repr(options.key())
+    pipeline = options.pipeline_for(target_dict(target))
+    suffix = target_key(target) + repr(options.key()) + pipeline
     keys = [hashlib.sha256((seg.key + suffix).encode()).hexdigest() for seg in part.segments]
     fresh: dict[str, Any] = {}
     for key, seg in zip(keys, part.segments):
@@ -82,7 +83,7 @@ def link(program: Program, target: TargetLike, options: LowerOptions) -> Linked 
     if fresh:
         with tvm.transform.PassContext(config={"tirx.disable_assert": True}):
             module = tvm.compile(tvm.IRModule({symbol(k): f for k, f in fresh.items()}),
-                                 target=target_dict(target), tir_pipeline=options.pipeline).mod
+                                 target=target_dict(target), tir_pipeline=pipeline).mod
         for key, func in fresh.items():
             _cache[key] = _Compiled(module, func)
     used = {key: _cache[key] for key in keys}

@@ -69,6 +69,13 @@ class LowerOptions:
         (timing, CUDA) takes TVM's ``"default"``."""
         return "tirx" if self.poison else "default"
 
+    def pipeline_for(self, target) -> str:
+        """:attr:`pipeline` for a build on ``target`` (a TVM target dict): the default one
+        with libmvec's SIMD ``exp``/``log`` in V loops where the CPU target allows it
+        (``vector_math.py``)."""
+        from .vector_math import pipeline_name
+        return pipeline_name(self.pipeline, target)
+
 
 def lower(program: Program, target: TargetLike = "llvm", *, reverse_parallel: bool = False,
           poison: bool = False, serial: bool = False, directed: bool = False):

@@ -140,6 +140,12 @@ class Judge:
         return bool(speedup and min_speedup and speedup >= self.threshold
                     and min_speedup >= self.threshold)
 
+    def slower(self, verdict: Verdict) -> bool:
+        """Both ratios of a timed verdict at most 1 / the threshold: slower beyond noise."""
+        limit = 1 / self.threshold
+        return bool(verdict.speedup and verdict.min_speedup and verdict.speedup <= limit
+                    and verdict.min_speedup <= limit)
+
     def _store(self, key: str, verdict: Verdict):
         self.cache[key] = verdict
         if self.cache_file is not None:

@@ -187,7 +187,8 @@ class Search:
             node.failures.append((proposal.text, verdict.reason or "not valid"))
             return None
         child = Node(len(self.nodes), program, key, node, node.depth + 1, proposal.strategy,
-                     proposal.cot, verdict.speedup or 1.0, verdict.time_ms, verdict.faster)
+                     proposal.cot, verdict.speedup or 1.0, verdict.time_ms, verdict.faster,
+                     slower=self.judge.slower(verdict))
         node.children.append(child)
         self.nodes.append(child)
         return child

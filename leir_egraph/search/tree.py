@@ -44,8 +44,8 @@ class Sample:
 @dataclass(eq=False)
 class Node:
     """A program in the search tree. The root has ``parent=None`` and ``speedup=1``.
-    ``speedup`` is the paired measurement against the root (judge.py); ``faster`` says
-    whether it is beyond noise."""
+    ``speedup`` is the paired measurement against the root (judge.py); ``faster`` and
+    ``slower`` say whether it is beyond noise either way."""
     id: int
     program: Program
     key: str                      # canonical text (leir.canonical): identity up to renaming
@@ -57,6 +57,7 @@ class Node:
     time_ms: float | None = None
     faster: bool = False
     children: list["Node"] = field(default_factory=list)
+    slower: bool = False
     trials: int = 0               # times this node was expanded
     failures: list[tuple[str, str]] = field(default_factory=list)  # (candidate text, reason)
     visits: int = 0               # MCTS
