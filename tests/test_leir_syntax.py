@@ -100,6 +100,11 @@ def test_random_asts_survive_print_then_parse(leir):
     text = to_text(leir)
     assert parse(text) == leir
     assert to_text(parse(text)) == text
+    # a memo shared across calls (the nests first, then the program holding the same objects,
+    # so every equation and access of the program is a hit) prints the same text
+    memo: dict = {}
+    assert [to_text(n, memo) for n in leir.nests] == [to_text(n) for n in leir.nests]
+    assert to_text(leir, memo) == text and memo
 
 
 # ---------------------------------------------------------------- errors a user can act on

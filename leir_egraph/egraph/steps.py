@@ -104,12 +104,13 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     term = index = None
     decoder = Decoder()
     texts: dict[int, tuple[Term, str]] = {}
+    printed: dict = {}  # to_text's memo: the equations and accesses the new nests share
     fragments: dict[int, tuple[object, str]] = {}
 
     def nest_text(nest_term: Term) -> str:
         hit = texts.get(id(nest_term))
         if hit is None or hit[0] is not nest_term:
-            hit = (nest_term, to_text(decoder(nest_term)))
+            hit = (nest_term, to_text(decoder(nest_term), printed))
             texts[id(nest_term)] = hit
         return hit[1]
 

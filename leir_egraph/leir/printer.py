@@ -18,11 +18,16 @@ _OR, _AND, _CMP, _ADD, _MUL, _NEG, _POW, _ATOM = range(1, 9)
 _BIN_PREC = {"+": _ADD, "-": _ADD, "*": _MUL, "/": _MUL, "//": _MUL, "%": _MUL, "**": _POW}
 
 
-def to_text(node) -> str:
+def to_text(node, memo: dict | None = None) -> str:
     """Print any AST node (program, nest, loop, equation, expression, subscript) canonically.
 
     Iterative (an explicit stack of pieces still to print), so the depth of the tree is not
-    limited by Python's recursion limit, and linear in the size of the output."""
+    limited by Python's recursion limit, and linear in the size of the output.
+
+    ``memo`` (optional, kept by the caller across calls): the text of every equation and
+    access printed, by object identity, so that printing many nests that share those objects
+    (the nests of one program's transitions, decoded with one ``Decoder``) prints each once. A
+    node's text does not depend on where it stands, so the output is the same."""
     out: list[str] = []
     stack = [node]
     while stack:
@@ -30,11 +35,29 @@ def to_text(node) -> str:
         if isinstance(item, str):
             out.append(item)
             continue
-        parts = _PARTS.get(type(item))
+        kind = type(item)
+        if kind is _Printed:
+            memo[id(item.node)] = (item.node, "".join(out[item.start:]))
+            continue
+        if memo is not None and kind in _MEMOISED:
+            hit = memo.get(id(item))
+            if hit is not None and hit[0] is item:
+                out.append(hit[1])
+                continue
+            stack.append(_Printed(item, len(out)))
+        parts = _PARTS.get(kind)
         if parts is None:
             raise TypeError(f"not a LEIR node: {item!r}")
         stack.extend(reversed(parts(item)))
     return "".join(out)
+
+
+class _Printed:
+    """A stack marker: ``node``'s text is what ``to_text`` wrote from ``start`` on."""
+    __slots__ = ("node", "start")
+
+    def __init__(self, node, start: int):
+        self.node, self.start = node, start
 
 
 def _prec(node) -> int:
@@ -128,3 +151,4 @@ _PARTS = {
     Compare: _compare,
     Logic: _logic,
 }
+_MEMOISED = (Equation, Var)
