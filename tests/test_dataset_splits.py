@@ -41,7 +41,9 @@ def config(**changes) -> DatasetConfig:
 @pytest.fixture(scope="module")
 def out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("splits") / "out"
-    build_dataset(config(), Execution(out=out, workers=2, quiet=True))
+    # one pool worker: beside the two test workers of a CI run (about 7 GB each by then) a
+    # second pool worker took the 24 GB machine past its memory (the kernel killed a test worker)
+    build_dataset(config(), Execution(out=out, workers=1, quiet=True))
     return out
 
 
