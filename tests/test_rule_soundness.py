@@ -541,7 +541,7 @@ def test_a_bound_is_judged_beyond_the_originals_own_error(m, e, own, extra, sign
     far apart the two are -- a sum in blocks, more exact than the original's running sum, is
     not blamed for the original's error -- and without a usable reference, ``fallback`` ULPs
     from ``before``."""
-    from leir_egraph.verify.soundness import beyond_bound
+    from leir_egraph.verify.soundness import beyond_bound, from_reference
     n = 4
     x = float(np.float32(m * 2.0 ** e))   # 40 ULPs either way stay in x's binade
     r = np.array([x, x / 2], np.float64)
@@ -549,11 +549,11 @@ def test_a_bound_is_judged_beyond_the_originals_own_error(m, e, own, extra, sign
     before = (r + own * step).astype(np.float32)
     after = (r - sign * (abs(own) + extra) * step).astype(np.float32)
     apart = exactness(before, after)
-    verdict = beyond_bound(before, after, r, n, "C", 0.0, apart, fallback=2 * n,
-                           declared=f"{n} ulp")
+    verdict = beyond_bound(apart, from_reference(before, after, r, "C", 0.0), n,
+                           fallback=2 * n, declared=f"{n} ulp")
     assert (verdict is None) == (extra <= n), (verdict, apart.ulps)
-    alone = beyond_bound(before, after, None, n, "C", 0.0, apart, fallback=2 * n,
-                         declared=f"{n} ulp")
+    alone = beyond_bound(apart, from_reference(before, after, None, "C", 0.0), n,
+                         fallback=2 * n, declared=f"{n} ulp")
     assert (alone is None) == (apart.ulps <= 2 * n)
 
 

@@ -206,11 +206,11 @@ def judge(verifier, before: Program, after: Program, ulps: int, domain: str = "f
                     return Judgement(False, False, worst, k + 1,
                                      _report(label, inputs, name, b, a, problem), cpu_s=cpu)
                 continue
-            ref = None if reference is None else reference[k][name]
-            problem = beyond_bound(b, a, ref, ulps, name, at, measured, fallback=ulps,
+            pair = from_reference(b, a, None if reference is None else reference[k][name],
+                                  name, at)
+            problem = beyond_bound(measured, pair, ulps, fallback=ulps,
                                    declared=f"{ulps} ulp{_OF[scale]}",
                                    where=_where_judged(name, local))
-            pair = from_reference(b, a, ref, name, at)
             if pair is not None and pair[1].problem is None:
                 beyond = max(beyond, pair[1].ulps - pair[0].ulps)
             if problem is not None:
@@ -234,20 +234,16 @@ def from_reference(before: np.ndarray, after: np.ndarray, reference: np.ndarray 
     return own, exactness(reference, after, after.dtype, name, at)
 
 
-def beyond_bound(before: np.ndarray, after: np.ndarray, reference: np.ndarray | None,
-                 ulps: int, name: str, at: float, apart, fallback: float, declared: str,
+def beyond_bound(apart, pair, ulps: int, fallback: float, declared: str,
                  where: str = "") -> str | None:
-    """Why ``after`` breaks an N-ULP bound on one tensor (``None``: within it). ``reference``
-    is the float64 evaluation of the original (or ``None``): ``after`` may be at most ``ulps``
-    further from it than ``before`` is -- a rewrite that rounds *less* than the original (a
-    long sum split into blocks) is never blamed for the original's own error. Where the
-    reference is missing, or has NaN or ±inf elsewhere than ``before`` (the dtype overflowed
-    where float64 does not), ``apart`` (``exactness(before, after)``) may be at most
-    ``fallback`` ULPs. ``at``: the ULPs' scale where it exceeds the tensor's (``"N ulp of
-    values"``)."""
+    """Why ``after`` breaks an N-ULP bound on one tensor (``None``: within it). ``pair`` is
+    :func:`from_reference` of the two, against the float64 evaluation of the original:
+    ``after`` may be at most ``ulps`` further from it than ``before`` is -- a rewrite that
+    rounds *less* than the original (a long sum split into blocks) is never blamed for the
+    original's own error. Where the reference cannot judge (``pair`` is ``None``), ``apart``
+    (``exactness(before, after)``) may be at most ``fallback`` ULPs."""
     if apart.problem is not None:
         return apart.problem
-    pair = from_reference(before, after, reference, name, at)
     if pair is not None:
         own, moved = pair
         if moved.problem is not None:
@@ -314,8 +310,8 @@ def special_trial(before_out: dict[str, Any], after_out: dict[str, Any], scale: 
             continue
         worst = max(worst, measured.ulps)
         if ulps and reference is not None:
-            problem = beyond_bound(b, a, reference.get(name), ulps, name, scale, measured,
-                                   fallback=2 * ulps, declared=declared,
+            pair = from_reference(b, a, reference.get(name), name, scale)
+            problem = beyond_bound(measured, pair, ulps, fallback=2 * ulps, declared=declared,
                                    where=_where_judged(name, local))
             if problem is not None:
                 return False, worst, problem
