@@ -10,7 +10,7 @@ import torch
 import torch.fx
 
 from ..leir.ast import Bin, Call, Var
-from ..leir.signature import dtype_code
+from ..leir.signature import dtype_bytes, dtype_code, is_float
 from ..leir.traverse import walk_values
 from .builder import Builder, Loops, Tensor
 from .errors import TranslationError, UnsupportedOp
@@ -210,12 +210,10 @@ def roundings(value, dtype: str) -> int:
             count += 1
         elif isinstance(node, Call) and node.fn not in _EXACT_CALLS:
             count += 1
-        elif isinstance(node, Var) and _WIDER.get(node.dtype, 0) > _WIDER.get(dtype, 0):
+        elif isinstance(node, Var) and is_float(node.dtype) and \
+                dtype_bytes(node.dtype) > dtype_bytes(dtype):
             count += 1
     return count
-
-
-_WIDER = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 
 
 def emit_output(ctx: Ctx, lp: Loops, out: Tensor, value, subs=None) -> Tensor:
