@@ -258,7 +258,7 @@ class Engine:
         base = base_program(self.vocabulary, self.context)
         self._unextractable = unextractable_constructors(base)
         try:
-            self.run(base)
+            self.send(top_level_commands(base))
         except Exception as err:  # egglog rejects a provider's egglog text
             message = str(err).splitlines()
             raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
@@ -661,6 +661,36 @@ def _frozen_rows(reader: FrozenReader, rows: dict[str, tuple[Strategy, Rule]]
         found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
                               tuple(zip(rule.binding_names, args[2:]))))
     return found, stuck
+
+
+def top_level_commands(text: str) -> list[str]:
+    """The top-level commands of an egglog text, in order (comments dropped), so that a long
+    text is sent in :func:`batches`: the base program of one strategy is 70,000 characters, and
+    parsing and running it as one text made an engine hold about 1 GB (10 MB in batches)."""
+    out: list[str] = []
+    depth, start, i, n = 0, None, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == ";":                          # a comment runs to the end of its line
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if c == '"':                          # a string, with backslash escapes
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+        i += 1
+    if depth != 0:
+        out.append(text[start:])              # unbalanced: egglog names the error
+    return out
 
 
 def batches(commands: list[str], limit: int = BATCH_CHARS) -> list[str]:
