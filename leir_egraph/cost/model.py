@@ -429,10 +429,11 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         grown = copies > m.unroll_budget
         compute += iters * per_iter * cycle * (1 + m.code_growth if grown else 1)
         # loop bookkeeping: one per iteration of each loop level, vector levels free, unrolled
-        # levels free within the unroll budget
+        # levels free within the unroll budget; the loops inside a V loop around serial ones
+        # run once per group of its lanes
         level_iters = 1
         for l in loops:
-            level_iters *= l.extent
+            level_iters *= 1 if l is outer_v else l.extent
             free = (l.kind == "V" or (l.kind == "U" and not grown) or (vec and l is vloops[-1])
                     or l in loops[len(vloops):])   # a short reduction LLVM unrolled
             if not free:
