@@ -110,6 +110,32 @@ def test_the_lookahead_finds_the_split_that_lets_an_exp_loop_vectorise():
     assert "L^{5}_{a=0}" not in scalar.after.text, scalar.after.text
 
 
+def test_the_lookahead_tries_the_split_of_a_loop_that_makes_vector_lanes_first():
+    """Workload #79's GELU over 5 x 546 after other nests (one thread): every split of the
+    546 columns costs the same, and the cheapest by text (2 x 273) can never vectorise; the
+    lookahead looks first at the split whose inner loop a V loop can take, the most lanes first
+    (39 x 14: libmvec's SIMD erf), which then leads. Without SIMD erf in the model no split of
+    the columns is expected to gain and none leads."""
+    from dataclasses import replace
+
+    from leir_egraph.cost import CPU
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [5, 546]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [5, 546]}]}
+    # scalings before it, as the bias and matmul nests of #79: more sites than the lookahead's
+    # width, so it costs only the first step of each site's order
+    chain = "".join(f"B^{{5}}_{{tx=0}}L^{{546}}_{{a=0}}[{y}^{{f32,g}}_{{tx,a}}={x}^{{f32,g}}_{{tx,a}}*2;];"
+                    for x, y in zip("ADEFGH", "DEFGHI"))
+    gelu = Program.parse(chain + "B^{5}_{tx=0}L^{546}_{a=0}[C^{f32,g}_{tx,a}=I^{f32,g}_{tx,a}*0.5*"
+                         "(1+erf(I^{f32,g}_{tx,a}/sqrt(2)));];", sig)
+    strategies = ["loop_split", "loop_reorder", "loop_vectorization"]
+    one_core = replace(CPU, cores=1)
+    first = RulesProposer("cost", strategies=strategies, machine=one_core).ranked(gelu)[0]
+    assert first.strategy == "loop_split" and "L^{39}_{c=0}L^{14}_{a=0}" in first.after.text
+    scalar = RulesProposer("cost", strategies=strategies,
+                           machine=replace(one_core, vector_math=False)).ranked(gelu)[0]
+    assert "L^{14}_{a=0}" not in scalar.after.text, scalar.after.text
+
+
 def test_the_beam_keeps_the_proposers_order_among_children_timed_within_noise(root):
     """beam_order: a child beyond noise either way sorts by its speedup; one within noise
     (neither faster nor slower: a 0.92x median whose fastest rounds show 1.04x) counts as 1.0x,

@@ -70,10 +70,10 @@ class Machine:
         ("erf", 20.0), ("cmp", 0.5), ("select", 0.5), ("logic", 0.5), ("load", 0.5),
         ("store", 1.0))
     vector_math: bool = True
-    """An explicit ``V`` loop of float16/32/64 computes ``exp``/``log`` with one SIMD call
-    per vector (libmvec, ``lower/vector_math.py``; ``LEIR_VECTOR_MATH=0`` turns it off). Every
-    other transcendental costs its cycles once per lane: ``erf`` and ``**`` anywhere, ``exp``
-    and ``log`` in bfloat16 and in loops only LLVM's own vectoriser takes (it has no vector
+    """An explicit ``V`` loop of float16/32/64 computes ``exp``/``log``/``erf`` with one SIMD
+    call per vector (libmvec, ``lower/vector_math.py``; ``LEIR_VECTOR_MATH=0`` turns it off).
+    Every other transcendental costs its cycles once per lane: ``**`` anywhere, ``exp``, ``log``
+    and ``erf`` in bfloat16 and in loops only LLVM's own vectoriser takes (it has no vector
     library on TVM's targets and calls the scalar routine per lane)."""
     chain_latency: float = 4.0
     """Cycles per iteration of an accumulation chain held in a register (an add's latency): a
@@ -163,12 +163,12 @@ class Cost:
 
 # ---------------------------------------------------------------- operations
 
-SIMD_MATH = ("exp", "log")   # the functions vector_math.py calls libmvec for
+SIMD_MATH = ("exp", "log", "erf")   # the functions vector_math.py calls libmvec for
 
 
 def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
-    """(cycles of cheap operations, of SIMD_MATH calls, of the other transcendental ones:
-    ``erf`` and ``**``) of one evaluation."""
+    """(cycles of cheap operations, of SIMD_MATH calls, of the other transcendental one:
+    ``**``) of one evaluation."""
     cheap = simd = trans = 0.0
     for node in walk(expr):
         if isinstance(node, Bin):
@@ -180,8 +180,6 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
             c = ops.get(node.fn, 1.0)
             if node.fn in SIMD_MATH:
                 simd += c
-            elif node.fn == "erf":
-                trans += c
             else:
                 cheap += c
         elif isinstance(node, Compare):
