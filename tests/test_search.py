@@ -89,25 +89,52 @@ def _walk(program: Program, choices: list[int], strategies) -> Program:
     return program
 
 
+def _leading_steps(program):
+    """The first-ranked ``loop_split`` step among the loop strategies' on one core, with SIMD
+    math in the model and without it (``Machine.vector_math=False``). (loop_vectorization's
+    one-step split into lanes ranks before it; the split is what the lookahead must see.)"""
+    from dataclasses import replace
+
+    from leir_egraph.cost import CPU
+    strategies = ["loop_split", "loop_reorder", "loop_vectorization"]
+    one_core = replace(CPU, cores=1)
+    return [next(t for t in RulesProposer("cost", strategies=strategies,
+                                          machine=replace(one_core, vector_math=simd)
+                                          ).ranked(program) if t.strategy == "loop_split")
+            for simd in (True, False)]
+
+
 def test_the_lookahead_finds_the_split_that_lets_an_exp_loop_vectorise():
     """Workload #81 (sigmoid over 64 x 505, one thread): the best first step is the split of the
     505 columns into 101 x 5, whose inner 5 can become a V loop calling libmvec's SIMD exp --
     although a split of the 64 rows costs less on its own. Without SIMD exp in the model
     (``Machine.vector_math=False``) no split of the columns is expected to gain and none leads."""
-    from dataclasses import replace
-
-    from leir_egraph.cost import CPU
     sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [64, 505]}],
            "outputs": [{"name": "C", "dtype": "float32", "shape": [64, 505]}]}
     sigmoid = Program.parse("B^{64}_{tx=0}L^{505}_{a=0}"
                             "[C^{f32,g}_{tx,a}=1/(1+exp(-A^{f32,g}_{tx,a}));];", sig)
-    strategies = ["loop_split", "loop_reorder", "loop_vectorization"]
-    one_core = replace(CPU, cores=1)
-    first = RulesProposer("cost", strategies=strategies, machine=one_core).ranked(sigmoid)[0]
+    first, scalar = _leading_steps(sigmoid)
     assert first.strategy == "loop_split" and "L^{101}_{c=0}L^{5}_{a=0}" in first.after.text
-    scalar = RulesProposer("cost", strategies=strategies,
-                           machine=replace(one_core, vector_math=False)).ranked(sigmoid)[0]
     assert "L^{5}_{a=0}" not in scalar.after.text, scalar.after.text
+
+
+def test_the_lookahead_tries_the_split_of_a_loop_that_makes_vector_lanes_first():
+    """Workload #79's GELU over 5 x 546 after other nests (one thread): every split of the
+    546 columns costs the same, and the cheapest by text (2 x 273) can never vectorise; the
+    lookahead looks first at the split whose inner loop a V loop can take, the most lanes first
+    (39 x 14: libmvec's SIMD erf), which then leads. Without SIMD erf in the model no split of
+    the columns is expected to gain and none leads."""
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [5, 546]}],
+           "outputs": [{"name": "C", "dtype": "float32", "shape": [5, 546]}]}
+    # scalings before it, as the bias and matmul nests of #79: more sites than the lookahead's
+    # width, so it costs only the first step of each site's order
+    chain = "".join(f"B^{{5}}_{{tx=0}}L^{{546}}_{{a=0}}[{y}^{{f32,g}}_{{tx,a}}={x}^{{f32,g}}_{{tx,a}}*2;];"
+                    for x, y in zip("ADEFGH", "DEFGHI"))
+    gelu = Program.parse(chain + "B^{5}_{tx=0}L^{546}_{a=0}[C^{f32,g}_{tx,a}=I^{f32,g}_{tx,a}*0.5*"
+                         "(1+erf(I^{f32,g}_{tx,a}/sqrt(2)));];", sig)
+    first, scalar = _leading_steps(gelu)
+    assert first.strategy == "loop_split" and "L^{39}_{c=0}L^{14}_{a=0}" in first.after.text
+    assert "L^{14}_{a=0}" not in scalar.after.text, scalar.after.text
 
 
 def test_the_beam_keeps_the_proposers_order_among_children_timed_within_noise(root):

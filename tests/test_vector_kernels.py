@@ -83,10 +83,13 @@ CALL = re.compile(r"^\s*call[q]?\s+(\S+?)(?:@PLT)?$", re.M)
     ("exp", "f64", 4, 64),
     ("log", "f64", 3, 63),
     ("exp", "f16", 16, 64),    # widened to float32: _ZGVeN16v_expf (or two AVX2 calls)
+    ("erf", "f32", 14, 56),    # TVM's vectoriser would scalarise erf: vector_math.ERF_CARRIER
+    ("erf", "f64", 4, 64),
+    ("erf", "f16", 16, 64),    # TVM computes float16's erf in float32
 ])
-def test_a_v_loop_of_exp_or_log_calls_libmvec_where_the_equality_build_does_not(
+def test_a_v_loop_of_exp_log_or_erf_calls_libmvec_where_the_equality_build_does_not(
         fn, dtype, lanes, cols, monkeypatch):
-    """The timing build of a V loop holding exp/log calls libmvec's SIMD routine and never the
+    """The timing build of a V loop holding exp/log/erf calls libmvec's SIMD routine and never the
     scalar one; the build that judges equality (baseline x86-64, ``exact_target``) and a build
     with ``LEIR_VECTOR_MATH=0`` call the scalar routine per lane."""
     from leir_egraph.lower.targets import exact_target
@@ -108,7 +111,8 @@ def test_a_v_loop_of_exp_or_log_calls_libmvec_where_the_equality_build_does_not(
 # random bit patterns, half uniform over the range with finite non-zero results): libmvec's
 # bound here, and the figure lower/vector_math.py states.
 LIBMVEC_ULPS = {("exp", "f32"): 2, ("exp", "f64"): 3, ("log", "f32"): 4, ("log", "f64"): 1,
-                ("exp", "f16"): 0, ("log", "f16"): 1}   # float16: all 65,536 inputs
+                ("exp", "f16"): 0, ("log", "f16"): 1,   # float16: all 65,536 inputs
+                ("erf", "f32"): 2, ("erf", "f64"): 2, ("erf", "f16"): 0}   # erf: 2^18 inputs
 
 
 def _ulps(x, y) -> int:
@@ -126,7 +130,7 @@ def _ulps(x, y) -> int:
 
 @needs_vector_math
 @settings(max_examples=8, deadline=None, derandomize=True)
-@given(data=st.data(), fn=st.sampled_from(["exp", "log"]),
+@given(data=st.data(), fn=st.sampled_from(["exp", "log", "erf"]),
        dtype=st.sampled_from(["f16", "f32", "f64"]))
 def test_libmvec_stays_within_its_measured_ulps_of_the_scalar_routine(data, fn, dtype):
     """Any inputs (NaN, +-inf, +-0, subnormals, the largest finite values, anything between):
