@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from leir_egraph import Program
-from leir_egraph.cost import CPU
+from leir_egraph.cost import CPU, cost
 from leir_egraph.lower import lower
 from leir_egraph.search import Judge, RulesProposer, search
 from leir_egraph.search.finish import finish_steps
@@ -85,3 +85,20 @@ def test_no_finish_on_one_thread(program, monkeypatch):
         result = search(program, "greedy", proposer, judge=judge, max_samples=1, iterations=1)
     assert result.finish is None
     assert all(n.strategy != "loop_parallelization" for n in result.nodes)
+
+
+def test_the_proposer_offers_the_heaviest_nests_p_loop_first_at_two_threads(program,
+                                                                           monkeypatch):
+    """With two timing threads the cost model ranks a P loop by its gain: of the
+    loop_parallelization steps, the one on the heaviest nest (the exp map) comes first, and it
+    is the one-step B -> P of the nest's outer axis."""
+    monkeypatch.setenv("LEIR_NUM_THREADS", "2")
+    proposer = RulesProposer("cost", lookahead=1)
+    weights = [n.seconds for n in cost(program, proposer.machine).nests]
+    parallel = [t for t in proposer.ranked(program) if t.strategy == "loop_parallelization"]
+    first = parallel[0]
+    assert first.rule == "run-bound-loop-on-cores"
+    heaviest = weights.index(max(weights))
+    assert [k for k, (a, b) in enumerate(zip(program.leir.nests, first.after.leir.nests))
+            if a != b] == [heaviest]
+    assert first.after.leir.nests[heaviest].loops[0].kind == "P"
