@@ -30,8 +30,9 @@ over the root (the issue's "confirmed speedup over root"). Lower ratios best / p
 for us; the issue's targets are best/compile <= 1.0, best/eager <= 1.5, confirmed >= 3x.
 
 Each workload x thread count is one line of ``--out``/results.jsonl (threads the pools really
-had, load before and after, dtype, per-contender round times, search metrics (with the parallel finish's record), MetaSchedule's
-per-function replays or why it could not run); the verification verdicts are cached in
+had, load before and after, dtype, per-contender round times, search metrics with the parallel
+finish's record, MetaSchedule's per-function replays or why it could not run); the
+verification verdicts are cached in
 ``--out``/verdicts.jsonl. A run skips rows it already has (same settings), so an interrupted or
 staged run resumes; ``--report`` prints the tables of what is there.
 
