@@ -62,7 +62,7 @@ class SearchResult:
     search_best: Node | None = None  # the best node before confirmation
     confirmations: list[dict[str, Any]] = field(default_factory=list)
     load: tuple[float, float] | None = None   # 1-minute load average at the start and end
-    confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing took
+    confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing (and finish) took
     threads: int | None = None   # TVM runtime threads its timings ran on (None: nothing timed)
     finish: dict[str, Any] | None = None   # the parallel finish (finish.py; None: not run)
 
