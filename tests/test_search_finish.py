@@ -13,6 +13,7 @@ from leir_egraph import Program
 from leir_egraph.cost import CPU, cost
 from leir_egraph.lower import lower
 from leir_egraph.search import Judge, RulesProposer, search
+from leir_egraph.search.commands import table
 from leir_egraph.search.finish import finish_steps
 from leir_egraph.verify import Verifier
 
@@ -75,6 +76,7 @@ def test_a_search_at_two_threads_ends_with_parallel_nests_only_if_confirmed(prog
     else:
         assert not finish["kept"] and result.best is not node and "reason" in finish
     assert result.to_dict()["finish"] == finish
+    assert "parallel finish: 2 P loop(s) on the best's nests" in table(result)
 
 
 def test_no_finish_on_one_thread(program, monkeypatch):
@@ -83,7 +85,7 @@ def test_no_finish_on_one_thread(program, monkeypatch):
         judge = Judge(program, verifier=verifier, trials=1, timeout=60)
         proposer = RulesProposer("cost", strategies=["loop_unrolling"], lookahead=1)
         result = search(program, "greedy", proposer, judge=judge, max_samples=1, iterations=1)
-    assert result.finish is None
+    assert result.finish is None and "parallel finish" not in table(result)
     assert all(n.strategy != "loop_parallelization" for n in result.nodes)
 
 
