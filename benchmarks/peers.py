@@ -30,8 +30,9 @@ over the root (the issue's "confirmed speedup over root"). Lower ratios best / p
 for us; the issue's targets are best/compile <= 1.0, best/eager <= 1.5, confirmed >= 3x.
 
 Each workload x thread count is one line of ``--out``/results.jsonl (threads the pools really
-had, load before and after, dtype, per-contender round times, search metrics, MetaSchedule's
-per-function replays or why it could not run); the verification verdicts are cached in
+had, load before and after, dtype, per-contender round times, search metrics with the parallel
+finish's record, MetaSchedule's per-function replays or why it could not run); the
+verification verdicts are cached in
 ``--out``/verdicts.jsonl. A run skips rows it already has (same settings), so an interrupted or
 staged run resumes; ``--report`` prints the tables of what is there.
 
@@ -118,6 +119,7 @@ def _searched(program, algorithms, max_samples, seed, verifier, cache) -> dict[s
                         max_samples=max_samples, judge=judge, seed=seed)
         found[algorithm] = {**result.metrics(), "threads": result.threads,
                             "trajectory": [n.strategy for n in result.trajectory[1:]],
+                            "finish": result.finish,   # the parallel finish (search/finish.py)
                             "wall_s": time.perf_counter() - start,
                             "program": result.best.program}
     return found

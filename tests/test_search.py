@@ -381,7 +381,10 @@ def test_noise_keeps_the_root_as_the_best_and_the_speedup_at_one(matmul, mm_veri
     result = search(matmul, "chain", proposer, iterations=1, judge=judge)
     assert result.samples[0].valid and not result.samples[0].faster
     assert result.best is result.root and result.speedup == 1.0 and result.strategies == 0
-    assert result.search_speedup == 1.0 and result.confirmations == []
+    # nothing was re-timed but, with more than one thread, the parallel finish (never kept:
+    # nothing is faster than 1e9x)
+    assert result.search_speedup == 1.0
+    assert [c for c in result.confirmations if not c.get("finish")] == []
 
 
 def test_paper_budgets_are_the_defaults():

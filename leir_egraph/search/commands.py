@@ -116,7 +116,10 @@ def table(result) -> str:
         t = f"{n.time_ms:.4g}" if n.time_ms else (f"{result.root_ms:.4g}" if n.parent is None
                                                  and result.root_ms else "-")
         noise = "" if n.parent is None or n.faster else " (noise)"
-        lines.append(f"| {n.depth} | {n.strategy or '(root)'} | {n.speedup:.3g}x{noise} | {t} |")
+        speed = f"{n.speedup:.3g}x{noise}"
+        if n.parent is not None and n.time_ms is None:
+            speed = "untimed (a step of the parallel finish)"
+        lines.append(f"| {n.depth} | {n.strategy or '(root)'} | {speed} | {t} |")
     m = result.metrics()
     lines.append("")
     lines.append(f"samples {m['samples']} (valid {m['valid']}, repeats {m['repeats']}), speedup "
@@ -130,6 +133,10 @@ def table(result) -> str:
                      f"re-timed")
     else:
         lines.append("speedup not confirmed (--no-confirm): the paired in-search figure")
+    finish = result.finish
+    if finish is not None:
+        done = ("kept" if finish["kept"] else f"not kept: {finish.get('reason', '')}")
+        lines.append(f"parallel finish: {finish['steps']} P loop(s) on the best's nests, {done}")
     return "\n".join(lines)
 
 

@@ -20,6 +20,8 @@ the best. With ``confirm`` (the default) the ``CONFIRM_TOP`` fastest such nodes 
 against the root with more rounds at the end; the fastest that is still faster beyond noise
 is the best node and its confirmed speedup is the headline ``speedup``; when none is, the
 best node is the root and the speedup 1. ``search_speedup`` keeps the in-search figure.
+With more than one thread, the confirmed best then gets the parallel finish (``finish.py``):
+P loops on its nests' outer parallel axes, kept only if confirmed faster than the best.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Callable
 
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
+from .finish import parallel_finish
 from .judge import Judge, load_average
 from .proposer import Request
 from .tree import Node, Proposal, Sample
@@ -59,8 +62,9 @@ class SearchResult:
     search_best: Node | None = None  # the best node before confirmation
     confirmations: list[dict[str, Any]] = field(default_factory=list)
     load: tuple[float, float] | None = None   # 1-minute load average at the start and end
-    confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing took
+    confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing (and finish) took
     threads: int | None = None   # TVM runtime threads its timings ran on (None: nothing timed)
+    finish: dict[str, Any] | None = None   # the parallel finish (finish.py; None: not run)
 
     @property
     def trajectory(self) -> list[Node]:
@@ -103,7 +107,7 @@ class SearchResult:
         return {"algorithm": self.algorithm, "proposer": self.proposer,
                 "metrics": self.metrics(), "root_ms": self.root_ms, "stopped": self.stopped,
                 "elapsed_s": self.elapsed_s, "confirm_s": self.confirm_s, "load": self.load,
-                "threads": self.threads,
+                "threads": self.threads, "finish": self.finish,
                 "confirmations": self.confirmations,
                 "trajectory": [n.to_dict() for n in self.trajectory],
                 "samples": [s.to_dict() for s in self.samples]}
@@ -249,6 +253,7 @@ def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = Tru
     if confirm:
         searched = time.perf_counter()
         confirm_best(search, result)
+        parallel_finish(search, result)   # more than one thread: P loops on the best, if faster
         result.confirm_s = time.perf_counter() - searched
         result.elapsed_s += result.confirm_s   # the whole run, the re-timing included
     result.load = (load, load_average())
