@@ -45,7 +45,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_carries_every_strategy_and_module(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     rule_files = _source_files(RULES, "leir_egraph/rules")
-    assert sum(n.endswith(".toml") for n in rule_files) == 44
+    assert sum(n.endswith(".toml") for n in rule_files) == 46
     assert not rule_files - names, f"rule files missing from the wheel: {rule_files - names}"
     modules = _source_files(PACKAGE, "leir_egraph")
     assert "leir_egraph/workloads/steptp_test_workloads.jsonl" in modules
@@ -68,5 +68,5 @@ def test_unpacked_wheel_finds_its_strategies_without_a_source_tree(wheel, tmp_pa
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(found["rules"]) == site / "leir_egraph" / "rules"
-    assert found["n"] == 44
+    assert found["n"] == 46
     assert found["workloads"] == 100 and Path(found["list"]).is_relative_to(site)

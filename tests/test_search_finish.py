@@ -1,5 +1,5 @@
 """The parallel finish of a search (search/finish.py): with more than one thread, the best
-program's nests get their outer parallel axis as a P loop -- one loop_parallelization step per
+program's nests get their outer parallel axis as a P loop -- one bound_loop_parallelization step per
 nest, B -> P on a translated nest -- judged against the root and kept only if the confirmation
 timing says it is faster than the best. Real egglog steps, real TVM builds and timings."""
 
@@ -36,7 +36,7 @@ def _outer_kinds(program: Program) -> list[str]:
 
 def test_the_finish_runs_every_nests_outer_axis_on_the_cores_in_one_step_each(program):
     steps = finish_steps(program, replace(CPU, cores=2))
-    assert [s.strategy for s in steps] == ["loop_parallelization"] * 2
+    assert [s.strategy for s in steps] == ["bound_loop_parallelization"] * 2
     assert {s.rule for s in steps} == {"run-bound-loop-on-cores"}
     final = steps[-1].after
     assert _outer_kinds(final) == ["P", "P"]
@@ -62,7 +62,7 @@ def test_a_search_at_two_threads_ends_with_parallel_nests_only_if_confirmed(prog
         finished = [n for n in result.nodes if n.program.text == finish["text"]]
         assert len(finished) == 1
         node = finished[0]
-        assert [n.strategy for n in node.path()[-2:]] == ["loop_parallelization"] * 2
+        assert [n.strategy for n in node.path()[-2:]] == ["bound_loop_parallelization"] * 2
         assert _outer_kinds(node.program) == ["P", "P"]
         entry = next(c for c in result.confirmations if c.get("finish"))
         assert entry["threads"] == 2
@@ -86,18 +86,20 @@ def test_no_finish_on_one_thread(program, monkeypatch):
         proposer = RulesProposer("cost", strategies=["loop_unrolling"], lookahead=1)
         result = search(program, "greedy", proposer, judge=judge, max_samples=1, iterations=1)
     assert result.finish is None and "parallel finish" not in table(result)
-    assert all(n.strategy != "loop_parallelization" for n in result.nodes)
+    assert all(n.strategy not in ("loop_parallelization", "bound_loop_parallelization")
+               for n in result.nodes)
 
 
 def test_the_proposer_offers_the_heaviest_nests_p_loop_first_at_two_threads(program,
                                                                            monkeypatch):
     """With two timing threads the cost model ranks a P loop by its gain: of the
-    loop_parallelization steps, the one on the heaviest nest (the exp map) comes first, and it
-    is the one-step B -> P of the nest's outer axis."""
+    parallelizing steps, the one on the heaviest nest (the exp map) comes first, and it is
+    bound_loop_parallelization's one-step B -> P of the nest's outer axis."""
     monkeypatch.setenv("LEIR_NUM_THREADS", "2")
     proposer = RulesProposer("cost", lookahead=1)
     weights = [n.seconds for n in cost(program, proposer.machine).nests]
-    parallel = [t for t in proposer.ranked(program) if t.strategy == "loop_parallelization"]
+    parallel = [t for t in proposer.ranked(program)
+                if t.strategy in ("loop_parallelization", "bound_loop_parallelization")]
     first = parallel[0]
     assert first.rule == "run-bound-loop-on-cores"
     heaviest = weights.index(max(weights))

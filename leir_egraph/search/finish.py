@@ -3,11 +3,12 @@ every nest of the best program on the cores, and keep that only if the paired ti
 
 Why (issue 39): a translated nest's outer loop is B, which the CPU runs serially, and a search's
 16 samples rarely spend one on a P loop per nest -- at 2 threads the best programs barely used
-the second core while torch did. ``loop_parallelization`` turns a B or L loop whose iterations
-are independent into P in one step (rules/operator/loop_parallelization.toml); the finish takes
+the second core while torch did. ``bound_loop_parallelization`` turns a B loop whose iterations
+are independent into P in one step, ``loop_parallelization`` an L loop
+(rules/operator/bound_loop_parallelization.toml, loop_parallelization.toml); the finish takes
 those steps on the best program after confirmation:
 
-1. While some top-level nest holds no P loop, take the ``loop_parallelization`` step that
+1. While some top-level nest holds no P loop, take the step of either strategy that
    puts one in the heaviest such nest (the cost model's seconds, its machine having the cores
    the timings run on), on that nest's outermost loop the rule allows, if the model expects
    the program to get faster by it; a nest the model expects to lose by it (too little work
@@ -37,7 +38,8 @@ from ..leir.canonical import canonical_text
 from ..leir.program import Program
 from .tree import Node
 
-STRATEGY = "loop_parallelization"
+# the strategies whose steps put a P loop into a nest
+STRATEGIES = ("bound_loop_parallelization", "loop_parallelization")
 
 
 def _has_parallel(nest) -> bool:
@@ -60,13 +62,13 @@ def _outer_position(step: Transition, k: int) -> int | None:
 
 
 def next_step(program: Program, machine: Machine) -> Transition | None:
-    """The ``loop_parallelization`` step of step 1 above, or None when no nest gets one."""
+    """The parallelizing step of step 1 above, or None when no nest gets one."""
     now = cost(program, machine)
     if now.problem:
         return None
     weight = {n.nest: n.seconds for n in now.nests}
     choices = []
-    for step in single_steps(program, STRATEGY):
+    for step in (t for sid in STRATEGIES for t in single_steps(program, sid)):
         k = _changed_nest(step)
         if k is None or _has_parallel(program.leir.nests[k]):
             continue
@@ -129,7 +131,7 @@ def parallel_finish(search, result, machine: Machine | None = None) -> dict[str,
         verdict.faster
     node.slower = search.judge.slower(verdict)
     timed = search.judge.confirm(final)
-    entry: dict[str, Any] = {"node": node.id, "strategy": STRATEGY, "finish": True,
+    entry: dict[str, Any] = {"node": node.id, "strategy": steps[-1].strategy, "finish": True,
                              "search_speedup": node.speedup}
     if timed is None:
         entry["error"] = "could not be timed"

@@ -15,7 +15,7 @@ strategies.
 The model's verdicts shape the order too (issue 39: "no samples spent on moves the model knows
 cannot help"): steps the model expects to make the program faster (their own cost, or the
 lookahead's, below the program's) come before every step it expects to gain nothing, each group
-interleaved as above; and a ``loop_parallelization`` step is never offered when the programs
+interleaved as above; and a step that only adds a P loop (``PARALLEL_ONLY``) is never offered when the programs
 are timed on one thread, where a P loop is the serial loop plus a fork and join. The model's
 machine has the cores the timings run on (``lower.threads.wanted``: ``LEIR_NUM_THREADS``,
 ``TVM_NUM_THREADS`` or the CPUs this process may use).
@@ -58,11 +58,12 @@ from .tree import Proposal
 
 # The second step of the lookahead tries, by default, the loop and fusion strategies among
 # the built-in ones: they are where speed comes from on a CPU (docs/COST.md), and enumerating
-# all 44 twice per node is too slow. A user's own strategies (loaded from a directory) that the
+# all 46 twice per node is too slow. A user's own strategies (loaded from a directory) that the
 # proposer runs are looked ahead with too: the user chose them, and nothing says they do not
 # enable a faster step.
 LOOKAHEAD_STRATEGIES = ("loop_reorder", "loop_split", "loop_parallelization",
-                        "loop_vectorization", "register_tiling", "operator_fusion",
+                        "bound_loop_parallelization", "loop_vectorization",
+                        "split_vectorization", "register_tiling", "operator_fusion",
                         "compute_inline")
 # How many first steps the lookahead costs the second steps of (``_looked_ahead``); each
 # costs 0.1-0.3 s on the 30 CPU workloads.
@@ -72,7 +73,7 @@ LOOKAHEAD_WIDTH = 24
 # followed by a V loop.
 VECTOR_LANES = 16
 # Steps that only add parallel (P) loops: they cannot make a program faster on one thread.
-PARALLEL_ONLY = frozenset({"loop_parallelization"})
+PARALLEL_ONLY = frozenset({"loop_parallelization", "bound_loop_parallelization"})
 
 
 class RulesProposer:
