@@ -36,7 +36,9 @@ from typing import Iterator
 # after the last one (see the module docstring).
 GROWTH = 4.0
 
-_full = [0]  # objects frozen right after the last full collection, or the first freeze
+# [objects frozen right after the last full collection or the first freeze, objects frozen
+# since (estimated)]
+_full = [0, 0]
 
 
 @contextmanager
@@ -55,13 +57,20 @@ def gc_paused() -> Iterator[None]:
 
 def settle() -> None:
     """Freeze every tracked object; when the frozen set has grown :data:`GROWTH`-fold since
-    the last full collection, unfreeze, collect everything, and freeze what is left."""
+    the last full collection, unfreeze, collect everything, and freeze what is left.
+
+    The growth is estimated from generation 0's count (the tracked objects allocated less
+    those freed since the last collection or freeze), which costs nothing: counting the frozen
+    objects (``gc.get_freeze_count``) walks them all (0.4 CPU s at 2.8 million), so it is done
+    only right after a full collection, which walks them anyway."""
+    added = gc.get_count()[0]
     gc.freeze()
-    frozen = gc.get_freeze_count()
     if not _full[0]:
-        _full[0] = frozen
-    elif frozen > GROWTH * _full[0]:
+        _full[0], _full[1] = gc.get_freeze_count(), 0
+        return
+    _full[1] += added
+    if _full[0] + _full[1] > GROWTH * _full[0]:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        _full[0] = gc.get_freeze_count()
+        _full[0], _full[1] = gc.get_freeze_count(), 0

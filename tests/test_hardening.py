@@ -756,10 +756,10 @@ def test_paused_collection_frees_the_cycles_it_froze_once_the_frozen_set_grows()
     class Node:
         pass
 
-    saved = gcpause._full[0]
+    saved = list(gcpause._full)
     gc.collect()
     gc.unfreeze()
-    gcpause._full[0] = 0
+    gcpause._full[:] = [0, 0]
     keep = []
     try:
         with gcpause.gc_paused():
@@ -789,4 +789,4 @@ def test_paused_collection_frees_the_cycles_it_froze_once_the_frozen_set_grows()
         assert all(type(n) is Node for block in keep for n in block)
     finally:
         gc.unfreeze()
-        gcpause._full[0] = saved
+        gcpause._full[:] = saved
