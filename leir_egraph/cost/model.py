@@ -599,6 +599,7 @@ class SharedSeconds:
         self.machine = machine
         self._nests: dict[int, tuple] = {}        # id(nest) -> (nest, facts of it)
         self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
+        self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._seconds: dict[tuple, float] = {}     # (nest number, shapes it reads) -> seconds
         self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
 
@@ -612,11 +613,18 @@ class SharedSeconds:
             return math.inf
 
     def _nest(self, nest: LoopNest) -> tuple:
+        """``(nest, its number, written extents, tensors, fill targets)``, the facts computed
+        once per distinct nest: a search node's steps are decoded afresh, so most of its nest
+        objects equal one costed before (a child node shares all but one nest with its
+        parent). The entry holds this very object, so that its id is not reused while it is
+        a key."""
         hit = self._nests.get(id(nest))
         if hit is None:
             number = self._canonical.setdefault(nest, len(self._canonical))
-            hit = self._nests[id(nest)] = (nest, number, _nest_written_extents(nest),
-                                           _nest_tensors(nest), _fill_targets(nest))
+            if number == len(self._facts):
+                self._facts.append((nest, number, _nest_written_extents(nest),
+                                    _nest_tensors(nest), _fill_targets(nest)))
+            hit = self._nests[id(nest)] = (nest,) + self._facts[number][1:]
         return hit
 
     def _seconds_of(self, signature, nests: Sequence[LoopNest]) -> float:
