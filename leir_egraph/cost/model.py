@@ -587,9 +587,10 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
 class SharedSeconds:
     """``cost(p, machine).seconds`` of many programs that share most of their nests -- a search
     node's steps and their own steps -- for ranking thousands of them. What ``cost`` computes
-    per nest (written extents, tensors, accumulation fills, the nest's seconds in the shapes of
-    its tensors) is kept per nest object and per (nest, those shapes), so a program costs one
-    look-up per nest and a step pays only for the nests it changed. The result is exactly
+    per nest (written extents, tensors, accumulation fills) is kept per distinct nest, the
+    shapes merged from the written extents per combination of them, and a nest's seconds per
+    (nest, shapes), so a program costs one look-up per nest and a step pays only for the nests
+    it changed. The result is exactly
     ``cost(p).seconds``: the same sums in the same order (tests/test_cost_model.py).
 
     ``of(signature, nests)`` costs a program given as its nests, for callers that never build
