@@ -154,7 +154,8 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
     nest) change nothing: over every single step of a softmax-with-matmul program -- new
     intermediates, layouts, splits -- each cost equals a fresh whole-program computation, and
     ``SharedSeconds`` (one for all of them, nests kept by object) gives exactly ``cost``'s
-    seconds, twice over (the second time from its caches)."""
+    seconds, twice over (the second time from its caches), and again for equal nests that
+    are other objects."""
     from leir_egraph.cost import SharedSeconds
     from leir_egraph.cost.model import CPU, _fill_seconds, _fill_targets, _nest_cost, _shapes
     from leir_egraph.egraph import all_steps
@@ -184,6 +185,11 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
         assert [shared(q) for q in programs] == [cost(q).seconds for q in programs]
     assert [shared.of(q.signature, q.leir.nests) for q in programs[:20]] == \
         [cost(q).seconds for q in programs[:20]]
+    # the same programs parsed again: equal nests, other objects (a search node's steps are
+    # decoded afresh), costed from the facts of the first equal nest
+    again = [Program.parse(q.text, sig) for q in programs]
+    assert all(a.leir.nests[0] is not q.leir.nests[0] for a, q in zip(again, programs))
+    assert [shared(a) for a in again] == [cost(q).seconds for q in programs]
 
 
 def test_what_the_kernel_moves_change():

@@ -742,3 +742,51 @@ def test_a_removed_out_folder_is_noticed_at_the_next_programs_result(tmp_path):
         build_dataset(config, Execution(out=out, workers=1, quiet=True),
                       on_program=remove_after_first)
     assert len(seen) == 1 and not out.exists()
+
+
+def test_paused_collection_frees_the_cycles_it_froze_once_the_frozen_set_grows():
+    """leir_egraph/gcpause.py: a paused block's survivors are frozen, so a reference cycle
+    left by one outlives its last reference -- but only until the frozen objects have grown
+    GROWTH-fold, when a block's end collects everything; the state the block found is kept."""
+    import gc
+    import weakref
+
+    from leir_egraph import gcpause
+
+    class Node:
+        pass
+
+    saved = list(gcpause._full)
+    gc.collect()
+    gc.unfreeze()
+    gcpause._full[:] = [0, 0]
+    keep = []
+    try:
+        with gcpause.gc_paused():
+            cycle = Node()
+            cycle.me = cycle
+            freed = weakref.ref(cycle)
+            keep.append([Node() for _ in range(1000)])
+            del cycle
+        assert gc.isenabled()
+        start = gcpause._full[0]
+        assert start >= gc.get_freeze_count() > 1000    # (reference counting frees some)
+        gc.collect()
+        assert freed() is not None            # frozen: no collection walks it
+        gc.disable()
+        with gcpause.gc_paused():             # nested in a disabled state: nothing settles
+            keep.append([Node() for _ in range(1000)])
+        assert not gc.isenabled() and gc.get_freeze_count() <= start
+        gc.enable()
+        most = 0
+        while freed() is not None:
+            with gcpause.gc_paused():
+                keep.append([Node() for _ in range(start // 8)])
+            most = max(most, gc.get_freeze_count())
+            assert len(keep) < 100
+        assert most <= gcpause.GROWTH * start + start // 8 + 1000
+        assert gcpause._full[0] > start           # the full collection froze what was left
+        assert all(type(n) is Node for block in keep for n in block)
+    finally:
+        gc.unfreeze()
+        gcpause._full[:] = saved

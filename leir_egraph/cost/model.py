@@ -608,9 +608,10 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
 class SharedSeconds:
     """``cost(p, machine).seconds`` of many programs that share most of their nests -- a search
     node's steps and their own steps -- for ranking thousands of them. What ``cost`` computes
-    per nest (written extents, tensors, accumulation fills, the nest's seconds in the shapes of
-    its tensors) is kept per nest object and per (nest, those shapes), so a program costs one
-    look-up per nest and a step pays only for the nests it changed. The result is exactly
+    per nest (written extents, tensors, accumulation fills) is kept per distinct nest, the
+    shapes merged from the written extents per combination of them, and a nest's seconds per
+    (nest, shapes), so a program costs one look-up per nest and a step pays only for the nests
+    it changed. The result is exactly
     ``cost(p).seconds``: the same sums in the same order (tests/test_cost_model.py).
 
     ``of(signature, nests)`` costs a program given as its nests, for callers that never build
@@ -620,6 +621,11 @@ class SharedSeconds:
         self.machine = machine
         self._nests: dict[int, tuple] = {}        # id(nest) -> (nest, facts of it)
         self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
+        self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
+        self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
+        self._shapes: dict[tuple, tuple] = {}      # extents numbers -> (shapes, their number)
+        self._by_shapes: dict[tuple, float] = {}   # (nest number, shapes number) -> seconds
+        self._fills: dict[tuple, float] = {}       # (shapes number, fill numbers) -> seconds
         self._seconds: dict[tuple, float] = {}     # (nest number, shapes it reads) -> seconds
         self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
 
@@ -633,11 +639,20 @@ class SharedSeconds:
             return math.inf
 
     def _nest(self, nest: LoopNest) -> tuple:
+        """``(nest, its number, written extents, tensors, fill targets)``, the facts computed
+        once per distinct nest: a search node's steps are decoded afresh, so most of its nest
+        objects equal one costed before (a child node shares all but one nest with its
+        parent). The entry holds this very object, so that its id is not reused while it is
+        a key."""
         hit = self._nests.get(id(nest))
         if hit is None:
             number = self._canonical.setdefault(nest, len(self._canonical))
-            hit = self._nests[id(nest)] = (nest, number, _nest_written_extents(nest),
-                                           _nest_tensors(nest), _fill_targets(nest))
+            if number == len(self._facts):
+                extents, fills = _nest_written_extents(nest), _fill_targets(nest)
+                self._facts.append((nest, number, extents, _nest_tensors(nest), fills,
+                                    self._numbers.setdefault(extents, len(self._numbers)),
+                                    self._numbers.setdefault(fills, len(self._numbers))))
+            hit = self._nests[id(nest)] = (nest,) + self._facts[number][1:]
         return hit
 
     def _seconds_of(self, signature, nests: Sequence[LoopNest]) -> float:
@@ -647,16 +662,31 @@ class SharedSeconds:
                 signature, _signature_shapes(signature), set(signature.input_names))
         _, signature_shapes, inputs = known
         facts = [self._nest(nest) for nest in nests]
-        shapes = _merged_shapes(signature_shapes, (f[2] for f in facts))
+        # A program's shapes depend only on its nests' written extents (and the signature):
+        # the steps of one program mostly change nests without changing what they write, so
+        # they share the merged shapes, each nest's seconds in them, and the fills' seconds.
+        key = (id(signature), tuple(f[5] for f in facts))
+        hit = self._shapes.get(key)
+        if hit is None:
+            hit = self._shapes[key] = (
+                _merged_shapes(signature_shapes, (f[2] for f in facts)), len(self._shapes))
+        shapes, shapes_number = hit
         parts = []
-        for nest, number, _, tensors, _ in facts:
-            read = tuple((n, shapes.get(n)) for n in tensors)
-            seconds = self._seconds.get((number, read))
+        for nest, number, _, tensors, _, _, _ in facts:
+            seconds = self._by_shapes.get((number, shapes_number))
             if seconds is None:
-                seconds = self._seconds[number, read] = _nest_cost_of(
-                    nest, read, self.machine).seconds
+                read = tuple((n, shapes.get(n)) for n in tensors)
+                seconds = self._seconds.get((number, read))
+                if seconds is None:
+                    seconds = self._seconds[number, read] = _nest_cost_of(
+                        nest, read, self.machine).seconds
+                self._by_shapes[number, shapes_number] = seconds
             parts.append(seconds)
-        fill = _fill_seconds((t for f in facts for t in f[4]), inputs, shapes, self.machine)
+        fills = (shapes_number, tuple(f[6] for f in facts))
+        fill = self._fills.get(fills)
+        if fill is None:
+            fill = self._fills[fills] = _fill_seconds((t for f in facts for t in f[4]), inputs,
+                                                      shapes, self.machine)
         return sum(parts) + fill
 
 

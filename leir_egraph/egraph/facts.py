@@ -203,6 +203,26 @@ class Fact:
         return self._hash
 
 
+class Chain:
+    """Fact producers called in order as one (a guard's with its extensions'). ``parts`` are
+    read one by one by ``Vocabulary.producers``, so each is checked, located and skipped on
+    its own."""
+
+    def __init__(self, producers):
+        self.parts = tuple(q for p in producers for q in getattr(p, "parts", (p,)))
+
+    def __call__(self, loaded):
+        return [f for p in self.parts for f in p(loaded)]
+
+
+def making(produce, *relations: Relation):
+    """``produce`` marked as making the facts of ``relations`` only (some of its guard's):
+    ``Vocabulary.facts`` calls it only when one of them is wanted, and a fact of another
+    relation from it is a :class:`FactError`. A producer not marked makes any of its guard's."""
+    produce.makes = frozenset(r.name for r in relations)
+    return produce
+
+
 def located(produce, produced) -> tuple[str, int | None]:
     """Where ``produce`` (a fact producer) returned something that is no fact: the line of its
     ``yield`` when ``produced`` is a generator still at it, else the function's first line."""

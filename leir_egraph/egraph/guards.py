@@ -23,7 +23,7 @@ from ..leir.ast import Leir
 from ..leir.hardware import MAX_SHARED_BYTES
 from ..leir.legality import determined_loops, fusible, independent_iterations, loops_swappable
 from ..leir.signature import dtype_bytes
-from .facts import Fact, Relation
+from .facts import Chain, Fact, Relation, making
 from .loaded import LoadedProgram
 
 Facts = Iterable[Fact]
@@ -56,8 +56,8 @@ PATTERN_MATCH = Guard(
 
 # ---------------------------------------------------------------- 2. dependency
 
-def _dependency_facts(loaded: LoadedProgram) -> Facts:
-    leir = loaded.program.leir
+def _pair_facts(loaded: LoadedProgram) -> Facts:
+    """Independent, DisjointWrites and Fusible: what two top-level nests allow."""
     nests = list(loaded.top_nests())
     rw = [(reads(n), writes(n)) for _, _, n in nests]
     for (i, ni, a), (j, nj, b) in combinations(nests, 2):
@@ -70,11 +70,18 @@ def _dependency_facts(loaded: LoadedProgram) -> Facts:
             yield DISJOINT_WRITES(ni, nj)
         if j == i + 1 and fusible(a, b):
             yield FUSIBLE(ni, nj)
+
+
+def _swappable_facts(loaded: LoadedProgram) -> Facts:
     for term, nest in loaded.term_nests():
         loops = nest.loops
         for x, y in combinations(loops, 2):
             if loops_swappable(nest, x.index, y.index):
                 yield SWAPPABLE(term, x.index, y.index)
+
+
+def _unread_facts(loaded: LoadedProgram) -> Facts:
+    leir = loaded.program.leir
     read_after: set[str] = set()
     names = sorted(reads(leir) | writes(leir))
     for i in reversed(range(len(leir.nests) + 1)):
@@ -170,7 +177,13 @@ DEPENDENCY = Guard(
         UNREAD_IN,
         FIRST_WRITE_IN,
     ),
-    facts=lambda loaded: [*_dependency_facts(loaded), *_first_write_facts(loaded)])
+    # one producer per analysis, so that an engine whose rules read only some of these
+    # relations (the search's lookahead: operator_fusion reads Fusible, compute_inline
+    # UnreadIn) computes only those; called in this order, all wanted, they state the facts in
+    # the order one producer did
+    facts=Chain([making(_pair_facts, INDEPENDENT, DISJOINT_WRITES, FUSIBLE),
+                 making(_swappable_facts, SWAPPABLE), making(_unread_facts, UNREAD_IN),
+                 making(_first_write_facts, FIRST_WRITE_IN)]))
 
 
 # ---------------------------------------------------------------- 3. operation identity

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Iterable
 
 from . import extensions
-from .facts import Fact, FactError, Relation, later, located
+from .facts import Chain, Fact, FactError, Relation, later, located
 from .guards import Guard, GuardExtension, base_guards
 from .loaded import LoadedProgram
 from .parameters import CORE_PARAMETERS, ParameterSet
@@ -109,6 +109,8 @@ def _bounded_facts(where: str, produce):
     def facts(loaded):
         return _bounded(where, "computing the provider's facts",
                         lambda: checked_facts(produce, loaded))
+    if getattr(produce, "makes", None) is not None:
+        facts.makes = produce.makes
     return facts
 
 
@@ -300,7 +302,8 @@ class Vocabulary:
     @cached_property
     def producers(self) -> list[tuple]:
         """``(produce, its guard's or parameter set's relations by name)`` of every producer."""
-        out = [(part, {r.name: r for r in g.relations})
+        out = [(part, {r.name: r for r in g.relations
+                       if getattr(part, "makes", None) is None or r.name in part.makes})
                for g in self.guards.values() if g.facts
                for part in getattr(g.facts, "parts", (g.facts,))]
         out += [(p.facts, {r.name: r for r in p.relations}) for p in self.parameter_sets]
@@ -346,19 +349,8 @@ def merge(guards: dict[str, Guard], extensions: Iterable[GuardExtension], where:
     return out
 
 
-class _Chain:
-    """The fact producers of a guard and its extensions, called in order (``parts`` are read
-    one by one by :attr:`Vocabulary.producers`, so each is checked and located on its own)."""
-
-    def __init__(self, producers):
-        self.parts = tuple(q for p in producers for q in getattr(p, "parts", (p,)))
-
-    def __call__(self, loaded):
-        return [f for p in self.parts for f in p(loaded)]
-
-
 def _chain(producers):
-    return producers[0] if len(producers) == 1 else _Chain(producers)
+    return producers[0] if len(producers) == 1 else Chain(producers)
 
 
 @lru_cache(maxsize=64)

@@ -77,6 +77,26 @@ class KernelSteps:
         return [nests[:i] + (new,) + nests[i + 1:]
                 for i, nest in enumerate(nests) for new in self._next[nest]]
 
+    def rest_successors(self, program: Program) -> list[tuple[LoopNest, ...]]:
+        """The nests of every program one step of a ``rest`` strategy away from ``program``,
+        for a caller that only costs them: the whole program is matched, and each match is put
+        in place at every occurrence of its term, decoded nest by nest (nests shared with
+        other programs are the same objects), without printing or building a ``Program``.
+        Duplicates and steps that change nothing are kept: neither changes the least cost of
+        the steps, which is at most the program's own."""
+        if not self.rest:
+            return []
+        term = encode(program.leir)
+        index = OccurrenceIndex(term)
+        out = []
+        for m in engine_for(self.rest).matches(program, list(self.rest)):
+            if m.rhs is None or m.rhs == m.lhs:
+                continue
+            for path in index.paths(m.lhs):
+                new = uncons(replace_at(term, path, m.rhs), "PCons")
+                out.append(tuple(self._decoder(n) for n in new))
+        return out
+
     def _match(self, program: Program, batch: list[LoopNest]) -> None:
         """Match the kernels of ``batch`` (no nest term in two of them) in one engine run, as
         one program with ``program``'s signature, and keep each one's distinct successors."""

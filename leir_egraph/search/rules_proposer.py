@@ -28,7 +28,8 @@ costs each nest once for all the programs holding it. The lookahead's second ste
 costed, never offered, so with ``shared=True`` (the default) the kernel-local ones among them
 (the loop strategies) come from ``KernelSteps``: each distinct kernel of the lookahead's
 programs is matched once and its successors are put in place as nests, without building or
-printing a program; the other lookahead strategies are enumerated per program. The ranking
+printing a program; the other lookahead strategies are matched per program and their steps
+put in place and costed as nests the same way (``KernelSteps.rest_successors``). The ranking
 is the same as with ``shared=False``, which enumerates every second step in full (tested).
 
     >>> from leir_egraph import Program
@@ -158,7 +159,8 @@ class RulesProposer:
     def best_next(self, program: Program) -> float | None:
         """The least cost among the lookahead's second steps from ``program`` (None when it
         has none): with ``shared``, the kernel-local strategies' steps from ``KernelSteps``
-        (costed as nests) and the others' enumerated; else every step enumerated."""
+        (costed as nests) and the others' matched per program, costed as nests too; else every
+        step enumerated."""
         if self.shared:
             if self._kernel_steps is None:
                 chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
@@ -168,8 +170,8 @@ class RulesProposer:
             if kernels.applies(program):
                 costs = [self._seconds.of(program.signature, nests)
                          for nests in kernels.successors(program)]
-                if kernels.rest:
-                    costs += [self.cost_of(t.after) for t in all_steps(program, kernels.rest)]
+                costs += [self._seconds.of(program.signature, nests)
+                          for nests in kernels.rest_successors(program)]
                 return min(costs) if costs else None
         nxt = self.next_steps(program)
         return min(self.cost_of(n.after) for n in nxt) if nxt else None
