@@ -18,7 +18,8 @@ one process, interleaved rounds, at each ``--threads`` count:
 
 **Timing.** Every contender is a zero-argument call on inputs made once (the module's seeded
 inputs; TVM tensors made from the same arrays). Each is calibrated to a number of calls lasting
-at least ``--min-ms``; then ``--rounds`` rounds each time every contender once (that many calls,
+at least ``--min-ms`` (from the fastest of five single calls); then ``--rounds`` rounds each time
+every contender once (one untimed call, then that many calls,
 per-call milliseconds), the order rotating from round to round, so a change of machine load
 falls on all of them alike. A contender's time is the median over its rounds. One clock for
 all (``time.perf_counter`` around Python calls): TVM's and torch's call overheads (microseconds)
@@ -79,20 +80,31 @@ def chosen_workloads(spec: str) -> list:
 
 # ---------------------------------------------------------------- timing
 
-def calibrate(call: Callable[[], Any], min_ms: float, warmup: int = 2) -> int:
-    """Calls per timed repeat so that one repeat lasts at least ``min_ms``."""
+def calibrate(call: Callable[[], Any], min_ms: float, warmup: int = 2, tries: int = 5) -> int:
+    """Calls per timed repeat so that one repeat lasts at least ``min_ms``: from the fastest of
+    ``tries`` single calls after ``warmup`` -- the first calls after another contender pay the
+    switch between thread pools (below), which a single timed call took for the call's time."""
     for _ in range(warmup):
         call()
-    start = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - start, 1e-7)
-    return max(1, math.ceil(min_ms / 1e3 / once))
+    once = 1e9
+    for _ in range(tries):
+        start = time.perf_counter()
+        call()
+        once = min(once, time.perf_counter() - start)
+    return max(1, math.ceil(min_ms / 1e3 / max(once, 1e-7)))
 
 
 def interleaved(calls: dict[str, Callable[[], Any]], rounds: int,
                 min_ms: float) -> dict[str, list[float]]:
     """Per-call milliseconds of every call in each of ``rounds`` rounds; each round times every
-    call once (its calibrated number of calls), starting from a different one each round."""
+    call once (its calibrated number of calls, after one untimed call), starting from a
+    different one each round.
+
+    The untimed call takes the switch between thread pools: with more than one thread, the
+    first call after another contender waits for the cores that the other's pool (torch's
+    OpenMP threads, TVM's workers) still spins on -- #10's root at 2 threads ran 0.09 ms a call
+    in a batch and 5 ms for a torch eager call and a root call alternated, and a batch of two
+    calls calibrated from such a first call was timed at 2.3-3.8 ms a call."""
     numbers = {name: calibrate(call, min_ms) for name, call in calls.items()}
     names = list(calls)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -100,6 +112,7 @@ def interleaved(calls: dict[str, Callable[[], Any]], rounds: int,
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
             call, number = calls[name], numbers[name]
+            call()
             start = time.perf_counter()
             for _ in range(number):
                 call()
