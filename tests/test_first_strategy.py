@@ -106,7 +106,7 @@ def test_loading_a_folder_makes_its_ids_work_in_every_api_call():
 
     program = le.Program.parse(PROGRAM.read_text(), json.loads(SIG.read_text()))
     loaded = le.load_strategies(RULES)
-    assert "double_to_sum" in {s.id for s in loaded} and len(loaded) == 45
+    assert "double_to_sum" in {s.id for s in loaded} and len(loaded) == 47
     (step,) = le.single_steps(program, "double_to_sum")   # README's two lines
     assert step.after.text == SUM and step.bindings == {"x": "A^{f32,g}_{tx,a}"}
     assert le.applicable(program, ["double_to_sum"]) == {"double_to_sum": 1}
