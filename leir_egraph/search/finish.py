@@ -36,10 +36,12 @@ from ..egraph import Transition, single_steps
 from ..leir.analysis import nest_loops
 from ..leir.canonical import canonical_text
 from ..leir.program import Program
+from .rules_proposer import PARALLEL_ONLY, timing_machine
 from .tree import Node
 
-# the strategies whose steps put a P loop into a nest
-STRATEGIES = ("bound_loop_parallelization", "loop_parallelization")
+# the strategies whose steps put a P loop into a nest (the proposer's PARALLEL_ONLY), in a
+# fixed order
+STRATEGIES = tuple(sorted(PARALLEL_ONLY))
 
 
 def _has_parallel(nest) -> bool:
@@ -102,7 +104,6 @@ def parallel_finish(search, result, machine: Machine | None = None) -> dict[str,
     if wanted() <= 1:
         return None
     if machine is None:
-        from .rules_proposer import timing_machine
         machine = timing_machine()
     start = result.best
     steps = finish_steps(start.program, machine)
