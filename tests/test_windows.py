@@ -48,22 +48,27 @@ def test_the_lookahead_strategies_are_window_local():
     assert reason is not None and "Nest" in reason
 
 
-@pytest.mark.parametrize("index", [67, 81])
-def test_reused_matches_equal_whole_matching_along_a_search(index):
-    """A root, its steps and their steps (a search's nodes and lookahead programs), through one
-    WindowMatches: every program's successors equal those of matching it whole, and most
-    programs of a many-nest workload are matched from regions, not whole."""
+@pytest.mark.parametrize("index,prefetch", [(67, False), (67, True), (81, True)])
+def test_reused_matches_equal_whole_matching_along_a_search(index, prefetch):
+    """A root and its steps (a search node and its lookahead programs), through one
+    WindowMatches, their new windows matched program by program or prefetched together (in
+    batches of regions, as the search does): every program's successors equal those of
+    matching it whole, and most programs of a many-nest workload are matched from regions,
+    not whole."""
     entry = next(e for e in steptp.load() if e.index == index)
     root = steptp.program(entry, "cpu", seed=0)
     strategies = resolve(list(WINDOWED))
     matches = WindowMatches(strategies)
     firsts = all_steps(root, resolve(list(MOVES)))
-    programs = [root] + [t.after for t in firsts[::max(1, len(firsts) // 12)]]
+    programs = [root] + [t.after for t in firsts[::max(1, len(firsts) // 16)]]
     for t in firsts:   # the steps of the windowed strategies themselves, too
         if t.strategy in WINDOWED:
             programs.append(t.after)
             break
-    for program in programs:
+    assert windowed(matches, root) == whole(root, strategies)
+    if prefetch:
+        matches.prefetch(programs[1:])
+    for program in programs[1:]:
         assert windowed(matches, program) == whole(program, strategies), program.text
     if len(root.leir.nests) >= 2 / NEW_SHARE + 2:   # a one-nest change leaves most windows known
         assert matches.regions >= len(programs) // 2
@@ -73,8 +78,9 @@ def test_reused_matches_equal_whole_matching_along_a_search(index):
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_reused_matches_equal_whole_matching_on_random_walks(data):
-    """Random walks of two steps from small workloads (hypothesis draws the workload and the
-    steps), one WindowMatches across the walk and the programs before it."""
+    """Random walks of two steps from small and large workloads (hypothesis draws the workload,
+    a node's steps whose windows are prefetched together, and the step walked), one
+    WindowMatches across the walk and the examples before it."""
     index = data.draw(st.sampled_from([6, 14, 67, 81]), label="workload")
     entry = next(e for e in steptp.load() if e.index == index)
     program = steptp.program(entry, "cpu", seed=0)
@@ -85,8 +91,12 @@ def test_reused_matches_equal_whole_matching_on_random_walks(data):
         steps = all_steps(program, resolve(list(MOVES)))
         if not steps:
             break
-        program = data.draw(st.sampled_from(steps), label="step").after
-        assert windowed(matches, program) == whole(program, strategies), program.text
+        ahead = [t.after for t in data.draw(st.lists(st.sampled_from(steps), min_size=1,
+                                                      max_size=6), label="steps")]
+        matches.prefetch(ahead)   # as a search node's lookahead does
+        for after in ahead:
+            assert windowed(matches, after) == whole(after, strategies), after.text
+        program = ahead[0]
 
 
 _SHARED: dict[int, WindowMatches] = {}

@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import re
 
-from ..leir.ast import Leir, LoopNest
+from ..leir.ast import Leir, Loop, LoopNest
 from ..leir.program import Program
 from .encoding import Decoder, shared_terms, uncons
+from .kernel_batches import BATCH_NESTS
 from .engine import Engine, engine_for, match_relation, ruleset_name
 from .facts import Fact
 from .loaded import LoadedProgram
@@ -69,12 +70,13 @@ def window_reason(strategy: Strategy, engine: Engine) -> str | None:
     for rule in strategy.rules:
         if rule.lhs_sort != "Prog":
             return f"{strategy.id}/{rule.name} rewrites a {rule.lhs_sort}, not a program suffix"
-        if rule.lhs.count("(PCons") > WIDTH:
+        if rule.lhs.count("(PCons") > WIDTH or "(PNil" in rule.lhs:
             return f"{strategy.id}/{rule.name} matches more than {WIDTH} nests"
         for condition in rule.parsed_conditions:
             if condition.head in derived:
                 return f"{strategy.id}/{rule.name} reads {condition.head}, derived over suffixes"
-            if "(PCons" in condition.text and not condition.input_variables <= rule.lhs_variables:
+            if "(PNil" in condition.text or ("(PCons" in condition.text and not
+                                             condition.input_variables <= rule.lhs_variables):
                 return f"{strategy.id}/{rule.name} takes a suffix apart beyond its window"
     return None
 
@@ -118,6 +120,7 @@ class WindowMatches:
         self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
+        self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
         self.matched_whole = 0    # programs matched whole
         self.regions = 0          # regions matched
 
@@ -127,11 +130,9 @@ class WindowMatches:
         nests = program.leir.nests
         if not nests:
             return []
-        loaded = LoadedProgram(program)
         if self.reason is not None:
-            return self._whole(loaded, bounded=False)
-        facts = list(self.engine.vocabulary.facts(loaded, self.engine.read_relations))
-        keys = self._keys(loaded, facts)
+            return self._whole(LoadedProgram(program), bounded=False)
+        loaded, facts, keys = self._prepared.pop(program.text, None) or self._prepare(program)
         new = [j for j, per in enumerate(keys) if any(k not in self._edits for k in per)]
         if len(new) > NEW_SHARE * len(nests) or len(new) == len(nests):
             return self._whole(loaded, keys=keys)
@@ -140,6 +141,90 @@ class WindowMatches:
                 return self._whole(loaded, keys=keys)
         return [(j, width, repl) for j, per in enumerate(keys) for key in per
                 for width, repl in self._edits[key]]
+
+    def prefetch(self, programs: list[Program]) -> None:
+        """Match the new windows of all ``programs`` (a node's lookahead) before ``edits`` is
+        asked for them: windows whose key another of them has are matched once, and regions
+        of different programs that share no nest term and have the same facts naming no term
+        are loaded together, one engine run for many (each region followed by a separator nest
+        of its own, so no two regions share a suffix term; a region that ends its program
+        goes last, followed by nothing, as in the program). A program with too many new
+        windows is matched whole here."""
+        self._prepared.clear()   # programs prefetched before and never asked for
+        if self.reason is not None:
+            return
+        pending: set = set()
+        regions = []   # (loaded, facts, keys, a, b)
+        for program in programs:
+            if not program.leir.nests or program.text in self._prepared:
+                continue
+            loaded, facts, keys = self._prepared[program.text] = self._prepare(program)
+            n = len(keys)
+            new = [j for j, per in enumerate(keys)
+                   if any(k not in self._edits and k not in pending for k in per)]
+            if not new:
+                continue
+            if len(new) > NEW_SHARE * n or len(new) == n:
+                self._whole(loaded, keys=keys)
+                if self.reason is not None:
+                    return
+                continue
+            for a, b in _runs(new):
+                regions.append((loaded, facts, keys, a, b))
+                pending.update(k for j in range(a, b + 1) for k in keys[j])
+        for batch in _region_batches(regions, self._common):
+            self._match_regions(batch)
+            if self.reason is not None:
+                return
+
+    def _prepare(self, program: Program) -> tuple:
+        loaded = LoadedProgram(program)
+        facts = list(self.engine.vocabulary.facts(loaded, self.engine.read_relations))
+        return loaded, facts, self._keys(loaded, facts)
+
+    def _common(self, keys: list[tuple]) -> tuple:
+        """The facts naming no term in a program's keys (the same in all its windows)."""
+        return tuple(key[-1] for key in keys[0])
+
+    def _match_regions(self, batch: list[tuple]) -> None:
+        """Match the regions of ``batch`` (``_region_batches``) in one engine run and keep
+        their windows' edits; on a replacement past its window no edits are kept from now on,
+        and a region whose replacement could not be built is left to ``edits``."""
+        engine = self.engine
+        nests: list[LoopNest] = []
+        placed = []   # (region's first nest in the batch program, loaded, facts, keys, a, b, stop)
+        for k, (loaded, facts, keys, a, b) in enumerate(batch):
+            program_nests = loaded.program.leir.nests
+            stop = min(b + 2, len(program_nests))
+            placed.append((len(nests), loaded, facts, keys, a, b, stop))
+            nests.extend(program_nests[a:stop])
+            if stop < len(program_nests) or k < len(batch) - 1:
+                nests.append(_separator(k))
+        together = LoadedProgram(batch[0][0].program.with_leir(Leir(tuple(nests))))
+        step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
+        self.regions += len(batch)
+        commands = together.declarations().splitlines()
+        with shared_terms(together.named_terms(), "$w") as shared:
+            for at, loaded, facts, _, a, _, stop in placed:
+                for fact in _region_facts(loaded, facts, together, a, stop, at):
+                    text = fact.text()
+                    commands.extend(shared.take())
+                    commands.append(text)
+        engine.run("(push)")
+        try:
+            engine.send(commands + ["(run-schedule (saturate (run analysis)))", step,
+                                    "(run-schedule (saturate (run helpers)))"])
+            found, stuck = engine.read_rows(self._rows)
+        finally:
+            engine.run("(pop)")
+        if stuck:
+            return
+        for at, loaded, facts, keys, a, b, stop in placed:
+            per = self._per_window(found, len(nests), at, b - a + 1)
+            if per is None:
+                self.reason = "a replacement rewrites more than its window"
+                return
+            self._keep(per, keys, range(a, b + 1), a)
 
     # ------------------------------------------------------------ keys
 
@@ -248,8 +333,8 @@ class WindowMatches:
     def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True
                     ) -> dict[tuple[int, str], list[Edit]] | None:
         """The edits of ``found`` (matches on a program of ``n`` nests) by the position of
-        their window and their strategy, for windows ``first`` to ``first+count-1``; None when
-        ``bounded`` and a replacement reaches past its window."""
+        their window (relative to ``first``) and their strategy, for windows ``first`` to
+        ``first+count-1``; None when ``bounded`` and a replacement reaches past its window."""
         per: dict[tuple[int, str], list[Edit]] = {}
         for m in found:
             if m.lhs is None or m.rhs is None or m.rhs == m.lhs:
@@ -266,15 +351,18 @@ class WindowMatches:
             if bounded and width > WIDTH:
                 return None
             repl = tuple(self._decoder(t) for t in new[:len(new) - keep])
-            per.setdefault((j, m.strategy), []).append((width, repl))
+            per.setdefault((j - first, m.strategy), []).append((width, repl))
         return per
 
 
 def _region_facts(loaded: LoadedProgram, facts: list[Fact], region: LoadedProgram, a: int,
-                  stop: int) -> list[Fact]:
-    """The program's facts about the terms of its region (nests ``a`` to ``stop-1``), their
-    suffixes the region's (the program's suffix ``stop`` is the region's ``PNil``)."""
-    inside = set(region.nests)
+                  stop: int, at: int = 0) -> list[Fact]:
+    """The program's facts about the terms of its region (nests ``a`` to ``stop-1``, placed
+    from nest ``at`` of the loaded ``region``), their suffixes the region's (the program's
+    suffix ``stop`` is the region's suffix after them: ``PNil`` or a separator's)."""
+    top = region.program.leir.nests[at:at + stop - a]
+    inside = {n for t, n in region.term_nests()} & {
+        n for nest in top for n in _nests_in(nest)}
     term_of = {nest: t for t, nest in region.term_nests()}
     nest_at = _nest_lookup(loaded)
     suffix_at = _suffix_lookup(loaded)
@@ -293,7 +381,7 @@ def _region_facts(loaded: LoadedProgram, facts: list[Fact], region: LoadedProgra
                 if not a <= i <= stop:
                     keep = False
                     break
-                values.append(region.suffix_terms[i - a])
+                values.append(region.suffix_terms[at + i - a])
             else:
                 values.append(value)
         if keep:
@@ -326,6 +414,48 @@ def _suffix_lookup(loaded: LoadedProgram):
         i = by_id.get(id(term))
         return n - len(uncons(term, "PCons")) if i is None else i
     return suffix_at
+
+
+def _nests_in(nest: LoopNest):
+    """The nest and every nest inside it."""
+    yield nest
+    for item in nest.body:
+        if isinstance(item, LoopNest):
+            yield from _nests_in(item)
+
+
+def _separator(k: int) -> LoopNest:
+    """A nest no program holds (an empty body; index ``__window``), the ``k``-th of a batch."""
+    return LoopNest((Loop("L", k + 1, "__window"),), ())
+
+
+def _region_batches(regions: list[tuple], common) -> list[list[tuple]]:
+    """``regions`` (``(loaded, facts, keys, a, b)``) in batches whose members share no nest
+    term and have the same facts naming no term (``common(keys)``), at most one of them
+    ending its program (put last), ``BATCH_NESTS`` nests at most."""
+    batches: list[tuple[list, set, object, list]] = []   # members, nests used, common, size
+    for region in regions:
+        loaded, _, keys, a, b = region
+        program_nests = loaded.program.leir.nests
+        stop = min(b + 2, len(program_nests))
+        used = {n for nest in program_nests[a:stop] for n in _nests_in(nest)}
+        ends = stop == len(program_nests)
+        shared = common(keys)
+        for members, taken, same, size in batches:
+            if (same == shared and not used & taken and size[0] + stop - a < BATCH_NESTS
+                    and not (ends and size[1])):
+                members.append(region)
+                taken |= used
+                size[0] += stop - a + 1
+                size[1] = size[1] or ends
+                break
+        else:
+            batches.append(([region], set(used), shared, [stop - a + 1, ends]))
+    out = []
+    for members, *_ in batches:   # the region that ends its program last
+        out.append(sorted(members, key=lambda r: min(r[4] + 2, len(r[0].program.leir.nests))
+                          == len(r[0].program.leir.nests)))
+    return out
 
 
 class _Suffix(tuple):

@@ -84,18 +84,23 @@ class KernelSteps:
                 for i, nest in enumerate(nests) for new in self._next[nest]]
 
     def prefetch(self, programs: list[Program]) -> None:
-        """Match the kernels of ``programs`` never seen before together, in batches of
-        kernels that share no nest term, rather than each program's in runs of their own (a
-        node's lookahead programs hold one new kernel each: one engine run per batch, not per
-        program). The kernels of programs with another signature than the first are left to
-        ``successors``."""
-        if not self.local or not programs:
+        """Match what ``successors`` and ``rest_successors`` will need for ``programs`` (a
+        node's lookahead programs, for which ``applies`` holds) together rather than program
+        by program. The kernels never seen before are matched in batches of kernels that
+        share no nest term (the programs hold one new kernel each: one engine run per batch,
+        not per program); the kernels of programs with another signature than the first are
+        left to ``successors``. The windows of the window-local rest strategies are prefetched
+        the same way (``WindowMatches.prefetch``)."""
+        if not programs:
             return
-        first = programs[0]
-        todo = [n for p in programs if p.signature == first.signature
-                for n in p.leir.nests if n not in self._next]
-        for batch in disjoint_batches(list(dict.fromkeys(todo))):
-            self._match(first, batch)
+        if self.local:
+            first = programs[0]
+            todo = [n for p in programs if p.signature == first.signature
+                    for n in p.leir.nests if n not in self._next]
+            for batch in disjoint_batches(list(dict.fromkeys(todo))):
+                self._match(first, batch)
+        if self._windows is not None:
+            self._windows.prefetch(programs)
 
     def rest_successors(self, program: Program) -> list[tuple[LoopNest, ...]]:
         """The nests of every program one step of a ``rest`` strategy away from ``program``,
