@@ -137,7 +137,7 @@ class WindowMatches:
         if len(new) > NEW_SHARE * len(nests) or len(new) == len(nests):
             return self._whole(loaded, keys=keys)
         for a, b in _runs(new):
-            if not self._match_region(loaded, facts, keys, a, b):
+            if not self._match_regions([(loaded, facts, keys, a, b)]):
                 return self._whole(loaded, keys=keys)
         return [(j, width, repl) for j, per in enumerate(keys) for key in per
                 for width, repl in self._edits[key]]
@@ -173,8 +173,7 @@ class WindowMatches:
                 regions.append((loaded, facts, keys, a, b))
                 pending.update(k for j in range(a, b + 1) for k in keys[j])
         for batch in _region_batches(regions, self._common):
-            self._match_regions(batch)
-            if self.reason is not None:
+            if not self._match_regions(batch) and self.reason is not None:
                 return
 
     def _prepare(self, program: Program) -> tuple:
@@ -186,10 +185,12 @@ class WindowMatches:
         """The facts naming no term in a program's keys (the same in all its windows)."""
         return tuple(key[-1] for key in keys[0])
 
-    def _match_regions(self, batch: list[tuple]) -> None:
-        """Match the regions of ``batch`` (``_region_batches``) in one engine run and keep
-        their windows' edits; on a replacement past its window no edits are kept from now on,
-        and a region whose replacement could not be built is left to ``edits``."""
+    def _match_regions(self, batch: list[tuple]) -> bool:
+        """Match the regions of ``batch`` (``(loaded, facts, keys, a, b)``: windows ``a`` to
+        ``b`` of a program, new keys; several from ``_region_batches``) in one engine run and
+        keep their windows' edits. False when a replacement could not be built (nothing kept:
+        ``edits`` matches the program whole) or reaches past its window (no edits are kept
+        from now on)."""
         engine = self.engine
         nests: list[LoopNest] = []
         placed = []   # (region's first nest in the batch program, loaded, facts, keys, a, b, stop)
@@ -218,13 +219,14 @@ class WindowMatches:
         finally:
             engine.run("(pop)")
         if stuck:
-            return
+            return False
         for at, loaded, facts, keys, a, b, stop in placed:
             per = self._per_window(found, len(nests), at, b - a + 1)
             if per is None:
                 self.reason = "a replacement rewrites more than its window"
-                return
+                return False
             self._keep(per, keys, range(a, b + 1), a)
+        return True
 
     # ------------------------------------------------------------ keys
 
@@ -297,38 +299,6 @@ class WindowMatches:
         for j in windows:
             for strategy, key in zip(self.strategies, keys[j]):
                 self._edits[key] = tuple(per.get((j - first, strategy.id), ()))
-
-    def _match_region(self, loaded: LoadedProgram, facts: list[Fact], keys: list[tuple],
-                      a: int, b: int) -> bool:
-        """Match windows ``a`` to ``b`` (new keys) as a region (module docstring); False when
-        a replacement reaches past its window (the caller matches the program whole)."""
-        program, engine = loaded.program, self.engine
-        nests = program.leir.nests
-        stop = min(b + 2, len(nests))
-        region = LoadedProgram(program.with_leir(Leir(nests[a:stop])))
-        mapped = _region_facts(loaded, facts, region, a, stop)
-        step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
-        self.regions += 1
-        engine.run("(push)")
-        try:
-            commands = region.declarations().splitlines()
-            with shared_terms(region.named_terms(), "$w") as shared:
-                for fact in mapped:
-                    text = fact.text()
-                    commands.extend(shared.take())
-                    commands.append(text)
-            engine.send(commands + ["(run-schedule (saturate (run analysis)))", step,
-                                    "(run-schedule (saturate (run helpers)))"])
-            found, stuck = engine.read_rows(self._rows)
-        finally:
-            engine.run("(pop)")
-        if stuck:
-            return False
-        per = self._per_window(found, stop - a, 0, b - a + 1)
-        if per is None:
-            return False
-        self._keep(per, keys, range(a, b + 1), a)
-        return True
 
     def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True
                     ) -> dict[tuple[int, str], list[Edit]] | None:
