@@ -17,14 +17,21 @@ one step apart (a search node, its children, the lookahead's programs) share mos
 window's head are replaced, and by which nests). For a program it computes the facts in Python,
 reuses the edits of every known key, and matches only the windows whose key is new: each run
 of consecutive new windows is loaded into the engine as a **region** -- its nests and the one
-after it, the program's suffix after that standing in as ``PNil`` -- with the program's own
-facts about the region's terms (its suffixes mapped onto the region's), never facts computed
-for the region. A program with no known key (the first one), or with more new windows than
-half its nests, is matched whole, and its matches are kept per window the same way.
+after it, the program's suffix after that standing in as ``PNil`` or as the suffix starting
+at a separator nest no program holds -- with the program's own facts about the region's terms
+(its suffixes mapped onto the region's), never facts computed for the region. ``prefetch``
+does this for many programs at once (a search node's lookahead): a key several of them hold
+is matched once, and regions that share no nest term and the same term-free facts share one
+engine run. A program with no known key (the first one), or with more new windows than half
+its nests, is matched whole, and its matches are kept per window the same way. Each
+strategy's key holds only the facts of the relations it reads (and of any relation an egglog
+rule mentions), so a new name in use, which register_tiling's ``FreshTensor`` reads, leaves
+fusion's and inlining's keys as they were.
 
 Which strategies qualify (:func:`window_reason`): every rule rewrites a ``Prog`` whose head
-holds at most :data:`WIDTH` ``PCons`` cells, and reads no egglog-derived relation over ``Prog``
-terms (``NestIn`` would see a region's suffix, not the program's). A match whose replacement
+holds at most :data:`WIDTH` ``PCons`` cells and no ``PNil``, takes no suffix apart beyond its
+window, and reads no egglog-derived relation over ``Prog`` terms (``NestIn`` would see a
+region's suffix, not the program's). A match whose replacement
 changes more than its window (its ``rest`` rewritten) makes that program fall back to
 whole-program matching, and the strategies are matched whole from then on. The edits of a
 program are exactly those of matching it whole (``tests/test_windows.py`` checks it on the
