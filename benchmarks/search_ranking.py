@@ -9,12 +9,15 @@ steps (``steps``: ``all_steps`` over every strategy) and the rest (costing them,
 lookahead's second steps and their costs). The engines are compiled outside the timed region
 (a search compiles them once). ``--unshared`` runs the same on a proposer with
 ``shared=False`` (every lookahead step enumerated in full) and checks the rankings agree.
-CPU seconds of this process; the machine is shared, so the load average is printed.
+CPU seconds of this process; the machine is shared, so the load average is printed. Each
+node's ranking is printed as a hash (sha1 of its steps' strategy, path and program text, in
+order), so runs of two versions of the code can be checked to rank alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 import time
@@ -40,6 +43,14 @@ def rank(proposer, program) -> tuple[list, float, float]:
     return order, t1 - t0, time.process_time() - t1
 
 
+def ranking_hash(ranking) -> str:
+    """sha1 (first 12 hex digits) of a ranking: each step's strategy, path and program text."""
+    digest = hashlib.sha1()
+    for t in ranking:
+        digest.update(f"{t.strategy}|{t.path}|{t.after.text}\n".encode())
+    return digest.hexdigest()[:12]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,7 +69,7 @@ def main() -> int:
     print(f"#{entry.index} {entry.name}: {len(program.leir.nests)} nests; load average before "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\n{'proposer':<10}{'node':<8}{'steps':>7}{'enumerate s':>13}{'rest s':>9}"
-          f"{'total CPU s':>13}")
+          f"{'total CPU s':>13}  ranking sha1")
     rankings = {}
     for shared in ([True, False] if args.unshared else [True]):
         proposer = RulesProposer("cost", shared=shared)
@@ -68,7 +79,8 @@ def main() -> int:
         for k, child in enumerate(order[:args.children]):
             rows.append((f"child {k + 1}", *rank(proposer, child.after)))
         for name, ranking, e, r in rows:
-            print(f"{label:<10}{name:<8}{len(ranking):>7}{e:>13.2f}{r:>9.2f}{e + r:>13.2f}")
+            print(f"{label:<10}{name:<8}{len(ranking):>7}{e:>13.2f}{r:>9.2f}{e + r:>13.2f}"
+                  f"  {ranking_hash(ranking)}")
         rankings[label] = [[(t.strategy, t.path, t.after.text) for t in ranking]
                            for _, ranking, _, _ in rows]
     if args.unshared:

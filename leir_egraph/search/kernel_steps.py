@@ -31,6 +31,7 @@ from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, unco
 from ..egraph.engine import engine_for
 from ..egraph.strategy import Strategy
 from ..egraph.kernel_batches import disjoint_batches, member_of
+from ..egraph.windows import WindowMatches, window_reason
 from ..explore.factored import nonlocal_reason
 from ..leir.ast import Leir, LoopNest
 from ..leir.program import Program
@@ -46,6 +47,11 @@ class KernelSteps:
     def __init__(self, strategies: tuple[Strategy, ...]):
         self.local = tuple(s for s in strategies if nonlocal_reason(s) is None)
         self.rest = tuple(s for s in strategies if nonlocal_reason(s) is not None)
+        engine = engine_for(self.rest) if self.rest else None
+        windowed = tuple(s for s in self.rest if window_reason(s, engine) is None)
+        # the rest strategies whose matches are kept per window (egraph/windows.py)
+        self._windows = WindowMatches(windowed) if windowed else None
+        self._whole = tuple(s for s in self.rest if s not in windowed)
         self._next: dict[LoopNest, tuple[LoopNest, ...]] = {}
         self._inner: dict[LoopNest, frozenset] = {}   # kernel -> the nest terms it holds
         self._decoder = Decoder()
@@ -77,19 +83,45 @@ class KernelSteps:
         return [nests[:i] + (new,) + nests[i + 1:]
                 for i, nest in enumerate(nests) for new in self._next[nest]]
 
+    def prefetch(self, programs: list[Program]) -> None:
+        """Match what ``successors`` and ``rest_successors`` will need for ``programs`` (a
+        node's lookahead programs, for which ``applies`` holds) together rather than program
+        by program. The kernels never seen before are matched in batches of kernels that
+        share no nest term (the programs hold one new kernel each: one engine run per batch,
+        not per program); the kernels of programs with another signature than the first are
+        left to ``successors``. The windows of the window-local rest strategies are prefetched
+        the same way (``WindowMatches.prefetch``)."""
+        if not programs:
+            return
+        if self.local:
+            first = programs[0]
+            todo = [n for p in programs if p.signature == first.signature
+                    for n in p.leir.nests if n not in self._next]
+            for batch in disjoint_batches(list(dict.fromkeys(todo))):
+                self._match(first, batch)
+        if self._windows is not None:
+            self._windows.prefetch(programs)
+
     def rest_successors(self, program: Program) -> list[tuple[LoopNest, ...]]:
         """The nests of every program one step of a ``rest`` strategy away from ``program``,
-        for a caller that only costs them: the whole program is matched, and each match is put
-        in place at every occurrence of its term, decoded nest by nest (nests shared with
-        other programs are the same objects), without printing or building a ``Program``.
-        Duplicates and steps that change nothing are kept: neither changes the least cost of
-        the steps, which is at most the program's own."""
-        if not self.rest:
-            return []
+        for a caller that only costs them, without printing or building a ``Program``. The
+        strategies that rewrite a window of adjacent nests (``egraph.windows``: the lookahead's
+        operator_fusion, compute_inline and register_tiling) reuse the matches of every window
+        whose key an earlier program had; the others match the whole program and each match
+        is put in place at every occurrence of its term, decoded nest by nest (nests shared
+        with other programs are the same objects). Duplicates and steps that change nothing
+        are kept: neither changes the least cost of the steps, which is at most the
+        program's own."""
+        out = []
+        if self._windows is not None:
+            nests = program.leir.nests
+            out += [nests[:j] + new + nests[j + width:]
+                    for j, width, new in self._windows.edits(program)]
+        if not self._whole:
+            return out
         term = encode(program.leir)
         index = OccurrenceIndex(term)
-        out = []
-        for m in engine_for(self.rest).matches(program, list(self.rest)):
+        for m in engine_for(self._whole).matches(program, list(self._whole)):
             if m.rhs is None or m.rhs == m.lhs:
                 continue
             for path in index.paths(m.lhs):

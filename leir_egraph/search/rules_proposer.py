@@ -161,12 +161,8 @@ class RulesProposer:
         has none): with ``shared``, the kernel-local strategies' steps from ``KernelSteps``
         (costed as nests) and the others' matched per program, costed as nests too; else every
         step enumerated."""
-        if self.shared:
-            if self._kernel_steps is None:
-                chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
-                          else self.strategies)
-                self._kernel_steps = KernelSteps(resolve(chosen))
-            kernels = self._kernel_steps
+        kernels = self._shared_kernels()
+        if kernels is not None:
             if kernels.applies(program):
                 costs = [self._seconds.of(program.signature, nests)
                          for nests in kernels.successors(program)]
@@ -175,6 +171,16 @@ class RulesProposer:
                 return min(costs) if costs else None
         nxt = self.next_steps(program)
         return min(self.cost_of(n.after) for n in nxt) if nxt else None
+
+    def _shared_kernels(self) -> KernelSteps | None:
+        """The lookahead strategies' ``KernelSteps`` (None unless ``shared``)."""
+        if not self.shared:
+            return None
+        if self._kernel_steps is None:
+            chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
+                      else self.strategies)
+            self._kernel_steps = KernelSteps(resolve(chosen))
+        return self._kernel_steps
 
     def ranked(self, program: Program) -> list[Transition]:
         """The steps of ``program`` best first (cost model, with lookahead)."""
@@ -193,7 +199,11 @@ class RulesProposer:
         order = sorted(steps, key=lambda t: (own[id(t)], t.strategy, t.after.text))
         score = dict(own)
         if self.lookahead >= 2:
-            for t in self._looked_ahead(order):
+            ahead = self._looked_ahead(order)
+            kernels = self._shared_kernels()
+            if kernels is not None:
+                kernels.prefetch([t.after for t in ahead if kernels.applies(t.after)])
+            for t in ahead:
                 best = self.best_next(t.after)
                 if best is not None:
                     score[id(t)] = min(own[id(t)], best)

@@ -1,0 +1,458 @@
+"""Matches of suffix-rewriting strategies, kept per window of adjacent nests and its facts.
+
+operator_fusion, compute_inline and register_tiling rewrite a program suffix ``(PCons n1
+(PCons n2 rest))`` or ``(PCons n rest)``: each match replaces the one or two top-level nests
+at the head of the suffix -- its **window** -- and keeps ``rest``. Their guards read context
+facts (``FusedIntermediate``: which nests use a tensor; ``UnreadIn name rest``: the suffix after
+the window; ``FirstWriteIn``: the nests before; ``FreshTensor``: the names in use), so a match
+of one program is not a match of another that holds the same two nests. But a rule's query
+reaches only the terms its window binds: the window's nests (and what they hold), the suffixes
+starting in it and ``rest``, plus facts that name no term at all. So the matches at window
+``j`` of a program are decided by its **window key**: the two nests, the program's facts about
+them and about the suffixes ``j``, ``j+1``, ``j+2`` (a suffix named by its place relative to the
+window, not by its term), and the program's facts that name no nest and no suffix. Programs
+one step apart (a search node, its children, the lookahead's programs) share most window keys.
+
+:class:`WindowMatches` keeps every window key's matches as *edits* (how many nests at the
+window's head are replaced, and by which nests). For a program it computes the facts in Python,
+reuses the edits of every known key, and matches only the windows whose key is new: each run
+of consecutive new windows is loaded into the engine as a **region** -- its nests and the one
+after it, the program's suffix after that standing in as ``PNil`` or as the suffix starting
+at a separator nest no program holds -- with the program's own facts about the region's terms
+(its suffixes mapped onto the region's), never facts computed for the region. ``prefetch``
+does this for many programs at once (a search node's lookahead): a key several of them hold
+is matched once, and regions that share no nest term and the same term-free facts share one
+engine run. A program with no known key (the first one), or with more new windows than half
+its nests, is matched whole, and its matches are kept per window the same way. Each
+strategy's key holds only the facts of the relations it reads (and of any relation an egglog
+rule mentions), so a new name in use, which register_tiling's ``FreshTensor`` reads, leaves
+fusion's and inlining's keys as they were.
+
+Which strategies qualify (:func:`window_reason`): every rule rewrites a ``Prog`` whose head
+holds at most :data:`WIDTH` ``PCons`` cells and no ``PNil``, takes no suffix apart beyond its
+window, and reads no egglog-derived relation over ``Prog`` terms (``NestIn`` would see a
+region's suffix, not the program's). A match whose replacement
+changes more than its window (its ``rest`` rewritten) makes that program fall back to
+whole-program matching, and the strategies are matched whole from then on. The edits of a
+program are exactly those of matching it whole (``tests/test_windows.py`` checks it on the
+lookahead programs of real workloads).
+
+    >>> from leir_egraph import Program
+    >>> from leir_egraph.egraph.steps import resolve
+    >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 8]}],
+    ...        "outputs": [{"name": "D", "dtype": "float32", "shape": [4, 8]}]}
+    >>> p = Program.parse("B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx,a}=A^{f32,g}_{tx,a}*2;];"
+    ...                   "B^{4}_{tx=0}L^{8}_{a=0}[D^{f32,g}_{tx,a}=C^{f32,g}_{tx,a}+1;];", sig)
+    >>> w = WindowMatches(resolve(["compute_inline"]))
+    >>> [(j, width, len(new)) for j, width, new in w.edits(p)]
+    [(0, 2, 1)]
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..leir.ast import Leir, Loop, LoopNest
+from ..leir.program import Program
+from .encoding import Decoder, shared_terms, uncons
+from .kernel_batches import BATCH_NESTS
+from .engine import Engine, engine_for, match_relation, ruleset_name
+from .facts import Fact
+from .loaded import LoadedProgram
+from .strategy import Strategy
+
+__all__ = ["WIDTH", "WindowMatches", "window_reason"]
+
+# The most top-level nests a window-local rule's left-hand side holds.
+WIDTH = 2
+# Of a program's windows, the share that may be new before it is matched whole instead.
+NEW_SHARE = 0.5
+
+Edit = tuple[int, tuple[LoopNest, ...]]   # (nests replaced at the window's head, new nests)
+
+
+def window_reason(strategy: Strategy, engine: Engine) -> str | None:
+    """Why ``strategy``'s matches are not decided by its windows' keys (None when they are)."""
+    derived = _prog_relations(engine)
+    for rule in strategy.rules:
+        if rule.lhs_sort != "Prog":
+            return f"{strategy.id}/{rule.name} rewrites a {rule.lhs_sort}, not a program suffix"
+        if rule.lhs.count("(PCons") > WIDTH or "(PNil" in rule.lhs:
+            return f"{strategy.id}/{rule.name} matches more than {WIDTH} nests"
+        for condition in rule.parsed_conditions:
+            if condition.head in derived:
+                return f"{strategy.id}/{rule.name} reads {condition.head}, derived over suffixes"
+            if "(PNil" in condition.text or ("(PCons" in condition.text and not
+                                             condition.input_variables <= rule.lhs_variables):
+                return f"{strategy.id}/{rule.name} takes a suffix apart beyond its window"
+    return None
+
+
+def _reads(strategies: tuple[Strategy, ...], engine: Engine) -> list[frozenset[str]]:
+    """Per strategy, the provided relations (guards' and parameters') whose facts can decide
+    its matches: those its rules read, and every one an egglog rule of the engine mentions
+    (an analysis rule could derive from it what a rule reads)."""
+    provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
+    text = _base_text(engine)
+    derived = {name for name in provided if re.search(rf"\({re.escape(name)}[ )]", text)}
+    return [frozenset({c.head for r in s.rules for c in r.parsed_conditions} & provided
+                      | derived) for s in strategies]
+
+
+def _prog_relations(engine: Engine) -> frozenset[str]:
+    """Relations over ``Prog`` the engine derives itself (egglog rules, not providers)."""
+    provided = set(engine.vocabulary.relations)
+    declared = re.findall(r"\(relation (\w+) \(([^()]*)\)\)", _base_text(engine))
+    return frozenset(name for name, sorts in declared
+                     if "Prog" in sorts.split() and name not in provided)
+
+
+def _base_text(engine: Engine) -> str:
+    from .engine import base_program
+    return base_program(engine.vocabulary)
+
+
+class WindowMatches:
+    """The matches of window-local strategies (:func:`window_reason`), kept per window key."""
+
+    def __init__(self, strategies: tuple[Strategy, ...] | list[Strategy]):
+        self.strategies = tuple(strategies)
+        self.engine = engine_for(self.strategies)
+        reasons = [window_reason(s, self.engine) for s in self.strategies]
+        # None: every program is matched whole (a strategy is not window-local)
+        self.reason = next((r for r in reasons if r), None)
+        if self.reason is None and len(Engine.groups(self.strategies)) != 1:
+            self.reason = "a strategy runs alone (Engine.groups)"
+        self._reads = _reads(self.strategies, self.engine)
+        self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
+        self._decoder = Decoder()
+        self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
+        self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
+        self.matched_whole = 0    # programs matched whole
+        self.regions = 0          # regions matched
+
+    def edits(self, program: Program) -> list[tuple[int, int, tuple[LoopNest, ...]]]:
+        """``(j, width, new)`` for every match on ``program``: nests ``j`` to ``j+width-1``
+        replaced by ``new`` (matches that change nothing left out)."""
+        nests = program.leir.nests
+        if not nests:
+            return []
+        if self.reason is not None:
+            return self._whole(LoadedProgram(program), bounded=False)
+        loaded, facts, keys = self._prepared.pop(program.text, None) or self._prepare(program)
+        new = [j for j, per in enumerate(keys) if any(k not in self._edits for k in per)]
+        if len(new) > NEW_SHARE * len(nests) or len(new) == len(nests):
+            return self._whole(loaded, keys=keys)
+        for a, b in _runs(new):
+            if not self._match_regions([(loaded, facts, keys, a, b)]):
+                return self._whole(loaded, keys=keys)
+        return [(j, width, repl) for j, per in enumerate(keys) for key in per
+                for width, repl in self._edits[key]]
+
+    def prefetch(self, programs: list[Program]) -> None:
+        """Match the new windows of all ``programs`` (a node's lookahead) before ``edits`` is
+        asked for them: windows whose key another of them has are matched once, and regions
+        of different programs that share no nest term and have the same facts naming no term
+        are loaded together, one engine run for many (each region followed by a separator nest
+        of its own, so no two regions share a suffix term; a region that ends its program
+        goes last, followed by nothing, as in the program). A program with too many new
+        windows is matched whole here."""
+        self._prepared.clear()   # programs prefetched before and never asked for
+        if self.reason is not None:
+            return
+        pending: set = set()
+        regions = []   # (loaded, facts, keys, a, b)
+        for program in programs:
+            if not program.leir.nests or program.text in self._prepared:
+                continue
+            loaded, facts, keys = self._prepared[program.text] = self._prepare(program)
+            n = len(keys)
+            new = [j for j, per in enumerate(keys)
+                   if any(k not in self._edits and k not in pending for k in per)]
+            if not new:
+                continue
+            if len(new) > NEW_SHARE * n or len(new) == n:
+                self._whole(loaded, keys=keys)
+                if self.reason is not None:
+                    return
+                continue
+            for a, b in _runs(new):
+                regions.append((loaded, facts, keys, a, b))
+                pending.update(k for j in range(a, b + 1) for k in keys[j])
+        for batch in _region_batches(regions, self._common):
+            if not self._match_regions(batch) and self.reason is not None:
+                return
+
+    def _prepare(self, program: Program) -> tuple:
+        loaded = LoadedProgram(program)
+        facts = list(self.engine.vocabulary.facts(loaded, self.engine.read_relations))
+        return loaded, facts, self._keys(loaded, facts)
+
+    def _common(self, keys: list[tuple]) -> tuple:
+        """The facts naming no term in a program's keys (the same in all its windows)."""
+        return tuple(key[-1] for key in keys[0])
+
+    def _match_regions(self, batch: list[tuple]) -> bool:
+        """Match the regions of ``batch`` (``(loaded, facts, keys, a, b)``: windows ``a`` to
+        ``b`` of a program, new keys; several from ``_region_batches``) in one engine run and
+        keep their windows' edits. False when a replacement could not be built (nothing kept:
+        ``edits`` matches the program whole) or reaches past its window (no edits are kept
+        from now on)."""
+        engine = self.engine
+        nests: list[LoopNest] = []
+        placed = []   # (region's first nest in the batch program, loaded, facts, keys, a, b, stop)
+        for k, (loaded, facts, keys, a, b) in enumerate(batch):
+            program_nests = loaded.program.leir.nests
+            stop = min(b + 2, len(program_nests))
+            placed.append((len(nests), loaded, facts, keys, a, b, stop))
+            nests.extend(program_nests[a:stop])
+            if stop < len(program_nests) or k < len(batch) - 1:
+                nests.append(_separator(k))
+        together = LoadedProgram(batch[0][0].program.with_leir(Leir(tuple(nests))))
+        step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
+        self.regions += len(batch)
+        commands = together.declarations().splitlines()
+        with shared_terms(together.named_terms(), "$w") as shared:
+            for at, loaded, facts, _, a, _, stop in placed:
+                for fact in _region_facts(loaded, facts, together, a, stop, at):
+                    text = fact.text()
+                    commands.extend(shared.take())
+                    commands.append(text)
+        engine.run("(push)")
+        try:
+            engine.send(commands + ["(run-schedule (saturate (run analysis)))", step,
+                                    "(run-schedule (saturate (run helpers)))"])
+            found, stuck = engine.read_rows(self._rows)
+        finally:
+            engine.run("(pop)")
+        if stuck:
+            return False
+        for at, loaded, facts, keys, a, b, stop in placed:
+            per = self._per_window(found, len(nests), at, b - a + 1)
+            if per is None:
+                self.reason = "a replacement rewrites more than its window"
+                return False
+            self._keep(per, keys, range(a, b + 1), a)
+        return True
+
+    # ------------------------------------------------------------ keys
+
+    def _keys(self, loaded: LoadedProgram, facts: list[Fact]) -> list[tuple[tuple, ...]]:
+        """The window keys of every top-level position, one per strategy: the facts in a
+        strategy's key are those of the relations it reads (``_reads``)."""
+        nests = loaded.program.leir.nests
+        n = len(nests)
+        nest_at, suffix_at = _nest_lookup(loaded), _suffix_lookup(loaded)
+        inside = []       # per top-level position: every nest it holds (itself included)
+        ends = loaded.top_level[1:] + [len(loaded.nests)]
+        for start, end in zip(loaded.top_level, ends):
+            inside.append(frozenset(loaded.nests[start:end]))
+        anchored: list[tuple[str, frozenset, frozenset, tuple]] = []
+        common = []
+        for fact in facts:
+            held, suffixes, values = set(), set(), []
+            for sort, value in zip(fact.relation.sorts, fact.columns()):
+                nest = nest_at(value) if sort == "Nest" else None
+                if nest is not None:
+                    held.add(nest)
+                    values.append(nest)
+                elif sort == "Prog":
+                    i = suffix_at(value)
+                    suffixes.add(i)
+                    values.append(_Suffix(i))
+                else:
+                    values.append(value)
+            if held or suffixes:
+                anchored.append((fact.relation.name, frozenset(held), frozenset(suffixes),
+                                 tuple(values)))
+            else:
+                common.append((fact.relation.name, tuple(values)))
+        keys = []
+        for j in range(n):
+            window = inside[j] | (inside[j + 1] if j + 1 < n else frozenset())
+            places = {j: 0, j + 1: 1, j + 2: 2}
+            own = [(name, tuple(_Suffix(places[v.at]) if type(v) is _Suffix else v
+                                for v in values))
+                   for name, held, suffixes, values in anchored
+                   if held <= window and all(i in places for i in suffixes)]
+            head = (nests[j], nests[j + 1] if j + 1 < n else None, j + 2 >= n)
+            keys.append(tuple(
+                (strategy.id, *head, frozenset(f for f in own if f[0] in reads),
+                 frozenset(f for f in common if f[0] in reads))
+                for strategy, reads in zip(self.strategies, self._reads)))
+        return keys
+
+    # ------------------------------------------------------------ matching
+
+    def _whole(self, loaded: LoadedProgram, keys: list[tuple] | None = None,
+               bounded: bool = True) -> list[tuple[int, int, tuple[LoopNest, ...]]]:
+        """The program's edits from matching it whole, kept per window key (``keys``) unless a
+        replacement reaches past its window: then no program's edits are kept from now on."""
+        self.matched_whole += 1
+        n = len(loaded.program.leir.nests)
+        found = self.engine.matches(loaded.program, list(self.strategies))
+        per = self._per_window(found, n, 0, n, bounded=bounded)
+        if per is None:
+            self.reason = "a replacement rewrites more than its window"
+            per = self._per_window(found, n, 0, n, bounded=False)
+        elif keys is not None and self.reason is None:
+            self._keep(per, keys, range(n), 0)
+        return [(j, width, repl) for (j, _), edits in sorted(per.items())
+                for width, repl in edits]
+
+    def _keep(self, per: dict, keys: list[tuple], windows, first: int) -> None:
+        """Keep the edits ``per`` found (by window relative to ``first`` and strategy) under
+        the keys of ``windows``."""
+        for j in windows:
+            for strategy, key in zip(self.strategies, keys[j]):
+                self._edits[key] = tuple(per.get((j - first, strategy.id), ()))
+
+    def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True
+                    ) -> dict[tuple[int, str], list[Edit]] | None:
+        """The edits of ``found`` (matches on a program of ``n`` nests) by the position of
+        their window (relative to ``first``) and their strategy, for windows ``first`` to
+        ``first+count-1``; None when ``bounded`` and a replacement reaches past its window."""
+        per: dict[tuple[int, str], list[Edit]] = {}
+        for m in found:
+            if m.lhs is None or m.rhs is None or m.rhs == m.lhs:
+                continue
+            old = uncons(m.lhs, "PCons")
+            j = n - len(old)
+            if not first <= j < first + count:
+                continue
+            new = uncons(m.rhs, "PCons")
+            keep = 0
+            while keep < min(len(old), len(new)) and old[-1 - keep] == new[-1 - keep]:
+                keep += 1
+            width = len(old) - keep
+            if bounded and width > WIDTH:
+                return None
+            repl = tuple(self._decoder(t) for t in new[:len(new) - keep])
+            per.setdefault((j - first, m.strategy), []).append((width, repl))
+        return per
+
+
+def _region_facts(loaded: LoadedProgram, facts: list[Fact], region: LoadedProgram, a: int,
+                  stop: int, at: int = 0) -> list[Fact]:
+    """The program's facts about the terms of its region (nests ``a`` to ``stop-1``, placed
+    from nest ``at`` of the loaded ``region``), their suffixes the region's (the program's
+    suffix ``stop`` is the region's suffix after them: ``PNil`` or a separator's)."""
+    top = region.program.leir.nests[at:at + stop - a]
+    inside = {n for t, n in region.term_nests()} & {
+        n for nest in top for n in _nests_in(nest)}
+    term_of = {nest: t for t, nest in region.term_nests()}
+    nest_at = _nest_lookup(loaded)
+    suffix_at = _suffix_lookup(loaded)
+    out = []
+    for fact in facts:
+        values, keep = [], True
+        for sort, value in zip(fact.relation.sorts, fact.columns()):
+            nest = nest_at(value) if sort == "Nest" else None
+            if nest is not None:
+                if nest not in inside:
+                    keep = False
+                    break
+                values.append(term_of[nest])
+            elif sort == "Prog":
+                i = suffix_at(value)
+                if not a <= i <= stop:
+                    keep = False
+                    break
+                values.append(region.suffix_terms[at + i - a])
+            else:
+                values.append(value)
+        if keep:
+            out.append(Fact(fact.relation, tuple(values), fact.path, fact.line))
+    return out
+
+
+def _nest_lookup(loaded: LoadedProgram):
+    """term -> the program's nest equal to it (None if none): by identity first, as providers
+    state facts about the loaded program's own term objects."""
+    by_id = {id(t): nest for t, nest in loaded.term_nests()}
+    by_term: dict = {}
+
+    def nest_at(term):
+        nest = by_id.get(id(term))
+        if nest is None:
+            if not by_term:
+                by_term.update((t, nest) for t, nest in loaded.term_nests())
+            nest = by_term.get(term)
+        return nest
+    return nest_at
+
+
+def _suffix_lookup(loaded: LoadedProgram):
+    """suffix term -> the position of its first nest (a suffix is known by its length)."""
+    n = len(loaded.program.leir.nests)
+    by_id = {id(t): i for i, t in enumerate(loaded.suffix_terms)}
+
+    def suffix_at(term) -> int:
+        i = by_id.get(id(term))
+        return n - len(uncons(term, "PCons")) if i is None else i
+    return suffix_at
+
+
+def _nests_in(nest: LoopNest):
+    """The nest and every nest inside it."""
+    yield nest
+    for item in nest.body:
+        if isinstance(item, LoopNest):
+            yield from _nests_in(item)
+
+
+def _separator(k: int) -> LoopNest:
+    """A nest no program holds (an empty body; index ``__window``), the ``k``-th of a batch."""
+    return LoopNest((Loop("L", k + 1, "__window"),), ())
+
+
+def _region_batches(regions: list[tuple], common) -> list[list[tuple]]:
+    """``regions`` (``(loaded, facts, keys, a, b)``) in batches whose members share no nest
+    term and have the same facts naming no term (``common(keys)``), at most one of them
+    ending its program (put last), ``BATCH_NESTS`` nests at most."""
+    batches: list[tuple[list, set, object, list]] = []   # members, nests used, common, size
+    for region in regions:
+        loaded, _, keys, a, b = region
+        program_nests = loaded.program.leir.nests
+        stop = min(b + 2, len(program_nests))
+        used = {n for nest in program_nests[a:stop] for n in _nests_in(nest)}
+        ends = stop == len(program_nests)
+        shared = common(keys)
+        for members, taken, same, size in batches:
+            if (same == shared and not used & taken and size[0] + stop - a < BATCH_NESTS
+                    and not (ends and size[1])):
+                members.append(region)
+                taken |= used
+                size[0] += stop - a + 1
+                size[1] = size[1] or ends
+                break
+        else:
+            batches.append(([region], set(used), shared, [stop - a + 1, ends]))
+    out = []
+    for members, *_ in batches:   # the region that ends its program last
+        out.append(sorted(members, key=lambda r: min(r[4] + 2, len(r[0].program.leir.nests))
+                          == len(r[0].program.leir.nests)))
+    return out
+
+
+class _Suffix(tuple):
+    """A ``Prog`` column in a window key: the suffix starting at nest ``at`` (of the program,
+    or relative to the window)."""
+
+    def __new__(cls, at: int):
+        return super().__new__(cls, ("suffix", at))
+
+    @property
+    def at(self) -> int:
+        return self[1]
+
+
+def _runs(positions: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of sorted positions, as (first, last)."""
+    out: list[tuple[int, int]] = []
+    for j in positions:
+        if out and out[-1][1] == j - 1:
+            out[-1] = (out[-1][0], j)
+        else:
+            out.append((j, j))
+    return out

@@ -1,0 +1,109 @@
+"""egraph/windows.py: the matches of window-local strategies reused per window key are exactly
+those of matching each program whole (issue 34: a match reused for program Q must be what
+computing it for Q gives)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from leir_egraph.egraph import all_steps
+from leir_egraph.egraph.encoding import Decoder, uncons
+from leir_egraph.egraph.engine import engine_for
+from leir_egraph.egraph.steps import resolve
+from leir_egraph.egraph.windows import NEW_SHARE, WindowMatches, window_reason
+from leir_egraph.workloads import steptp
+
+WINDOWED = ("operator_fusion", "compute_inline", "register_tiling")
+# the steps that lead from one program to the next: loop moves and the windowed strategies
+# themselves (a fusion or an inline changes the windows around it and the names in use)
+MOVES = ("loop_split", "loop_reorder", "loop_vectorization", *WINDOWED)
+
+
+def whole(program, strategies) -> Counter:
+    """The successors' nests from matching ``program`` whole, each match put in place."""
+    decode, n = Decoder(), len(program.leir.nests)
+    out: Counter = Counter()
+    for m in engine_for(tuple(strategies)).matches(program, list(strategies)):
+        if m.lhs is None or m.rhs is None or m.rhs == m.lhs:
+            continue
+        j = n - len(uncons(m.lhs, "PCons"))
+        out[program.leir.nests[:j] + tuple(decode(t) for t in uncons(m.rhs, "PCons"))] += 1
+    return out
+
+
+def windowed(matches: WindowMatches, program) -> Counter:
+    nests = program.leir.nests
+    return Counter(nests[:j] + new + nests[j + width:]
+                   for j, width, new in matches.edits(program))
+
+
+def test_the_lookahead_strategies_are_window_local():
+    strategies = resolve(list(WINDOWED))
+    engine = engine_for(tuple(strategies))
+    assert [window_reason(s, engine) for s in strategies] == [None, None, None]
+    reason = window_reason(resolve(["loop_reorder"])[0], engine_for(tuple(resolve(["loop_reorder"]))))
+    assert reason is not None and "Nest" in reason
+
+
+@pytest.mark.parametrize("index,prefetch", [(67, False), (67, True), (81, True)])
+def test_reused_matches_equal_whole_matching_along_a_search(index, prefetch):
+    """A root and its steps (a search node and its lookahead programs), through one
+    WindowMatches, their new windows matched program by program or prefetched together (in
+    batches of regions, as the search does): every program's successors equal those of
+    matching it whole, and most programs of a many-nest workload are matched from regions,
+    not whole."""
+    entry = next(e for e in steptp.load() if e.index == index)
+    root = steptp.program(entry, "cpu", seed=0)
+    strategies = resolve(list(WINDOWED))
+    matches = WindowMatches(strategies)
+    firsts = all_steps(root, resolve(list(MOVES)))
+    programs = [root] + [t.after for t in firsts[::max(1, len(firsts) // 16)]]
+    for t in firsts:   # the steps of the windowed strategies themselves, too
+        if t.strategy in WINDOWED:
+            programs.append(t.after)
+            break
+    assert windowed(matches, root) == whole(root, strategies)
+    if prefetch:
+        matches.prefetch(programs[1:])
+    for program in programs[1:]:
+        assert windowed(matches, program) == whole(program, strategies), program.text
+    if len(root.leir.nests) >= 2 / NEW_SHARE + 2:   # a one-nest change leaves most windows known
+        assert matches.regions >= len(programs) // 2
+        assert matches.matched_whole < len(programs) // 2
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_reused_matches_equal_whole_matching_on_random_walks(data):
+    """Random walks of two steps from small and large workloads (hypothesis draws the workload,
+    a node's steps whose windows are prefetched together, and the step walked), one
+    WindowMatches across the walk and the examples before it."""
+    index = data.draw(st.sampled_from([6, 14, 67, 81]), label="workload")
+    entry = next(e for e in steptp.load() if e.index == index)
+    program = steptp.program(entry, "cpu", seed=0)
+    strategies = resolve(list(WINDOWED))
+    matches = _shared(index)
+    assert windowed(matches, program) == whole(program, strategies)
+    for _ in range(2):
+        steps = all_steps(program, resolve(list(MOVES)))
+        if not steps:
+            break
+        ahead = [t.after for t in data.draw(st.lists(st.sampled_from(steps), min_size=1,
+                                                      max_size=6), label="steps")]
+        matches.prefetch(ahead)   # as a search node's lookahead does
+        for after in ahead:
+            assert windowed(matches, after) == whole(after, strategies), after.text
+        program = ahead[0]
+
+
+_SHARED: dict[int, WindowMatches] = {}
+
+
+def _shared(index: int) -> WindowMatches:
+    """One WindowMatches per workload across hypothesis' examples (a search's lifetime)."""
+    if index not in _SHARED:
+        _SHARED[index] = WindowMatches(resolve(list(WINDOWED)))
+    return _SHARED[index]
