@@ -73,6 +73,12 @@ LOOKAHEAD_WIDTH = 24
 # loop_vectorization.toml): a split whose inner loop has 2 to this many iterations can be
 # followed by a V loop.
 VECTOR_LANES = 16
+# How many transposed copies of an operand (layout_transformation, "dimensions ... exchanged")
+# the lookahead costs the second steps of, beyond LOOKAHEAD_WIDTH: a GEMM whose weight is
+# stored [out, in] (torch's Linear) reads it across the output's vector lanes, a gather;
+# register_tiling after the transposed copy reads whole vectors (#34: 6x faster measured,
+# docs/SEARCH.md "Enablers"). The copy alone is slower, so only the lookahead sees it pay.
+TRANSPOSES = 8
 # Steps that only add parallel (P) loops: they cannot make a program faster on one thread.
 PARALLEL_ONLY = frozenset({"loop_parallelization", "bound_loop_parallelization"})
 
@@ -109,6 +115,7 @@ class RulesProposer:
         self._steps: dict[str, list[Transition]] = {}
         self._cost: dict[str, float] = {}
         self._ranked: dict[str, list[Transition]] = {}
+        self._expected: dict[str, float] = {}
 
     def _lookahead(self, chosen) -> list[str] | None:
         """The ids of the lookahead's second-step strategies (None: the proposer's own)."""
@@ -199,12 +206,20 @@ class RulesProposer:
                     score[id(t)] = min(own[id(t)], best)
             order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
                                                  t.after.text))
+        for t in steps:
+            self._expected[t.after.text] = score[id(t)]
         now = self.cost_of(program)
         gains = [t for t in order if score[id(t)] < now]
         rest = [t for t in order if score[id(t)] >= now]
         if self.diverse:
             gains, rest = interleave(gains), interleave(rest)
         return gains + rest
+
+    def expected(self, program: Program) -> float | None:
+        """The model's seconds for ``program`` with the lookahead: the least cost of it and of
+        the costed steps after it, as ranked when a step reached it (None: not reached by a
+        ranked step). The beam keeps an enabling child by it (``algorithms.beam``)."""
+        return self._expected.get(program.text)
 
     def _looked_ahead(self, order: list[Transition]) -> list[Transition]:
         """The first steps whose second steps are costed: the ``beam`` most promising, then
@@ -225,6 +240,10 @@ class RulesProposer:
         for group in groups.values():
             group.sort(key=lambda t: -_lanes_inside(t))   # stable: cost order otherwise
         chosen, seen = list(head), {id(t) for t in head}
+        for t in [t for t in order if _transposes(t)][:TRANSPOSES]:
+            if id(t) not in seen:   # beyond the width: a transposed copy enables a tile
+                seen.add(id(t))
+                chosen.append(t)
         for rank in range(max((len(g) for g in groups.values()), default=0)):
             for group in groups.values():
                 if len(chosen) >= max(LOOKAHEAD_WIDTH, len(head)):
@@ -264,6 +283,12 @@ def timing_machine() -> Machine:
     from ..lower.threads import wanted
     from ..lower.vector_math import enabled
     return replace(CPU, cores=wanted(), vector_math=enabled())
+
+
+def _transposes(t: Transition) -> bool:
+    """A layout_transformation step that copies an operand with two dimensions exchanged."""
+    return (t.strategy == "layout_transformation"
+            and "exchanged" in str(t.bindings.get("layout", "")))
 
 
 def _lanes_inside(t: Transition) -> int:
