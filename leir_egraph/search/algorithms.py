@@ -86,7 +86,7 @@ def beam_order(children: list[Node]) -> list[Node]:
 # The beam keeps a slower child in place of its last member when the proposer's model expects
 # it to lead, in one step, to a program this many times cheaper than any member's own
 # expectation (``keep_enabler``).
-ENABLER_MARGIN = 1.5
+ENABLER_MARGIN = 1.15
 
 
 def keep_enabler(search: Search, children: list[Node], frontier: list[Node]) -> list[Node]:

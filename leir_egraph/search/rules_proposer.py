@@ -44,6 +44,7 @@ is the same as with ``shared=False``, which enumerates every second step in full
 from __future__ import annotations
 
 import random
+import re
 from typing import Sequence
 
 from ..cost import CPU, Machine, SharedSeconds
@@ -240,7 +241,8 @@ class RulesProposer:
         for group in groups.values():
             group.sort(key=lambda t: -_lanes_inside(t))   # stable: cost order otherwise
         chosen, seen = list(head), {id(t) for t in head}
-        for t in [t for t in order if _transposes(t)][:TRANSPOSES]:
+        transposes = sorted((t for t in order if _transposes(t)), key=lambda t: -_transposes(t))
+        for t in transposes[:TRANSPOSES]:
             if id(t) not in seen:   # beyond the width: a transposed copy enables a tile
                 seen.add(id(t))
                 chosen.append(t)
@@ -285,10 +287,22 @@ def timing_machine() -> Machine:
     return replace(CPU, cores=wanted(), vector_math=enabled())
 
 
-def _transposes(t: Transition) -> bool:
-    """A layout_transformation step that copies an operand with two dimensions exchanged."""
-    return (t.strategy == "layout_transformation"
-            and "exchanged" in str(t.bindings.get("layout", "")))
+def _transposes(t: Transition) -> int:
+    """2 for a layout_transformation step that copies an operand of a reduction nest (its
+    innermost loop is no subscript of the target) with two dimensions exchanged so that the
+    nest's second-innermost loop becomes its last subscript where the innermost loop was (``G_{a,c}`` -> ``G'_{c,a}`` in ``... L_a L_c [D_{tx,a} += A_{tx,c}*G_{a,c}]``: the
+    lanes register_tiling makes of ``a`` then read whole vectors), 1 for any other such copy,
+    0 for any other step."""
+    layout = str(t.bindings.get("layout", ""))
+    if t.strategy != "layout_transformation" or "exchanged" not in layout:
+        return 0
+    head, _, body = str(t.bindings.get("n", "")).partition("[")
+    loops = re.findall(r"_\{(\w+)=0\}", head)
+    target = re.findall(r"_\{([^}]*)\}", body.split("=", 1)[0])
+    old = str(t.bindings.get("subs", "")).split(",")
+    new = str(t.bindings.get("new", "")).split(",")
+    reduces = len(loops) >= 2 and bool(target) and loops[-1] not in target[-1].split(",")
+    return 2 if reduces and old[-1] == loops[-1] and new[-1] == loops[-2] else 1
 
 
 def _lanes_inside(t: Transition) -> int:
