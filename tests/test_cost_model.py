@@ -87,11 +87,13 @@ def test_a_short_reduction_loop_is_unrolled_and_the_row_vectorised():
     assert long.nests[0].chain and not long.nests[0].vectorized
 
 
-def test_a_half_precision_short_reduction_stays_a_chain_until_v_lanes_hold_it():
-    """#38's 2x2 max pool: in float32 LLVM unrolls the window and vectorises the row around it;
-    in float16 the window stays a scalar chain (0.12 ms against float32's 0.02 ms measured), and
-    a V loop around the window's loops (the 16 output rows as lanes, or 4 of them after a
-    split) vectorises the body: one chain per group of lanes (3.3x faster measured)."""
+def test_a_short_reduction_window_unrolls_and_vectorises_in_every_float_dtype():
+    """#38's 2x2 max pool: LLVM unrolls the window and vectorises the row around it, in
+    float16 as in float32 (the lowering's max tests NaN on the bits: float16 0.005 ms, float32
+    0.008 ms measured under load 5), and a V loop around the window's loops (the 16 output
+    rows as lanes, or 4 of them after a split) gathers its rows: 6x slower measured. (The
+    model charges the root's stride-2 reads as gathers too, which LLVM's interleaved loads
+    are not, and costs those V loops about as the root: not asserted here.)"""
     def pool(dt, loops, row="c"):
         name = {"f16": "float16", "f32": "float32"}[dt]
         sig = {"inputs": [{"name": "A", "dtype": name, "shape": [4, 8, 32, 32]}],
@@ -100,13 +102,11 @@ def test_a_half_precision_short_reduction_stays_a_chain_until_v_lanes_hold_it():
               f"A^{{{dt},g}}_{{tx,a,({row})*2+f,d*2+g}});];")
         return c("B^{4}_{tx=0}L^{8}_{a=0}" + loops + "L^{2}_{f=0}L^{2}_{g=0}" + eq, sig)
     root = "L^{16}_{c=0}L^{16}_{d=0}"
-    assert pool("f32", root).nests[0].vectorized and not pool("f32", root).nests[0].chain
-    half = pool("f16", root)
-    assert half.nests[0].chain and not half.nests[0].vectorized
-    rows = pool("f16", "V^{16}_{c=0}L^{16}_{d=0}")
-    assert rows.nests[0].vectorized and rows.seconds * 2 < half.seconds
-    four = pool("f16", "L^{4}_{h=0}V^{4}_{c=0}L^{16}_{d=0}", row="h*4+c")
-    assert four.seconds < half.seconds / 1.5
+    for dt in ("f32", "f16"):
+        assert pool(dt, root).nests[0].vectorized and not pool(dt, root).nests[0].chain
+    # the window's chain is gone: the f16 root costs what its vector body does, not a chain
+    # of 32768 dependent scalar steps
+    assert pool("f16", root).seconds < 2 * pool("f32", root).seconds
 
 
 def test_fusion_saves_the_intermediate_pass():

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from leir_egraph.leir import Program, Signature
 from leir_egraph.lower import LoweringError, lower, run
@@ -278,11 +280,45 @@ def test_intrinsics_and_mixed_dtype_reads():
                  np.exp(x) + np.log(np.abs(x)) + np.sqrt(np.abs(x)) + erf + n / 4, rtol=1e-12)
 
 
-def test_max_and_min_propagate_nan_like_pytorch():
-    p = program("L^{4}_{a=0}[C^{f32,g}_{a}=max(A^{f32,g}_{a},0)+min(0,A^{f32,g}_{a});];",
-                [("A", "f32", (4,))], [("C", "f32", (4,))])
-    a = np.array([np.nan, 1, -2, np.inf], np.float32)
-    assert_close(run_one(p, {"A": a}), np.array([np.nan, 1, -2, np.inf]))
+SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 6e-8, 1e-40, 65504.0, -65504.0,
+           3.4e38, -2.5]
+
+
+@settings(max_examples=12, deadline=None)
+@given(code=st.sampled_from(["f16", "bf16", "f32", "f64"]), fn=st.sampled_from(["max", "min"]),
+       pairs=st.lists(st.tuples(st.sampled_from(SPECIAL) | st.floats(width=32),
+                                st.sampled_from(SPECIAL) | st.floats(width=32)),
+                      min_size=1, max_size=40))
+def test_max_and_min_propagate_nan_like_pytorch(code, fn, pairs):
+    """Float max/min give NaN when either operand is NaN (PyTorch's maximum/minimum, max
+    pooling, relu), otherwise ``a > b ? a : b`` (``<`` for min) to the bit: ties, +0 against -0
+    included, give the second operand; in every float dtype, and through a reduction (the
+    accumulator is the first operand)."""
+    import ml_dtypes
+    dtype = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32,
+             "f64": np.float64}[code]
+    n = len(pairs)
+    with np.errstate(over="ignore"):
+        a = np.array([x for x, _ in pairs]).astype(dtype)
+        d = np.array([y for _, y in pairs]).astype(dtype)
+    p = program(f"L^{{{n}}}_{{i=0}}[C^{{{code},g}}_{{i}}={fn}(A^{{{code},g}}_{{i}},"
+                f"D^{{{code},g}}_{{i}});];", [("A", code, (n,)), ("D", code, (n,))],
+                [("C", code, (n,))])
+    got = run_one(p, {"A": a, "D": d})
+    wide_a, wide_d = a.astype(np.float64), d.astype(np.float64)
+    keep = wide_a > wide_d if fn == "max" else wide_a < wide_d
+    want = np.where(keep, a, d)
+    nan = np.isnan(wide_a) | np.isnan(wide_d)
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+    assert got[~nan].tobytes() == want[~nan].tobytes()
+    # a reduction over the pairs: NaN anywhere makes the result NaN, else the extreme value
+    r = program(f"L^{{{n}}}_{{i=0}}[C^{{{code},g}}_{{0}}={fn}(C^{{{code},g}}_{{0}},"
+                f"A^{{{code},g}}_{{i}});];", [("A", code, (n,))], [("C", code, (1,))])
+    (reduced,) = run_one(r, {"A": a}).astype(np.float64)
+    if np.isnan(wide_a).any():
+        assert np.isnan(reduced)
+    else:
+        assert reduced == (wide_a.max() if fn == "max" else wide_a.min())
 
 
 # ---------------------------------------------------------------- dtypes

@@ -154,6 +154,48 @@ def test_the_beam_keeps_the_proposers_order_among_children_timed_within_noise(ro
     assert sorted([enabling, neutral, lucky], key=lambda n: -n.speedup)[:2] == [lucky, neutral]
 
 
+def test_the_beam_keeps_a_transposed_weight_that_register_tiling_pays_for_later():
+    """A GEMM whose weight is stored [out, in] (torch's Linear; workload #34): register_tiling
+    alone reads the weight across its vector lanes (a gather). The lookahead costs the
+    transposed copy of the weight with register_tiling after it, below every other step, so
+    it leads the ranking though the copy alone costs more than the root; and the beam
+    (``keep_enabler``) keeps that child, measured slower, in place of its second member. A
+    proposer without the model's expectations leaves the beam as it is."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from leir_egraph.cost import CPU
+    from leir_egraph.search.algorithms import ENABLER_MARGIN, keep_enabler
+    from leir_egraph.search.tree import Node
+    sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [16, 64]},
+                      {"name": "G", "dtype": "float32", "shape": [48, 64]}],
+           "outputs": [{"name": "D", "dtype": "float32", "shape": [16, 48]}]}
+    gemm = Program.parse("B^{16}_{tx=0}L^{48}_{a=0}L^{64}_{c=0}[D^{f32,g}_{tx,a}=D^{f32,g}_{tx,a}"
+                         "+A^{f32,g}_{tx,c}*G^{f32,g}_{a,c};];", sig)
+    proposer = RulesProposer("cost", strategies=["layout_transformation", "register_tiling",
+                                                 "loop_reorder"],
+                             machine=replace(CPU, cores=1))
+    ranked = proposer.ranked(gemm)
+    first = ranked[0]
+    assert first.strategy == "layout_transformation", [t.strategy for t in ranked[:3]]
+    assert first.after.text.startswith("B^{48}_{tx=0}L^{64}_{c=0}[C^{f32,g}_{c,tx}=G^{f32,g}_{tx,c};]")
+    assert "*C^{f32,g}_{c,a}" in first.after.text   # the GEMM reads the copy, transposed
+    assert proposer.cost_of(first.after) > proposer.cost_of(gemm)   # slower alone
+    tile = next(t for t in ranked if t.strategy == "register_tiling")
+    reorder = next(t for t in ranked if t.strategy == "loop_reorder")
+    assert proposer.expected(first.after) * ENABLER_MARGIN < proposer.expected(tile.after)
+
+    def node(i, t, speedup, **kw):
+        return Node(i, t.after, f"k{i}", speedup=speedup, **kw)
+    copy = node(1, first, 0.9, slower=True)
+    tiled, reordered = node(2, tile, 3.0, faster=True), node(3, reorder, 1.5, faster=True)
+    frontier = [tiled, reordered]
+    kept = keep_enabler(SimpleNamespace(proposer=proposer), [copy, tiled, reordered], frontier)
+    assert kept == [tiled, copy]
+    assert keep_enabler(SimpleNamespace(proposer=object()), [copy, tiled, reordered],
+                        frontier) == frontier
+
+
 def _ranking(program: Program, **kw) -> tuple[list, list]:
     """The shared and the fully enumerated ranking of ``program``, as comparable keys."""
     def keys(proposer):

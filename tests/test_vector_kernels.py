@@ -71,6 +71,25 @@ def test_a_v_loop_lowers_to_packed_simd_arithmetic():
     assert any("pd" in line for line in PACKED.findall(_asm(vector64)))
 
 
+COMPARE = re.compile(r"^\s*v(?:p?cmp\w*|max|min)p[sdh]\s+.*%[yz]mm", re.M)
+
+
+@pytest.mark.parametrize("code", ["f16", "f32"])
+def test_a_nan_keeping_max_pool_lowers_to_packed_compares(code):
+    """Workload #38's 2x2 max pool, loops as the translator writes them (no V loop): its
+    NaN-keeping max asks NaN of the bits (lower/expr.py ``_isnan``), so LLVM vectorises the
+    pool -- packed compares on ymm/zmm registers; TVM's ``isnan`` made it scalar code
+    (``vucomiss`` per element), 80x slower on float16."""
+    dtype = {"f16": "float16", "f32": "float32"}[code]
+    sig = {"inputs": [{"name": "A", "dtype": dtype, "shape": [4, 8, 32, 32]}],
+           "outputs": [{"name": "C", "dtype": dtype, "shape": [4, 8, 16, 16]}]}
+    pool = Program.parse(
+        f"B^{{4}}_{{tx=0}}L^{{8}}_{{a=0}}L^{{16}}_{{c=0}}L^{{16}}_{{d=0}}L^{{2}}_{{f=0}}"
+        f"L^{{2}}_{{g=0}}[C^{{{code},g}}_{{tx,a,c,d}}=max(C^{{{code},g}}_{{tx,a,c,d}},"
+        f"A^{{{code},g}}_{{tx,a,c*2+f,d*2+g}});];", sig)
+    assert COMPARE.findall(_asm(pool)), "no packed compare in the max pool's assembly"
+
+
 CALL = re.compile(r"^\s*call[q]?\s+(\S+?)(?:@PLT)?$", re.M)
 
 

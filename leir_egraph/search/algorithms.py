@@ -65,7 +65,7 @@ def beam(search: Search, budget: Budget) -> None:
         for node in frontier:
             children.extend(search.expand(node, budget.candidates))
         if children:
-            frontier = beam_order(children)[:budget.topk]
+            frontier = keep_enabler(search, children, beam_order(children)[:budget.topk])
 
 
 def evidence(node: Node) -> float:
@@ -81,6 +81,35 @@ def beam_order(children: list[Node]) -> list[Node]:
     its place in the beam instead of losing it to a neutral sibling's noise: under load it
     measured 0.92x (fastest rounds 1.04x) and the beam dropped it."""
     return sorted(children, key=lambda n: (-evidence(n), n.id))
+
+
+# The beam keeps a slower child in place of its last member when the proposer's model expects
+# it to lead, in one step, to a program this many times cheaper than any member's own
+# expectation (``keep_enabler``).
+ENABLER_MARGIN = 1.15
+
+
+def keep_enabler(search: Search, children: list[Node], frontier: list[Node]) -> list[Node]:
+    """``frontier`` with its last member replaced by the child left out whose expected seconds
+    (the proposer's ``expected``: its model with lookahead) are ENABLER_MARGIN times below
+    every member's, if there is one (the least such). A step whose payoff comes one step later
+    -- #34's transposed copy of its weight, slower alone, before register_tiling reads whole
+    vectors of it -- is measured slower than the root and the plain beam dropped it; a
+    proposer without ``expected`` (a model, a replay) leaves the beam as it is."""
+    expected = getattr(search.proposer, "expected", None)
+    if expected is None or len(frontier) < 2:
+        return frontier
+    members = [expected(n.program) for n in frontier]
+    if any(m is None for m in members):
+        return frontier
+    left = [(e, n.id, n) for n in children if n not in frontier
+            for e in [expected(n.program)] if e is not None]
+    if not left:
+        return frontier
+    best, _, enabler = min(left)
+    if best * ENABLER_MARGIN < min(members):
+        return frontier[:-1] + [enabler]
+    return frontier
 
 
 def _tree_walk(search: Search, budget: Budget, lifo: bool) -> None:

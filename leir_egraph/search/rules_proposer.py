@@ -44,6 +44,7 @@ is the same as with ``shared=False``, which enumerates every second step in full
 from __future__ import annotations
 
 import random
+import re
 from typing import Sequence
 
 from ..cost import CPU, Machine, SharedSeconds
@@ -73,6 +74,12 @@ LOOKAHEAD_WIDTH = 24
 # loop_vectorization.toml): a split whose inner loop has 2 to this many iterations can be
 # followed by a V loop.
 VECTOR_LANES = 16
+# How many transposed copies of an operand (layout_transformation, "dimensions ... exchanged")
+# the lookahead costs the second steps of, beyond LOOKAHEAD_WIDTH: a GEMM whose weight is
+# stored [out, in] (torch's Linear) reads it across the output's vector lanes, a gather;
+# register_tiling after the transposed copy reads whole vectors (#34: 6x faster measured,
+# docs/SEARCH.md "Enablers"). The copy alone is slower, so only the lookahead sees it pay.
+TRANSPOSES = 8
 # Steps that only add parallel (P) loops: they cannot make a program faster on one thread.
 PARALLEL_ONLY = frozenset({"loop_parallelization", "bound_loop_parallelization"})
 
@@ -109,6 +116,7 @@ class RulesProposer:
         self._steps: dict[str, list[Transition]] = {}
         self._cost: dict[str, float] = {}
         self._ranked: dict[str, list[Transition]] = {}
+        self._expected: dict[str, float] = {}
 
     def _lookahead(self, chosen) -> list[str] | None:
         """The ids of the lookahead's second-step strategies (None: the proposer's own)."""
@@ -209,12 +217,20 @@ class RulesProposer:
                     score[id(t)] = min(own[id(t)], best)
             order = sorted(steps, key=lambda t: (score[id(t)], own[id(t)], t.strategy,
                                                  t.after.text))
+        for t in steps:
+            self._expected[t.after.text] = score[id(t)]
         now = self.cost_of(program)
         gains = [t for t in order if score[id(t)] < now]
         rest = [t for t in order if score[id(t)] >= now]
         if self.diverse:
             gains, rest = interleave(gains), interleave(rest)
         return gains + rest
+
+    def expected(self, program: Program) -> float | None:
+        """The model's seconds for ``program`` with the lookahead: the least cost of it and of
+        the costed steps after it, as ranked when a step reached it (None: not reached by a
+        ranked step). The beam keeps an enabling child by it (``algorithms.beam``)."""
+        return self._expected.get(program.text)
 
     def _looked_ahead(self, order: list[Transition]) -> list[Transition]:
         """The first steps whose second steps are costed: the ``beam`` most promising, then
@@ -235,6 +251,11 @@ class RulesProposer:
         for group in groups.values():
             group.sort(key=lambda t: -_lanes_inside(t))   # stable: cost order otherwise
         chosen, seen = list(head), {id(t) for t in head}
+        transposes = sorted((t for t in order if _transposes(t)), key=lambda t: -_transposes(t))
+        for t in transposes[:TRANSPOSES]:
+            if id(t) not in seen:   # beyond the width: a transposed copy enables a tile
+                seen.add(id(t))
+                chosen.append(t)
         for rank in range(max((len(g) for g in groups.values()), default=0)):
             for group in groups.values():
                 if len(chosen) >= max(LOOKAHEAD_WIDTH, len(head)):
@@ -274,6 +295,24 @@ def timing_machine() -> Machine:
     from ..lower.threads import wanted
     from ..lower.vector_math import enabled
     return replace(CPU, cores=wanted(), vector_math=enabled())
+
+
+def _transposes(t: Transition) -> int:
+    """2 for a layout_transformation step that copies an operand of a reduction nest (its
+    innermost loop is no subscript of the target) with two dimensions exchanged so that the
+    nest's second-innermost loop becomes its last subscript where the innermost loop was (``G_{a,c}`` -> ``G'_{c,a}`` in ``... L_a L_c [D_{tx,a} += A_{tx,c}*G_{a,c}]``: the
+    lanes register_tiling makes of ``a`` then read whole vectors), 1 for any other such copy,
+    0 for any other step."""
+    layout = str(t.bindings.get("layout", ""))
+    if t.strategy != "layout_transformation" or "exchanged" not in layout:
+        return 0
+    head, _, body = str(t.bindings.get("n", "")).partition("[")
+    loops = re.findall(r"_\{(\w+)=0\}", head)
+    target = re.findall(r"_\{([^}]*)\}", body.split("=", 1)[0])
+    old = str(t.bindings.get("subs", "")).split(",")
+    new = str(t.bindings.get("new", "")).split(",")
+    reduces = len(loops) >= 2 and bool(target) and loops[-1] not in target[-1].split(",")
+    return 2 if reduces and old[-1] == loops[-1] and new[-1] == loops[-2] else 1
 
 
 def _lanes_inside(t: Transition) -> int:
