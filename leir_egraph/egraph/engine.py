@@ -279,16 +279,17 @@ class Engine:
         for name, relation in self.deferred.items():
             self.run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
         self._compiled: set[str] = set()  # the rule forms compiled so far (FORMS)
-        self.run("(push)")  # every form of every rule, for egglog's errors now; dropped again
-        try:
-            self._declare()
-            for form in FORMS:
-                self._compile(form)
-        finally:
-            self.run("(pop)")
-            self._compiled.clear()
+        if not self.context:
+            self.run("(push)")  # every form of every rule, for egglog's errors now; dropped again
+            try:
+                self._declare()
+                for form in FORMS:
+                    self._compile(form)
+            finally:
+                self.run("(pop)")
+                self._compiled.clear()
         self._declare()
-        if self.context:
+        if self.context:  # the only form it runs, compiled now
             self._compile("recording")
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         self.read_relations = read_relations(self.strategies, self.vocabulary)
