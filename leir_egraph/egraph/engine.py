@@ -51,6 +51,11 @@ def ruleset_name(strategy: Strategy) -> str:
     return f"strategy__{strategy.id}"
 
 
+# The forms of a compiled rule: its recording rule (the full enumeration, Engine.matches), and
+# its finding and making rules (a seeded draw, Engine.applications). Engine._compile.
+FORMS = ("recording", "drawing")
+
+
 MATCH_TABLE = "(sort MatchRow)\n(relation Matched (MatchRow))\n(sort FoundRow)\n(relation Found (FoundRow))"
 
 
@@ -80,8 +85,18 @@ def reads_context(rule: Rule, context: frozenset[str]) -> bool:
     return any(c.head in context for c in rule.parsed_conditions)
 
 
+def row_constructor(strategy: Strategy, rule: Rule, context: frozenset[str] = frozenset()) -> str:
+    """The declaration of a rule's row constructor (its matched term, its replacement, the
+    program column where the rule reads ``context`` (:func:`recording_rule`), its bindings);
+    its recording and making rules both build these rows."""
+    sorts = [rule.lhs_sort, rule.lhs_sort] + (["i64"] if reads_context(rule, context) else [])
+    sorts += [s for _, s in rule.bindings]
+    return f"(constructor {match_relation(strategy, rule)} ({' '.join(sorts)}) MatchRow)"
+
+
 def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = frozenset()) -> str:
-    """The single-step form of a rule: record a row instead of unioning.
+    """The single-step form of a rule: record a row (:func:`row_constructor`) instead of
+    unioning.
 
     ``context``: relations declared with one more column, last, naming the program their fact
     was stated for (an ``i64``; a shared database holding many programs, explore/shared.py).
@@ -91,7 +106,6 @@ def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = fro
     so that its context facts (a fresh tensor name, which names no term) do not join with the
     suffixes of every other program in the database. Empty (the per-program engine), the rule
     is compiled as written."""
-    sorts = [rule.lhs_sort, rule.lhs_sort]
     conditions = list(rule.conditions)
     values = ["__lhs", rule.rhs]
     if reads_context(rule, context):
@@ -100,14 +114,11 @@ def recording_rule(strategy: Strategy, rule: Rule, context: frozenset[str] = fro
                 conditions[i] = f"{condition.text[:-1]} {CONTEXT_VARIABLE})"
         if rule.lhs_sort == "Prog":
             conditions.append(f"({HELD_SUFFIX} __lhs {CONTEXT_VARIABLE})")
-        sorts.append("i64")
         values.append(CONTEXT_VARIABLE)
-    sorts = " ".join(sorts + [s for _, s in rule.bindings])
     facts = " ".join([f"(= __lhs {rule.lhs})"] + conditions)
     values = " ".join(values + list(rule.binding_names))
     row = match_relation(strategy, rule)
-    return (f"(constructor {row} ({sorts}) MatchRow)\n"
-            f"(rule ({facts}) ((Matched ({row} {values}))) :ruleset {ruleset_name(strategy)} "
+    return (f"(rule ({facts}) ((Matched ({row} {values}))) :ruleset {ruleset_name(strategy)} "
             f":name \"{strategy.id}/{rule.name}\")")
 
 
@@ -267,8 +278,19 @@ class Engine:
                                 f"{message[-1] if message else err}") from None
         for name, relation in self.deferred.items():
             self.run(f"(relation {key_relation(name)} ({' '.join(relation.sorts[:-1])}))")
-        for strategy in self.strategies:
-            self._compile(strategy)
+        self._compiled: set[str] = set()  # the rule forms compiled so far (FORMS)
+        if not self.context:
+            self.run("(push)")  # every form of every rule, for egglog's errors now; dropped again
+            try:
+                self._declare()
+                for form in FORMS:
+                    self._compile(form)
+            finally:
+                self.run("(pop)")
+                self._compiled.clear()
+        self._declare()
+        if self.context:  # the only form it runs, compiled now
+            self._compile("recording")
         self._combined: dict[tuple[str, ...], str] = {}  # ruleset names -> their combined ruleset
         self.read_relations = read_relations(self.strategies, self.vocabulary)
 
@@ -317,24 +339,44 @@ class Engine:
                         out.pop(atom.relation, None)
         return out
 
-    def _compile(self, strategy: Strategy) -> None:
-        self.run(f"(ruleset {ruleset_name(strategy)})\n(ruleset {finding_ruleset(strategy)})\n"
-                 f"(ruleset {making_ruleset(strategy)})")
-        for rule in strategy.rules:
-            try:
-                if self.context:
-                    self.run(recording_rule(strategy, rule, self.context))
+    def _declare(self) -> None:
+        """Every strategy's rulesets and its rules' row constructors."""
+        for strategy in self.strategies:
+            self.run("\n".join([f"(ruleset {ruleset_name(strategy)})",
+                                f"(ruleset {finding_ruleset(strategy)})",
+                                f"(ruleset {making_ruleset(strategy)})",
+                                *(row_constructor(strategy, r, self.context)
+                                  for r in strategy.rules)]))
+
+    def _compile(self, form: str) -> None:
+        """Compile one form of every rule (:data:`FORMS`) unless it is compiled already. Call
+        outside a ``push``, so the rules outlive the program.
+
+        The forms are compiled on first use, not with the engine: egglog copies every compiled
+        rule on each ``push`` and restores it on each ``pop``, so the finding and making rules
+        that only a seeded draw runs made each program's push and pop of a full enumeration
+        about twice as expensive (and the recording rules a draw's). The engine still compiles
+        every form once when it is made, inside a ``push`` it pops, so a rule egglog rejects
+        is reported then."""
+        if form in self._compiled or (self.context and form != "recording"):
+            return
+        for strategy in self.strategies:
+            for rule in strategy.rules:
+                if form == "recording":
+                    text = recording_rule(strategy, rule, self.context)
                 else:
-                    self.run("\n".join((recording_rule(strategy, rule),
-                                        finding_rule(strategy, rule, self.deferred),
-                                        making_rule(strategy, rule))))
-            except Exception as err:  # egglog's own error type: a type or name error
-                message = str(err).splitlines()
-                variant = ", a variant of its [[rules]] entry" if rule.variant else ""
-                raise RuleFileError(strategy.path, rule.line,
-                                    f"egglog rejects the rules of '{strategy.id}': rule "
-                                    f"'{rule.name}'{variant}: "
-                                    f"{message[-1] if message else err}") from None
+                    text = "\n".join((finding_rule(strategy, rule, self.deferred),
+                                      making_rule(strategy, rule)))
+                try:
+                    self.run(text)
+                except Exception as err:  # egglog's own error type: a type or name error
+                    message = str(err).splitlines()
+                    variant = ", a variant of its [[rules]] entry" if rule.variant else ""
+                    raise RuleFileError(strategy.path, rule.line,
+                                        f"egglog rejects the rules of '{strategy.id}': rule "
+                                        f"'{rule.name}'{variant}: "
+                                        f"{message[-1] if message else err}") from None
+        self._compiled.add(form)
 
     def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
         """Every recorded application of the given strategies (default: all) on a program.
@@ -414,6 +456,7 @@ class Engine:
         terms an earlier one's replacements just created (rows no program holds, built for
         nothing). A combined ruleset is declared the first time a set is run; call this outside
         a ``push``, so the declaration outlives the program."""
+        self._compile("recording" if ruleset_of is ruleset_name else "drawing")
         names = tuple(ruleset_of(s) for s in chosen)
         if len(names) == 1:
             return f"(run {names[0]} 1)"
