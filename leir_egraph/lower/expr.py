@@ -246,7 +246,12 @@ class ExprLowering:
         ``isnan`` on float16 became scalar code, 80x slower on a max pool) and neither TVM's
         folder nor LLVM can assume it false (``x != x`` is folded away on this build)."""
         tirx = self.tirx
-        bits, width, inf = {"float16": ("int16", 16, 0x7C00), "bfloat16": ("int16", 16, 0x7F80),
+        if dtype == "bfloat16":
+            # TVM legalises bfloat16 arithmetic to float32 before LLVM, where a 16-bit
+            # reinterpret of the legalised value is an invalid bitcast: asked of the exact
+            # float32 value (the cast keeps NaN a NaN)
+            x, dtype = tirx.Cast("float32", x), "float32"
+        bits, width, inf = {"float16": ("int16", 16, 0x7C00),
                             "float32": ("int32", 32, 0x7F800000),
                             "float64": ("int64", 64, 0x7FF0000000000000)}[dtype]
         magnitude = tirx.reinterpret(bits, x) & tirx.const((1 << (width - 1)) - 1, bits)
