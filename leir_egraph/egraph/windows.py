@@ -56,7 +56,7 @@ from ..leir.ast import Leir, Loop, LoopNest
 from ..leir.program import Program
 from .encoding import Decoder, shared_terms, uncons
 from .kernel_batches import BATCH_NESTS
-from .engine import Engine, engine_for, match_relation, ruleset_name
+from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
 from .facts import Fact
 from .loaded import LoadedProgram
 from .strategy import Strategy
@@ -185,7 +185,8 @@ class WindowMatches:
 
     def _prepare(self, program: Program) -> tuple:
         loaded = LoadedProgram(program)
-        facts = list(self.engine.vocabulary.facts(loaded, self.engine.read_relations))
+        with provider_errors():
+            facts = list(self.engine.vocabulary.facts(loaded, self.engine.read_relations))
         return loaded, facts, self._keys(loaded, facts)
 
     def _common(self, keys: list[tuple]) -> tuple:
@@ -212,7 +213,7 @@ class WindowMatches:
         step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
         self.regions += len(batch)
         commands = together.declarations().splitlines()
-        with shared_terms(together.named_terms(), "$w") as shared:
+        with shared_terms(together.named_terms(), "$w") as shared, provider_errors():
             for at, loaded, facts, _, a, _, stop in placed:
                 for fact in _region_facts(loaded, facts, together, a, stop, at):
                     text = fact.text()
