@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 from ..leir.ast import LoopNest
-from ..leir.traverse import walk
+from ..leir.traverse import nests_in
 
 BATCH_NESTS = 64   # kernels matched in one engine run
 
@@ -30,7 +30,7 @@ def disjoint_batches(items: list[T], nest: Callable[[T], LoopNest] = lambda item
     fits in."""
     groups: list[tuple[list, set]] = []
     for item in items:
-        subs = {n for n in walk(nest(item)) if isinstance(n, LoopNest)}
+        subs = set(nests_in(nest(item)))
         for members, used in groups:
             if len(members) < BATCH_NESTS and not (subs & used):
                 members.append(item)

@@ -54,6 +54,7 @@ import re
 
 from ..leir.ast import Leir, Loop, LoopNest
 from ..leir.program import Program
+from ..leir.traverse import nests_in
 from .encoding import Decoder, shared_terms, uncons
 from .kernel_batches import BATCH_NESTS
 from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
@@ -340,7 +341,7 @@ def _region_facts(loaded: LoadedProgram, facts: list[Fact], region: LoadedProgra
     suffix ``stop`` is the region's suffix after them: ``PNil`` or a separator's)."""
     top = region.program.leir.nests[at:at + stop - a]
     inside = {n for t, n in region.term_nests()} & {
-        n for nest in top for n in _nests_in(nest)}
+        n for nest in top for n in nests_in(nest)}
     term_of = {nest: t for t, nest in region.term_nests()}
     nest_at = _nest_lookup(loaded)
     suffix_at = _suffix_lookup(loaded)
@@ -394,14 +395,6 @@ def _suffix_lookup(loaded: LoadedProgram):
     return suffix_at
 
 
-def _nests_in(nest: LoopNest):
-    """The nest and every nest inside it."""
-    yield nest
-    for item in nest.body:
-        if isinstance(item, LoopNest):
-            yield from _nests_in(item)
-
-
 def _separator(k: int) -> LoopNest:
     """A nest no program holds (an empty body; index ``__window``), the ``k``-th of a batch."""
     return LoopNest((Loop("L", k + 1, "__window"),), ())
@@ -416,7 +409,7 @@ def _region_batches(regions: list[tuple], common) -> list[list[tuple]]:
         loaded, _, keys, a, b = region
         program_nests = loaded.program.leir.nests
         stop = min(b + 2, len(program_nests))
-        used = {n for nest in program_nests[a:stop] for n in _nests_in(nest)}
+        used = {n for nest in program_nests[a:stop] for n in nests_in(nest)}
         ends = stop == len(program_nests)
         shared = common(keys)
         for members, taken, same, size in batches:

@@ -57,6 +57,15 @@ def walk(node) -> Iterator:
         stack.extend(reversed(children(current)))
 
 
+def nests_in(nest: LoopNest) -> Iterator[LoopNest]:
+    """``nest`` and every loop nest inside it, pre-order (a nest's body holds equations and
+    nests; equations hold no nest, so they are not entered)."""
+    yield nest
+    for item in nest.body:
+        if isinstance(item, LoopNest):
+            yield from nests_in(item)
+
+
 def rebuild(node, fn: Callable):
     """Bottom-up rewrite: rebuild children first, then apply ``fn`` to the rebuilt node.
 

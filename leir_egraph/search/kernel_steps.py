@@ -35,7 +35,7 @@ from ..egraph.windows import WindowMatches, window_reason
 from ..explore.factored import nonlocal_reason
 from ..leir.ast import Leir, LoopNest
 from ..leir.program import Program
-from ..leir.traverse import walk
+from ..leir.traverse import nests_in
 
 __all__ = ["KernelSteps"]
 
@@ -65,8 +65,7 @@ class KernelSteps:
         for kernel in program.leir.nests:
             inner = self._inner.get(kernel)
             if inner is None:
-                inner = self._inner[kernel] = frozenset(
-                    n for n in walk(kernel) if isinstance(n, LoopNest))
+                inner = self._inner[kernel] = frozenset(nests_in(kernel))
             if not seen.isdisjoint(inner):
                 return False
             seen |= inner
