@@ -1,7 +1,8 @@
-"""Generic walks over the LEIR AST: children, sub-node iteration, and bottom-up rebuilding.
+"""Generic walks over the LEIR AST: children, sub-node iteration (every node, value
+expressions, nests), and bottom-up rebuilding.
 
-Every analysis and rewrite in the project goes through these three functions instead of
-writing its own recursion over the node classes.
+Every analysis and rewrite in the project goes through these functions instead of writing its
+own recursion over the node classes.
 """
 
 from __future__ import annotations
