@@ -34,6 +34,7 @@ from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .loaded import LoadedProgram
+from .parameters import FreshNames, names_fresh_tensors
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
 from .vocabulary import ProviderError, Vocabulary, vocabulary, vocabulary_of
@@ -266,6 +267,9 @@ class Engine:
         # per (strategy, rule): the variables of deferred last columns it does not report
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
                         for st in self.strategies for r in st.rules}
+        # the rules whose rows may hold fresh tensor placeholders (parameters.FreshNames)
+        self._fresh = frozenset((st.id, r.name) for st in self.strategies for r in st.rules
+                                if names_fresh_tensors(r))
         base = base_program(self.vocabulary, self.context)
         self._unextractable = unextractable_constructors(base)
         try:
@@ -378,8 +382,11 @@ class Engine:
                                         f"{message[-1] if message else err}") from None
         self._compiled.add(form)
 
-    def matches(self, program, strategies: list[Strategy] | None = None) -> list[RawMatch]:
-        """Every recorded application of the given strategies (default: all) on a program.
+    def matches(self, program, strategies: list[Strategy] | None = None, *,
+                named: bool = True) -> list[RawMatch]:
+        """Every recorded application of the given strategies (default: all) on a program,
+        the program's fresh tensor names put in for their placeholders (:meth:`named`; not
+        with ``named=False``: ``windows.py`` keeps matches for every program holding a window).
 
         A row egglog cannot extract has a helper in its right-hand side that never finished:
         a rule defect. Its constructor cannot be read either, so each strategy is run alone to
@@ -393,7 +400,15 @@ class Engine:
                 if self._recorded(loaded, (strategy,))[1]:
                     found.append(RawMatch(strategy.id, " or ".join(r.name for r in strategy.rules),
                                           None, None, ()))
-        return found
+        return self.named(program, found) if named else found
+
+    def named(self, program, found: list, names: FreshNames | None = None) -> list:
+        """``found`` (matches or applications on ``program``) with the program's fresh tensor
+        names put in for the placeholders of ``FreshTensor`` (parameters.py)."""
+        if not any((m.strategy, m.rule) in self._fresh for m in found):
+            return found
+        names = names or FreshNames(program)
+        return [names.match(m) if (m.strategy, m.rule) in self._fresh else m for m in found]
 
     def applications(self, program, strategies: list[Strategy] | None = None) -> "Applications":
         """The program loaded and every rule's query run, replacements not built yet: a context
@@ -565,9 +580,11 @@ class Applications:
         self.found: list[Application] = []
         self._rules = {(s.id, r.name): (s, r) for s in chosen for r in s.rules}
         self._lets = 0
-        self._names: dict[Term, str] | None = None  # nests and suffixes by let name, for Chosen
+        self._terms: dict[Term, str] | None = None  # nests and suffixes by let name, for Chosen
         self._waiting: dict[tuple[str, tuple[str, ...]], list] = {}  # deferred facts by key
         self._sent: set[tuple[str, tuple[str, ...]]] = set()  # keys whose facts were sent
+        self._names = FreshNames(program)
+        self._read: dict[Application, Application] = {}  # as named -> as egglog holds it
 
     def __enter__(self) -> "Applications":
         engine, chosen = self.engine, self.chosen
@@ -597,6 +614,9 @@ class Applications:
                                           tuple(zip(shown[strategy.id, rule.name], args[1:]))))
         self.found.sort(key=lambda a: (order[a.strategy, a.rule], a.lhs,
                                        tuple(v for _, v in a.bindings)))
+        named = engine.named(self.loaded.program, self.found, self._names)
+        self._read = {a: b for a, b in zip(named, self.found) if a is not b}
+        self.found = named
         return self
 
     def __exit__(self, *exc) -> None:
@@ -613,10 +633,11 @@ class Applications:
         that agree on those two are built too and left out here."""
         if not apps:
             return []
-        if self._names is None:
-            self._names = self.loaded.named_terms()
+        apps = [self._read.get(a, a) for a in apps]   # placeholders, as the engine has them
+        if self._terms is None:
+            self._terms = self.loaded.named_terms()
         commands: list[str] = self._deferred_facts(apps)
-        with shared_terms(self._names, prefix=f"$c{self._lets}x") as shared:
+        with shared_terms(self._terms, prefix=f"$c{self._lets}x") as shared:
             for app in dict.fromkeys((a.strategy, a.rule, a.lhs, a.bindings[:1]) for a in apps):
                 strategy, rule = self._rules[app[0], app[1]]
                 args = " ".join(to_egglog(v) for v in (app[2], *(v for _, v in app[3])))
@@ -630,7 +651,10 @@ class Applications:
         found, _ = self.engine.read_rows({match_relation(s, r): (s, r)
                                           for s, r in self._rules.values()})
         wanted = {(a.strategy, a.rule, a.lhs, a.bindings) for a in apps}
-        return [m for m in found if (m.strategy, m.rule, m.lhs, self.engine.shown(m)) in wanted]
+        return self.engine.named(
+            self.loaded.program, [m for m in found if (m.strategy, m.rule, m.lhs,
+                                                       self.engine.shown(m)) in wanted],
+            self._names)
 
     def _deferred_facts(self, apps: list[Application]) -> list[str]:
         """The whole facts of the deferred relations the given applications read, not sent yet:

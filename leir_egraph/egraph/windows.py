@@ -4,8 +4,8 @@ operator_fusion, compute_inline and register_tiling rewrite a program suffix ``(
 (PCons n2 rest))`` or ``(PCons n rest)``: each match replaces the one or two top-level nests
 at the head of the suffix -- its **window** -- and keeps ``rest``. Their guards read context
 facts (``FusedIntermediate``: which nests use a tensor; ``UnreadIn name rest``: the suffix after
-the window; ``FirstWriteIn``: the nests before; ``FreshTensor``: the names in use), so a match
-of one program is not a match of another that holds the same two nests. But a rule's query
+the window; ``FirstWriteIn``: the nests before), so a match of one program is not a match of
+another that holds the same two nests. But a rule's query
 reaches only the terms its window binds: the window's nests (and what they hold), the suffixes
 starting in it and ``rest``, plus facts that name no term at all. So the matches at window
 ``j`` of a program are decided by its **window key**: the two nests, the program's facts about
@@ -25,8 +25,9 @@ is matched once, and regions that share no nest term and the same term-free fact
 engine run. A program with no known key (the first one), or with more new windows than half
 its nests, is matched whole, and its matches are kept per window the same way. Each
 strategy's key holds only the facts of the relations it reads (and of any relation an egglog
-rule mentions), so a new name in use, which register_tiling's ``FreshTensor`` reads, leaves
-fusion's and inlining's keys as they were.
+rule mentions). register_tiling's ``FreshTensor`` facts hold placeholders, the same for every
+program (parameters.py): its edits are kept with them, and each program's own fresh names are
+put in when its edits are read, so a new name in use changes no window key.
 
 Which strategies qualify (:func:`window_reason`): every rule rewrites a ``Prog`` whose head
 holds at most :data:`WIDTH` ``PCons`` cells and no ``PNil``, takes no suffix apart beyond its
@@ -60,6 +61,7 @@ from .kernel_batches import BATCH_NESTS
 from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
 from .facts import Fact
 from .loaded import LoadedProgram
+from .parameters import FreshNames, names_fresh_tensors
 from .strategy import Strategy
 
 __all__ = ["WIDTH", "WindowMatches", "window_reason"]
@@ -69,7 +71,8 @@ WIDTH = 2
 # Of a program's windows, the share that may be new before it is matched whole instead.
 NEW_SHARE = 0.5
 
-Edit = tuple[int, tuple[LoopNest, ...]]   # (nests replaced at the window's head, new nests)
+# (nests replaced at the window's head, new nests, whether they may hold fresh-name placeholders)
+Edit = tuple[int, tuple[LoopNest, ...], bool]
 
 
 def window_reason(strategy: Strategy, engine: Engine) -> str | None:
@@ -128,6 +131,9 @@ class WindowMatches:
         self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
+        self._fresh = {(s.id, r.name) for s in self.strategies for r in s.rules
+                       if names_fresh_tensors(r)}
+        self._renamed: dict[tuple, tuple] = {}   # (id(nest), fresh names) -> (nest, renamed)
         self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
         self.matched_whole = 0    # programs matched whole
         self.regions = 0          # regions matched
@@ -139,16 +145,35 @@ class WindowMatches:
         if not nests:
             return []
         if self.reason is not None:
-            return self._whole(LoadedProgram(program), bounded=False)
+            return self._named(program, self._whole(LoadedProgram(program), bounded=False))
         loaded, facts, keys = self._prepared.pop(program.text, None) or self._prepare(program)
         new = [j for j, per in enumerate(keys) if any(k not in self._edits for k in per)]
         if len(new) > NEW_SHARE * len(nests) or len(new) == len(nests):
-            return self._whole(loaded, keys=keys)
+            return self._named(program, self._whole(loaded, keys=keys))
         for a, b in _runs(new):
             if not self._match_regions([(loaded, facts, keys, a, b)]):
-                return self._whole(loaded, keys=keys)
-        return [(j, width, repl) for j, per in enumerate(keys) for key in per
-                for width, repl in self._edits[key]]
+                return self._named(program, self._whole(loaded, keys=keys))
+        return self._named(program, [(j, *edit) for j, per in enumerate(keys) for key in per
+                                     for edit in self._edits[key]])
+
+    def _named(self, program: Program, edits: list[tuple]) -> list[tuple[int, int, tuple]]:
+        """``(j, width, new)`` of ``edits`` (``(j, width, new, fresh)``), the program's fresh
+        tensor names put in for the placeholders of the ``fresh`` ones' nests."""
+        out, names = [], None
+        for j, width, repl, fresh in edits:
+            if fresh:
+                if names is None:
+                    names = FreshNames(program)
+                    key = tuple(names.mapping.values())
+                repl = tuple(self._rename(nest, names, key) for nest in repl)
+            out.append((j, width, repl))
+        return out
+
+    def _rename(self, nest: LoopNest, names: FreshNames, key: tuple) -> LoopNest:
+        hit = self._renamed.get((id(nest), key))
+        if hit is None or hit[0] is not nest:
+            hit = self._renamed[id(nest), key] = (nest, names.nest(nest))
+        return hit[1]
 
     def prefetch(self, programs: list[Program]) -> None:
         """Match the new windows of all ``programs`` (a node's lookahead) before ``edits`` is
@@ -287,20 +312,19 @@ class WindowMatches:
     # ------------------------------------------------------------ matching
 
     def _whole(self, loaded: LoadedProgram, keys: list[tuple] | None = None,
-               bounded: bool = True) -> list[tuple[int, int, tuple[LoopNest, ...]]]:
+               bounded: bool = True) -> list[tuple[int, int, tuple[LoopNest, ...], bool]]:
         """The program's edits from matching it whole, kept per window key (``keys``) unless a
         replacement reaches past its window: then no program's edits are kept from now on."""
         self.matched_whole += 1
         n = len(loaded.program.leir.nests)
-        found = self.engine.matches(loaded.program, list(self.strategies))
+        found = self.engine.matches(loaded.program, list(self.strategies), named=False)
         per = self._per_window(found, n, 0, n, bounded=bounded)
         if per is None:
             self.reason = "a replacement rewrites more than its window"
             per = self._per_window(found, n, 0, n, bounded=False)
         elif keys is not None and self.reason is None:
             self._keep(per, keys, range(n), 0)
-        return [(j, width, repl) for (j, _), edits in sorted(per.items())
-                for width, repl in edits]
+        return [(j, *edit) for (j, _), edits in sorted(per.items()) for edit in edits]
 
     def _keep(self, per: dict, keys: list[tuple], windows, first: int) -> None:
         """Keep the edits ``per`` found (by window relative to ``first`` and strategy) under
@@ -330,7 +354,8 @@ class WindowMatches:
             if bounded and width > WIDTH:
                 return None
             repl = tuple(self._decoder(t) for t in new[:len(new) - keep])
-            per.setdefault((j - first, m.strategy), []).append((width, repl))
+            per.setdefault((j - first, m.strategy), []).append(
+                (width, repl, (m.strategy, m.rule) in self._fresh))
         return per
 
 
