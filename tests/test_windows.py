@@ -17,9 +17,11 @@ from leir_egraph.egraph.windows import NEW_SHARE, WindowMatches, window_reason
 from leir_egraph.workloads import steptp
 
 WINDOWED = ("operator_fusion", "compute_inline", "register_tiling")
-# the steps that lead from one program to the next: loop moves and the windowed strategies
-# themselves (a fusion or an inline changes the windows around it and the names in use)
-MOVES = ("loop_split", "loop_reorder", "loop_vectorization", *WINDOWED)
+# the steps that lead from one program to the next: loop moves, the windowed strategies
+# themselves (a fusion or an inline changes the windows around it and the names in use) and
+# copies (layout_transformation: a new tensor, a new nest with extents of its own)
+MOVES = ("loop_split", "loop_reorder", "loop_vectorization", "layout_transformation",
+         *WINDOWED)
 
 
 def whole(program, strategies) -> Counter:
@@ -107,3 +109,40 @@ def _shared(index: int) -> WindowMatches:
     if index not in _SHARED:
         _SHARED[index] = WindowMatches(resolve(list(WINDOWED)))
     return _SHARED[index]
+
+
+def _chain(names: str, outputs: str):
+    """Nests ``names[k] = names[k-1] op c`` over one 4x8 loop pair from input ``A`` (from the
+    seventh name on, a second chain from input ``K``)."""
+    from leir_egraph import Program
+    nests = []
+    for k, (src, dst) in enumerate(zip("A" + names, names)):
+        if dst == names[0]:
+            src = "A"   # a chain starts from an input: the second one from K
+        elif len(names) > 6 and dst == names[6]:
+            src = "K"
+        op = "*2" if k % 2 == 0 else "+1"
+        nests.append(f"B^{{4}}_{{tx=0}}L^{{8}}_{{a=0}}[{dst}^{{f32,g}}_{{tx,a}}="
+                     f"{src}^{{f32,g}}_{{tx,a}}{op};];")
+    sig = {"inputs": [{"name": n, "dtype": "float32", "shape": [4, 8]}
+                      for n in ("AK" if len(names) > 6 else "A")],
+           "outputs": [{"name": n, "dtype": "float32", "shape": [4, 8]} for n in outputs]}
+    return Program.parse("".join(nests), sig)
+
+
+def test_a_window_key_holds_the_name_facts_of_its_own_tensors_only():
+    """A window's key holds the facts of the tensors and extents its nests name and no
+    others: a program that gains a tensor elsewhere (``I``, ``J`` appended) reuses the
+    windows it shares, while the same nests with another tensor an output (``Intermediate``
+    no longer holds of it, compute_inline must not inline it) are matched again."""
+    strategies = resolve(list(WINDOWED))
+    matches = WindowMatches(strategies)
+    base = _chain("CDEFGH", "H")
+    assert windowed(matches, base) == whole(base, strategies)
+    assert matches.matched_whole == 1
+    grown = _chain("CDEFGHIJ", "HJ")   # I, J: a second chain (from K) after the first
+    assert windowed(matches, grown) == whole(grown, strategies)
+    assert matches.matched_whole == 1 and matches.regions == 1   # windows 0-3 reused
+    exposed = _chain("CDEFGH", "DH")   # D an output: not inlined into E
+    assert windowed(matches, exposed) == whole(exposed, strategies)
+    assert len(whole(exposed, strategies)) < len(whole(base, strategies))

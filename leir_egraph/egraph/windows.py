@@ -56,7 +56,7 @@ import re
 from ..leir.ast import Leir, Loop, LoopNest
 from ..leir.program import Program
 from ..leir.traverse import nests_in
-from .encoding import Decoder, shared_terms, uncons
+from .encoding import SORT_OF, Decoder, shared_terms, uncons
 from .kernel_batches import BATCH_NESTS
 from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
 from .facts import Fact
@@ -97,10 +97,68 @@ def _reads(strategies: tuple[Strategy, ...], engine: Engine) -> list[frozenset[s
     its matches: those its rules read, and every one an egglog rule of the engine mentions
     (an analysis rule could derive from it what a rule reads)."""
     provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
-    text = _base_text(engine)
-    derived = {name for name in provided if re.search(rf"\({re.escape(name)}[ )]", text)}
     return [frozenset({c.head for r in s.rules for c in r.parsed_conditions} & provided
-                      | derived) for s in strategies]
+                      | _mentioned(engine)) for s in strategies]
+
+
+def _mentioned(engine: Engine) -> set[str]:
+    """The provided relations an egglog rule of the engine mentions."""
+    provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
+    text = _base_text(engine)
+    return {name for name in provided if re.search(rf"\({re.escape(name)}[ )]", text)}
+
+
+# egglog relations of the prelude whose second column is an element of their first
+# (rules/prelude/core.egg: ``LoopIn loops l``, l is one of the loops)
+ELEMENT_OF = frozenset({"LoopIn"})
+
+
+def _window_bound(rule) -> frozenset[str]:
+    """The variables of ``rule`` whose values are parts of the window's nests: those of its
+    left-hand side (but the suffix after the window), what a constructor pattern takes apart
+    of one of them or builds of them, and an ``ELEMENT_OF`` atom's element of one."""
+    tails = set(re.findall(r"\(PCons \w+ (\w+)\)", " ".join(rule.lhs.split())))
+    bound = set(rule.lhs_variables) - tails
+    grew = True
+    while grew:
+        grew = False
+        for c in rule.parsed_conditions:
+            new: set[str] = set()
+            if c.defines is not None and c.head in SORT_OF:
+                if c.defines in bound:
+                    new = set(c.input_variables)
+                elif c.input_variables <= bound:
+                    new = {c.defines}
+            elif c.head in ELEMENT_OF and c.variables - bound != c.variables:
+                new = set(c.variables)
+            if not new <= bound:
+                bound |= new
+                grew = True
+    return frozenset(bound)
+
+
+def _atom_keyed(strategy: Strategy, engine: Engine) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Relation -> for each atom of it in ``strategy``'s rules, the columns a window's
+    nests bind (:func:`_window_bound`), for the provided relations none of whose atoms leaves
+    them all free and which no egglog rule of the engine mentions. A fact of such a relation
+    with a string or integer in one of those columns that the window's nests do not hold,
+    in every atom, takes part in no match at that window: the window's key leaves it out
+    (``Intermediate "G"`` and ``UnreadIn "G" rest`` of a tensor named outside the window, the
+    ``LaneTile 120 w`` of an extent no loop of the window has), so a tensor or loop a program
+    gains elsewhere leaves the key as it was."""
+    provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
+    out: dict[str, list] = {}
+    refused = set(_mentioned(engine))
+    for rule in strategy.rules:
+        bound = _window_bound(rule)
+        for atom in rule.guard_atoms:
+            if atom.relation not in provided:
+                continue
+            columns = tuple(i for i, a in enumerate(atom.args) if a in bound)
+            if not columns:
+                refused.add(atom.relation)
+            out.setdefault(atom.relation, []).append(columns)
+    return {name: tuple(atoms) for name, atoms in out.items() if name not in refused}
 
 
 def _prog_relations(engine: Engine) -> frozenset[str]:
@@ -128,6 +186,8 @@ class WindowMatches:
         if self.reason is None and len(Engine.groups(self.strategies)) != 1:
             self.reason = "a strategy runs alone (Engine.groups)"
         self._reads = _reads(self.strategies, self.engine)
+        self._keyed = [_atom_keyed(s, self.engine) for s in self.strategies]
+        self._atoms: dict[int, tuple] = {}   # id(nest term) -> (term, its strings and ints)
         self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
@@ -266,7 +326,8 @@ class WindowMatches:
 
     def _keys(self, loaded: LoadedProgram, facts: list[Fact]) -> list[tuple[tuple, ...]]:
         """The window keys of every top-level position, one per strategy: the facts in a
-        strategy's key are those of the relations it reads (``_reads``)."""
+        strategy's key are those of the relations it reads (``_reads``), those of its
+        name-keyed relations (``_name_keyed``) only where the window holds their strings."""
         nests = loaded.program.leir.nests
         n = len(nests)
         nest_at, suffix_at = _nest_lookup(loaded), _suffix_lookup(loaded)
@@ -294,6 +355,12 @@ class WindowMatches:
                                  tuple(values)))
             else:
                 common.append((fact.relation.name, tuple(values)))
+        per_strategy = []   # (reads, needs, the term-free facts the key always holds)
+        for reads, keyed in zip(self._reads, self._keyed):
+            needs = _needs(keyed)
+            plain = frozenset(f for f in common if f[0] in reads and needs(f) is None)
+            named = [(f, needs(f)) for f in common if f[0] in reads and needs(f) is not None]
+            per_strategy.append((reads, bool(keyed), needs, plain, named))
         keys = []
         for j in range(n):
             window = inside[j] | (inside[j + 1] if j + 1 < n else frozenset())
@@ -303,11 +370,29 @@ class WindowMatches:
                    for name, held, suffixes, values in anchored
                    if held <= window and all(i in places for i in suffixes)]
             head = (nests[j], nests[j + 1] if j + 1 < n else None, j + 2 >= n)
-            keys.append(tuple(
-                (strategy.id, *head, frozenset(f for f in own if f[0] in reads),
-                 frozenset(f for f in common if f[0] in reads))
-                for strategy, reads in zip(self.strategies, self._reads)))
+            there = None   # the strings and integers of the window's nests
+            key = []
+            for strategy, (reads, keyed, needs, plain, named) in zip(self.strategies,
+                                                                     per_strategy):
+                facts_own = [f for f in own if f[0] in reads]
+                if keyed:
+                    if there is None:
+                        there = self._held(loaded, j) | (self._held(loaded, j + 1)
+                                                         if j + 1 < n else frozenset())
+                    facts_own = [f for f in facts_own if _relevant(needs(f), there)]
+                    plain = plain | {f for f, need in named if _relevant(need, there)}
+                key.append((strategy.id, *head, frozenset(facts_own), plain))
+            keys.append(tuple(key))
         return keys
+
+    def _held(self, loaded: LoadedProgram, j: int) -> frozenset:
+        """The strings and integers of top-level nest ``j``'s term (names, dtypes, extents,
+        ...)."""
+        term = loaded.nest_terms[loaded.top_level[j]]
+        hit = self._atoms.get(id(term))
+        if hit is None or hit[0] is not term:
+            hit = self._atoms[id(term)] = (term, _leaves(term))
+        return hit[1]
 
     # ------------------------------------------------------------ matching
 
@@ -452,6 +537,39 @@ def _region_batches(regions: list[tuple], common) -> list[list[tuple]]:
         out.append(sorted(members, key=lambda r: min(r[4] + 2, len(r[0].program.leir.nests))
                           == len(r[0].program.leir.nests)))
     return out
+
+
+def _leaves(term) -> frozenset:
+    """Every string and integer of a term."""
+    out: set = set()
+    todo = [term]
+    while todo:
+        v = todo.pop()
+        if type(v) is tuple:
+            todo.extend(v[1:])
+        else:
+            out.add(v)
+    return frozenset(out)
+
+
+def _needs(keyed: dict[str, tuple[tuple[int, ...], ...]]):
+    """fact -> None when its relation is not in ``keyed`` (:func:`_atom_keyed`), else for
+    each atom of the relation the strings and integers the window must hold for that atom
+    to take the fact."""
+    def needs(fact) -> tuple[frozenset, ...] | None:
+        atoms = keyed.get(fact[0])
+        if atoms is None:
+            return None
+        values = fact[1]
+        return tuple(frozenset(values[i] for i in columns if type(values[i]) in (str, int))
+                     for columns in atoms)
+    return needs
+
+
+def _relevant(need: tuple[frozenset, ...] | None, there: frozenset) -> bool:
+    """Whether a fact with these needs (:func:`_needs`) can take part in a match at a window
+    whose nests hold ``there``."""
+    return need is None or any(n <= there for n in need)
 
 
 class _Suffix(tuple):

@@ -210,7 +210,9 @@ class RulesProposer:
             ahead = self._looked_ahead(order)
             kernels = self._shared_kernels()
             if kernels is not None:
-                kernels.prefetch([t.after for t in ahead if kernels.applies(t.after)])
+                # the node first: its windows are most of every looked-ahead program's
+                kernels.prefetch([p for p in [program, *(t.after for t in ahead)]
+                                  if kernels.applies(p)])
             for t in ahead:
                 best = self.best_next(t.after)
                 if best is not None:
