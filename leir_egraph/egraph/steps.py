@@ -44,6 +44,9 @@ class Transition:
     difficulty: str = ""   # the strategy's difficulty class: easy, medium or difficult
     _details: object = field(default=None, compare=False, repr=False)
     """``(site, bindings, guard_facts, cot)``, or a zero-argument function that renders them."""
+    _bindings: object = field(default=None, compare=False, repr=False)
+    """A zero-argument function rendering the binding texts alone (a caller that reads only
+    them, the search's lookahead choosing sites, does not render the chain of thought)."""
 
     def _rendered(self) -> tuple:
         details = self._details
@@ -58,6 +61,10 @@ class Transition:
 
     @property
     def bindings(self) -> dict:
+        if callable(self._details) and callable(self._bindings):
+            object.__setattr__(self, "_bindings", self._bindings())
+        if isinstance(self._bindings, dict):
+            return self._bindings
         return self._rendered()[1]
 
     @property
@@ -125,10 +132,12 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     def same_nest(a: Term, b: Term) -> bool:
         return a is b or decoder(a) == decoder(b)
 
+    def bind(m: RawMatch) -> dict:
+        return {name: "?" if value is None else fragment(value) for name, value in m.bindings}
+
     def render(strategy, rule, m: RawMatch, path, after_nests) -> tuple:
         """The site, binding texts, guard facts and CoT of one placed match (on first use)."""
-        rendered = {name: "?" if value is None else fragment(value)
-                    for name, value in m.bindings}
+        rendered = bind(m)
         lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
         site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
         cot, facts = render_cot(strategy, rule, site, rendered, lhs_text, rhs_text,
@@ -163,7 +172,8 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             after.__dict__["text"] = text  # already printed, nest by nest
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
                                   path, strategy.score, strategy.difficulty,
-                                  partial(render, strategy, rule, m, path, after_nests))
+                                  partial(render, strategy, rule, m, path, after_nests),
+                                  partial(bind, m))
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
 
 

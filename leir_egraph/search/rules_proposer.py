@@ -305,8 +305,10 @@ def _transposes(t: Transition) -> int:
     nest's second-innermost loop becomes its last subscript where the innermost loop was (``G_{a,c}`` -> ``G'_{c,a}`` in ``... L_a L_c [D_{tx,a} += A_{tx,c}*G_{a,c}]``: the
     lanes register_tiling makes of ``a`` then read whole vectors), 1 for any other such copy,
     0 for any other step."""
+    if t.strategy != "layout_transformation":
+        return 0
     layout = str(t.bindings.get("layout", ""))
-    if t.strategy != "layout_transformation" or "exchanged" not in layout:
+    if "exchanged" not in layout:
         return 0
     head, _, body = str(t.bindings.get("n", "")).partition("[")
     loops = re.findall(r"_\{(\w+)=0\}", head)
