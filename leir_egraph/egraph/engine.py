@@ -34,7 +34,7 @@ from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .loaded import LoadedProgram
-from .parameters import FreshNames, names_fresh_tensors
+from .parameters import FreshNames, fresh_rules, named
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
 from .traversals import SCHEMA_FILE, helper_program
 from .vocabulary import ProviderError, Vocabulary, vocabulary, vocabulary_of
@@ -268,8 +268,7 @@ class Engine:
         self._hidden = {(st.id, r.name): frozenset(deferred_columns(r, self.deferred))
                         for st in self.strategies for r in st.rules}
         # the rules whose rows may hold fresh tensor placeholders (parameters.FreshNames)
-        self._fresh = frozenset((st.id, r.name) for st in self.strategies for r in st.rules
-                                if names_fresh_tensors(r))
+        self._fresh = fresh_rules(self.strategies)
         base = base_program(self.vocabulary, self.context)
         self._unextractable = unextractable_constructors(base)
         try:
@@ -405,10 +404,7 @@ class Engine:
     def named(self, program, found: list, names: FreshNames | None = None) -> list:
         """``found`` (matches or applications on ``program``) with the program's fresh tensor
         names put in for the placeholders of ``FreshTensor`` (parameters.py)."""
-        if not any((m.strategy, m.rule) in self._fresh for m in found):
-            return found
-        names = names or FreshNames(program)
-        return [names.match(m) if (m.strategy, m.rule) in self._fresh else m for m in found]
+        return named(program, found, self._fresh, names)
 
     def applications(self, program, strategies: list[Strategy] | None = None) -> "Applications":
         """The program loaded and every rule's query run, replacements not built yet: a context

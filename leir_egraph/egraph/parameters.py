@@ -51,6 +51,21 @@ def names_fresh_tensors(rule) -> bool:
     return any(c.head == FRESH_TENSOR.name for c in rule.parsed_conditions)
 
 
+def fresh_rules(strategies) -> frozenset[tuple[str, str]]:
+    """``(strategy id, rule name)`` of the rules of ``strategies`` that read ``FreshTensor``."""
+    return frozenset((s.id, r.name) for s in strategies for r in s.rules
+                     if names_fresh_tensors(r))
+
+
+def named(program, found: list, rules: frozenset, names: "FreshNames | None" = None) -> list:
+    """``found`` (matches or applications on ``program``) with the program's fresh tensor
+    names put in for the placeholders in the rows of ``rules`` (:func:`fresh_rules`)."""
+    if not any((m.strategy, m.rule) in rules for m in found):
+        return found
+    names = names or FreshNames(program)
+    return [names.match(m) if (m.strategy, m.rule) in rules else m for m in found]
+
+
 class FreshNames:
     """One program's fresh tensor names put in for the placeholders of terms and matches read
     from the engine (the names computed on first need; each term object renamed once, and

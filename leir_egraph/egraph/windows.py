@@ -61,7 +61,7 @@ from .kernel_batches import BATCH_NESTS
 from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
 from .facts import Fact
 from .loaded import LoadedProgram
-from .parameters import FreshNames, names_fresh_tensors
+from .parameters import FreshNames, fresh_rules
 from .strategy import Strategy
 
 __all__ = ["WIDTH", "WindowMatches", "window_reason"]
@@ -191,8 +191,7 @@ class WindowMatches:
         self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
-        self._fresh = {(s.id, r.name) for s in self.strategies for r in s.rules
-                       if names_fresh_tensors(r)}
+        self._fresh = fresh_rules(self.strategies)
         self._renamed: dict[tuple, tuple] = {}   # (id(nest), fresh names) -> (nest, renamed)
         self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
         self.matched_whole = 0    # programs matched whole

@@ -31,6 +31,7 @@ from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, eng
                              match_relation, prelude_text, provider_errors, reads_context,
                              read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
+from ..egraph.parameters import fresh_rules, named
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
@@ -312,6 +313,7 @@ class SharedMatcher:
         self.fallback = engine_for(self.alone) if self.alone else None
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
+        self._fresh = fresh_rules(self.shared)
         self._stated: set = set()
         self._references = References()
         self._pending: list[str] = []
@@ -418,6 +420,8 @@ class SharedMatcher:
         out += self._by_program.get(number, ())
         for column in self._class_of.get(number, ()):
             out += self._by_program.get(column, ())
+        # the placeholders of FreshTensor, the same in every program, as this one's names
+        out = named(self._programs[number], out, self._fresh)
         if self.fallback is not None:
             out += self.fallback.matches(self._programs[number], self.alone)
         order = self.order
