@@ -189,7 +189,7 @@ def steps_many(programs: Iterable[Program], strategies=None, *, broken: list | N
 
     The programs are not loaded into one e-graph run together: several fact relations are
     program-wide or keyed by names whose meaning depends on the program (``Root``,
-    ``FreshTensor``, tensor-name facts such as ``Intermediate``, ``FreshIndex`` chosen
+    tensor-name facts such as ``Intermediate``, ``FreshIndex`` chosen
     against a nest's surroundings), and hash-consing would make two programs' equal nests and
     suffixes one e-class, so one program's facts would license rewrites in another. Sharing a
     run needs a program argument in those relations and in the rules that read them

@@ -25,9 +25,13 @@ is matched once, and regions that share no nest term and the same term-free fact
 engine run. A program with no known key (the first one), or with more new windows than half
 its nests, is matched whole, and its matches are kept per window the same way. Each
 strategy's key holds only the facts of the relations it reads (and of any relation an egglog
-rule mentions). register_tiling's ``FreshTensor`` facts hold placeholders, the same for every
-program (parameters.py): its edits are kept with them, and each program's own fresh names are
-put in when its edits are read, so a new name in use changes no window key.
+rule mentions), and of a relation whose columns its rules bind from the window's nests
+(:func:`_atom_keyed`: ``Intermediate name``, ``UnreadIn name rest``, ``LaneTile n w``) only
+the facts whose strings and integers there the window's nests hold. register_tiling's
+``FreshTensor`` facts hold placeholders, the same for every program (parameters.py): its edits
+are kept with them, and each program's own fresh names are put in when its edits are read. So
+a tensor or an extent a program gains or loses elsewhere (a transposed copy, an inlined
+intermediate) leaves a window's key as it was.
 
 Which strategies qualify (:func:`window_reason`): every rule rewrites a ``Prog`` whose head
 holds at most :data:`WIDTH` ``PCons`` cells and no ``PNil``, takes no suffix apart beyond its
