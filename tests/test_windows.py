@@ -146,3 +146,17 @@ def test_a_window_key_holds_the_name_facts_of_its_own_tensors_only():
     exposed = _chain("CDEFGH", "DH")   # D an output: not inlined into E
     assert windowed(matches, exposed) == whole(exposed, strategies)
     assert len(whole(exposed, strategies)) < len(whole(base, strategies))
+
+
+def test_the_columns_a_window_binds_are_those_its_nests_give():
+    """compute_inline binds ``Intermediate``'s and ``UnreadIn``'s tensor from the producer's
+    target (taken apart from the left-hand side), register_tiling ``LaneTile``'s extent from
+    a loop of the nest (``LoopIn``), never its lane count ``w`` nor the suffix ``rest``."""
+    from leir_egraph.egraph.windows import _atom_keyed
+    strategies = resolve(list(WINDOWED))
+    engine = engine_for(tuple(strategies))
+    keyed = {s.id: _atom_keyed(s, engine) for s in strategies}
+    assert keyed["compute_inline"]["Intermediate"] == ((0,),)
+    assert keyed["compute_inline"]["UnreadIn"] == ((0,),)
+    assert set(keyed["register_tiling"]["LaneTile"]) == {(0,)}
+    assert "FreshTensor" not in keyed["register_tiling"]   # its name is bound by no nest

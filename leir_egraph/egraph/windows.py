@@ -133,8 +133,10 @@ def _window_bound(rule) -> frozenset[str]:
                     new = set(c.input_variables)
                 elif c.input_variables <= bound:
                     new = {c.defines}
-            elif c.head in ELEMENT_OF and c.variables - bound != c.variables:
-                new = set(c.variables)
+            elif c.head in ELEMENT_OF:
+                args = c.text.strip("()").split()[1:]
+                if len(args) == 2 and args[0] in bound:   # the element of a bound list
+                    new = {args[1]}
             if not new <= bound:
                 bound |= new
                 grew = True
