@@ -1,11 +1,12 @@
 """Exhaustive exploration: every program reachable from a root in at most ``depth`` single
 steps, up to renaming (docs/EXPLORE.md).
 
-``explore`` grows the space round by round (breadth first, round ``d`` finds depth ``d``): each
-program of the frontier is matched by the one persistent strategy engine in its own push/pop
-context with guard and parameter facts computed for that program, its matches are placed at
-every occurrence, the results are deduplicated by canonical text (``leir/canonical.py``), and
-every step is a union in the space e-graph (``explore/egraph.py``). ``naive`` is the oracle:
+``explore`` grows the space round by round (breadth first, round ``d`` finds depth ``d``): the
+frontier is matched (factored per kernel, in one shared database, or each program in its own
+push/pop context), the matches are placed at every occurrence and the results are
+deduplicated by canonical text (``leir/canonical.py``); the space e-graph, where every step is
+a union (``explore/egraph.py``), is built from the result when asked
+(``Exploration.space_egraph``). ``naive`` is the oracle:
 the same breadth-first search over ``steps.all_steps``, program by program, with the same
 deduplication; both return the same programs (tests/test_explore.py).
 
@@ -28,7 +29,6 @@ from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import CanonicalNests, canonical
 from ..leir.program import Program
-from .egraph import SpaceEGraph
 from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
 
 
@@ -99,8 +99,7 @@ def place(program: Program, matches, decoder: Decoder | None = None, known: dict
 
 
 def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadline, seed: int,
-            method: str, expand: Callable, space_egraph: SpaceEGraph | None,
-            progress: Callable[[Round], None] | None,
+            method: str, expand: Callable, progress: Callable[[Round], None] | None,
             prepare: Callable | None = None) -> Exploration:
     """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
     seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
@@ -114,9 +113,6 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
     space = Exploration(root, tuple(s.id for s in chosen), depth, method=method, seed=seed)
     budget = _Budget(max_programs, deadline)
     root_key = space.add_root(canonical(root))
-    if space_egraph is not None:
-        space_egraph.add(root_key, space.programs[root_key])
-        space_egraph.flush()
     frontier = [root_key]
     for d in range(1, depth + 1):
         if not frontier or budget.check(space):
@@ -142,16 +138,6 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
                     break
                 if space.add_step(key, after, strategy, rule, d):
                     found.append(after.text)
-                    if space_egraph is not None:
-                        space_egraph.add(after.text, after, parent=key)
-                if space_egraph is not None and after.text != key:
-                    space_egraph.union(key, after.text)
-            rnd.placing_s += time.perf_counter() - t1
-        if space_egraph is not None:
-            t1 = time.perf_counter()
-            if not space_egraph.flush(deadline):
-                budget.fired = budget.fired or "time_limit"
-            rnd.enodes, rnd.eclasses = space_egraph.size()["total"]
             rnd.placing_s += time.perf_counter() - t1
         rnd.new_programs = len(found)
         rnd.stopped = budget.fired   # fired during this round: it was cut
@@ -221,7 +207,7 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
-                   expand, SpaceEGraph(), progress)
+                   expand, progress)
 
 
 def _explore_shared(program: Program, strategies, chosen, depth: int, max_programs,
@@ -275,7 +261,7 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "shared",
-                   expand, SpaceEGraph(), progress, prepare)
+                   expand, progress, prepare)
 
 
 # A factored exploration counts its whole space but holds at most this many programs in its
@@ -312,7 +298,7 @@ def naive(program: Program, strategies=None, *, depth: int, max_programs: int | 
           progress: Callable[[Round], None] | None = None) -> Exploration:
     """The oracle: breadth-first search over ``steps.all_steps``, one program at a time, every
     successor deduplicated by ``canonical`` (the same relation and the same identification as
-    ``explore``; no space e-graph)."""
+    ``explore``; its space e-graph is built when asked, as the explorer's)."""
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
@@ -320,4 +306,4 @@ def naive(program: Program, strategies=None, *, depth: int, max_programs: int | 
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed, "naive",
-                   expand, None, progress)
+                   expand, progress)

@@ -90,8 +90,8 @@ class Round:
     matching_s: float = 0.0      # egglog matching (facts, one iteration, helpers, read)
     placing_s: float = 0.0       # placing matches, canonical dedup, growing the space e-graph
     seconds: float = 0.0
-    eclasses: int = 0            # of the space e-graph after the round
-    enodes: int = 0
+    eclasses: int | None = None  # of the space e-graph after the round; None until it is
+    enodes: int | None = None    # built (Exploration.space_egraph(); factored: always built)
     peak_rss_mb: float = 0.0     # the process's peak resident set so far (egglog included)
     stopped: str = ""            # "" when the round ran to its end, else the budget that cut
                                  # it ("time_limit", "max_programs", "memory_limit",
@@ -123,6 +123,17 @@ class Exploration:
     root_key: str = ""
     seed: int = 0
     factored: object = None   # the FactoredSpace of a factored exploration (explore/factored.py)
+    _egraph: object = field(default=None, repr=False)
+
+    def space_egraph(self):
+        """The space e-graph of the programs found (``explore/egraph.py``), built when first
+        asked -- the explorers keep none while they run (the oracle keeps none either) -- round
+        by round, each round's ``eclasses`` / ``enodes`` filled in as it is built. A factored
+        exploration's rounds hold their statistics already (its e-graph is its storage)."""
+        if self._egraph is None and self.factored is None:
+            from .egraph import build_space_egraph
+            self._egraph = build_space_egraph(self)
+        return self._egraph
 
     def add_root(self, program: Program) -> str:
         self.root_key = program.text
