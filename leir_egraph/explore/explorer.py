@@ -29,7 +29,7 @@ from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import CanonicalNests, canonical
 from ..leir.program import Program
-from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
+from .space import Deadline, Exploration, Pace, Round, frozen_heap, peak_rss_mb
 
 
 class _Budget:
@@ -186,6 +186,13 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     if method not in ("auto", "factored", "shared", "egraph"):
         raise ValueError(f"method must be auto, factored, shared or egraph, not {method!r}")
     deadline = Deadline(time_limit)   # counted from this call: engine set-up included
+    with frozen_heap():
+        return _explore(program, strategies, depth, max_programs, deadline, seed, progress,
+                        method, memory_limit)
+
+
+def _explore(program: Program, strategies, depth: int, max_programs, deadline: Deadline,
+             seed: int, progress, method: str, memory_limit) -> Exploration:
     chosen = resolve(strategies)
     if method not in ("egraph", "shared"):
         from .factored import unfactorable_reason
@@ -305,5 +312,6 @@ def naive(program: Program, strategies=None, *, depth: int, max_programs: int | 
         steps = [(canonical(s.after), s.strategy, s.rule) for s in all_steps(p, strategies)]
         return steps, time.perf_counter() - t
 
-    return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed, "naive",
-                   expand, progress)
+    with frozen_heap():
+        return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed,
+                       "naive", expand, progress)

@@ -17,9 +17,11 @@ per-round statistics; export as GraphML and JSONL.
 
 from __future__ import annotations
 
+import gc
 import json
 import resource
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,23 @@ class Pace:
     def record(self, items: int, seconds: float) -> None:
         self.items += items
         self.seconds += seconds
+
+
+@contextmanager
+def frozen_heap():
+    """Within the block, the cyclic garbage collector leaves alone every object that existed
+    before it (``gc.freeze``; unfrozen at the end unless something had frozen objects before).
+    An exploration creates many objects and so triggers full collections, and each one walked
+    the whole heap of the process -- torch's and TVM's modules included -- for about 0.15 s:
+    on softmax at depth 2 that was more than the explorer's own work. The explorers and the
+    oracle alike run inside it (docs/EXPLORE.md, "Measuring")."""
+    already = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not already:
+            gc.unfreeze()
 
 
 def peak_rss_mb() -> float:
