@@ -102,7 +102,7 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
             method: str, expand: Callable, progress: Callable[[Round], None] | None,
             prepare: Callable | None = None) -> Exploration:
     """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
-    seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
+    seconds it matched for (the rest of its time counts as placing); ``prepare(keys, programs, out_of_budget)``, when given, is called
     once per round with the whole frontier before any of it is expanded (the shared method
     adds the programs until ``out_of_budget()`` and matches them there); it returns the
     budget that cut it (the round then expands nothing), or None."""
@@ -129,8 +129,10 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
             if budget.check(space):
                 break
             rnd.expanded += 1
+            t1 = time.perf_counter()
             steps, match_s = expand(space.programs[key], chosen, deadline)
-            rnd.matching_s += match_s
+            rnd.matching_s += match_s   # the rest of expand's time placed the matches
+            rnd.placing_s += time.perf_counter() - t1 - match_s
             t1 = time.perf_counter()
             for after, strategy, rule in steps:
                 rnd.steps += 1
@@ -262,10 +264,10 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
         return None
 
     def expand(p: Program, chosen, deadline):
-        t = time.perf_counter()
+        # matched in ``prepare``; here the rows are only placed (placing time)
         number, term = numbers.pop(p.text)
         steps = place(p, matcher.matches(number, term), decoder, known, term, deadline, canon)
-        return steps, time.perf_counter() - t
+        return steps, 0.0
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "shared",
                    expand, progress, prepare)

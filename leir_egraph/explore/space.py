@@ -106,8 +106,10 @@ class Round:
     expanded: int = 0
     new_programs: int = 0
     steps: int = 0               # single steps found (edges, before dedup of targets)
-    matching_s: float = 0.0      # egglog matching (facts, one iteration, helpers, read)
-    placing_s: float = 0.0       # placing matches, canonical dedup, growing the space e-graph
+    matching_s: float = 0.0      # facts, egglog matching (one iteration, helpers, read); the
+                                 # per-program method and the oracle count placing here too
+    placing_s: float = 0.0       # placing matches, canonical dedup (factored: growing its
+                                 # space e-graph)
     seconds: float = 0.0
     eclasses: int | None = None  # of the space e-graph after the round; None until it is
     enodes: int | None = None    # built (Exploration.space_egraph(); factored: always built)
