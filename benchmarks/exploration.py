@@ -61,6 +61,7 @@ def run_one(kind: str, args) -> dict:
     budget = dict(max_programs=args.max_programs, time_limit=args.time_limit)
     row: dict = {"kind": kind, "family": KINDS[kind].family, "nests": len(root.leir.nests)}
     space = explore(root, args.strategies, depth=args.depth, **budget)
+    space.space_egraph()   # its rounds' e-graph statistics (built after, not timed)
     row.update(per_depth=space.space_counts(), programs=sum(space.space_counts()),
                held=len(space), complete=space.space_complete, method=space.method,
                stopped=space.stopped, explore_s=space.seconds,

@@ -271,6 +271,10 @@ def test_facts_made_per_new_nest_are_the_whole_programs_facts(data):
 def test_space_egraph_grows_and_unions():
     fast, _ = both("softmax", 2)
     r1, r2 = fast.rounds
+    assert r1.enodes is None    # built only when asked
+    egraph = fast.space_egraph()
+    assert egraph is fast.space_egraph()
+    assert len({egraph.find(k) for k in fast.programs}) == 1   # every step a union
     assert r2.enodes > r1.enodes > 0 and r2.eclasses > r1.eclasses > 0
     # nests shared between programs are stored once: far fewer e-nodes than the programs' terms
     from leir_egraph.egraph.encoding import encode

@@ -100,8 +100,10 @@ def run_explore(args) -> int:
 
     def progress(r):
         print(f"leir explore: depth {r.depth}: expanded {r.expanded}, {r.steps} steps, "
-              f"{r.new_programs} new programs, e-graph {r.eclasses} classes / {r.enodes} nodes, "
-              f"{r.seconds:.2f} s, peak {r.peak_rss_mb:.0f} MB"
+              f"{r.new_programs} new programs, "
+              + (f"e-graph {r.eclasses} classes / {r.enodes} nodes, " if r.enodes is not None
+                 else "")
+              + f"{r.seconds:.2f} s, peak {r.peak_rss_mb:.0f} MB"
               + (f"; cut by {r.stopped.replace('_', ' ')}" if r.stopped else ""),
               file=sys.stderr, flush=True)
 
@@ -124,6 +126,7 @@ def run_explore(args) -> int:
         root_tvm = tvm_ms(space.programs[space.root_key], inputs)
         if valid:
             best_tvm = tvm_ms(space.programs[max(valid, key=lambda m: m.speedup).program], inputs)
+    space.space_egraph()   # the rounds' e-graph statistics, built once the space is explored
     result = space.summary()
     result["top"] = [m.to_dict() for m in best]
     result["threads"] = next((m.threads for m in best if m.threads is not None), None)

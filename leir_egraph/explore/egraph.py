@@ -141,6 +141,30 @@ class SpaceEGraph:
         return out
 
 
+def build_space_egraph(space) -> SpaceEGraph:
+    """The space e-graph of an exploration's programs, as the explorer would have grown it:
+    round ``d`` inserts every program first found at depth ``d`` (in discovery order), unioned
+    with a program of depth ``d - 1`` that has a step to it, and is flushed; the round's
+    ``eclasses`` / ``enodes`` are the e-graph's size then. Every other step joins two programs
+    already in one e-class (breadth first from one root), so it adds no union."""
+    graph = space.graph
+    egraph = SpaceEGraph()
+    by_depth: dict[int, list[tuple[int, str]]] = {}
+    for key, attrs in graph.nodes(data=True):
+        by_depth.setdefault(attrs["depth"], []).append((attrs["index"], key))
+    (_, root), = by_depth.get(0, [(0, space.root_key)])
+    egraph.add(root, space.programs[root])
+    egraph.flush()
+    for rnd in space.rounds:
+        for _, key in sorted(by_depth.get(rnd.depth, ())):
+            parent = min((graph.nodes[p]["index"], p) for p in graph.predecessors(key)
+                         if graph.nodes[p]["depth"] == rnd.depth - 1)[1]
+            egraph.add(key, space.programs[key], parent=parent)
+        egraph.flush()
+        rnd.enodes, rnd.eclasses = egraph.size()["total"]
+    return egraph
+
+
 def _program_term(nests: list[int]) -> str:
     term = "(PNil)"
     for k in reversed(nests):

@@ -1,11 +1,12 @@
 """Exhaustive exploration: every program reachable from a root in at most ``depth`` single
 steps, up to renaming (docs/EXPLORE.md).
 
-``explore`` grows the space round by round (breadth first, round ``d`` finds depth ``d``): each
-program of the frontier is matched by the one persistent strategy engine in its own push/pop
-context with guard and parameter facts computed for that program, its matches are placed at
-every occurrence, the results are deduplicated by canonical text (``leir/canonical.py``), and
-every step is a union in the space e-graph (``explore/egraph.py``). ``naive`` is the oracle:
+``explore`` grows the space round by round (breadth first, round ``d`` finds depth ``d``): the
+frontier is matched (factored per kernel, in one shared database, or each program in its own
+push/pop context), the matches are placed at every occurrence and the results are
+deduplicated by canonical text (``leir/canonical.py``); the space e-graph, where every step is
+a union (``explore/egraph.py``), is built from the result when asked
+(``Exploration.space_egraph``). ``naive`` is the oracle:
 the same breadth-first search over ``steps.all_steps``, program by program, with the same
 deduplication; both return the same programs (tests/test_explore.py).
 
@@ -28,8 +29,7 @@ from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
 from ..leir.canonical import CanonicalNests, canonical
 from ..leir.program import Program
-from .egraph import SpaceEGraph
-from .space import Deadline, Exploration, Pace, Round, peak_rss_mb
+from .space import Deadline, Exploration, Pace, Round, frozen_heap, peak_rss_mb
 
 
 class _Budget:
@@ -99,11 +99,10 @@ def place(program: Program, matches, decoder: Decoder | None = None, known: dict
 
 
 def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadline, seed: int,
-            method: str, expand: Callable, space_egraph: SpaceEGraph | None,
-            progress: Callable[[Round], None] | None,
+            method: str, expand: Callable, progress: Callable[[Round], None] | None,
             prepare: Callable | None = None) -> Exploration:
     """Breadth-first rounds; ``expand(program, chosen)`` gives one program's steps and the
-    seconds it matched for; ``prepare(keys, programs, out_of_budget)``, when given, is called
+    seconds it matched for (the rest of its time counts as placing); ``prepare(keys, programs, out_of_budget)``, when given, is called
     once per round with the whole frontier before any of it is expanded (the shared method
     adds the programs until ``out_of_budget()`` and matches them there); it returns the
     budget that cut it (the round then expands nothing), or None."""
@@ -114,9 +113,6 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
     space = Exploration(root, tuple(s.id for s in chosen), depth, method=method, seed=seed)
     budget = _Budget(max_programs, deadline)
     root_key = space.add_root(canonical(root))
-    if space_egraph is not None:
-        space_egraph.add(root_key, space.programs[root_key])
-        space_egraph.flush()
     frontier = [root_key]
     for d in range(1, depth + 1):
         if not frontier or budget.check(space):
@@ -133,8 +129,10 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
             if budget.check(space):
                 break
             rnd.expanded += 1
+            t1 = time.perf_counter()
             steps, match_s = expand(space.programs[key], chosen, deadline)
-            rnd.matching_s += match_s
+            rnd.matching_s += match_s   # the rest of expand's time placed the matches
+            rnd.placing_s += time.perf_counter() - t1 - match_s
             t1 = time.perf_counter()
             for after, strategy, rule in steps:
                 rnd.steps += 1
@@ -142,16 +140,6 @@ def _search(root: Program, strategies, depth: int, max_programs, deadline: Deadl
                     break
                 if space.add_step(key, after, strategy, rule, d):
                     found.append(after.text)
-                    if space_egraph is not None:
-                        space_egraph.add(after.text, after, parent=key)
-                if space_egraph is not None and after.text != key:
-                    space_egraph.union(key, after.text)
-            rnd.placing_s += time.perf_counter() - t1
-        if space_egraph is not None:
-            t1 = time.perf_counter()
-            if not space_egraph.flush(deadline):
-                budget.fired = budget.fired or "time_limit"
-            rnd.enodes, rnd.eclasses = space_egraph.size()["total"]
             rnd.placing_s += time.perf_counter() - t1
         rnd.new_programs = len(found)
         rnd.stopped = budget.fired   # fired during this round: it was cut
@@ -200,6 +188,13 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
     if method not in ("auto", "factored", "shared", "egraph"):
         raise ValueError(f"method must be auto, factored, shared or egraph, not {method!r}")
     deadline = Deadline(time_limit)   # counted from this call: engine set-up included
+    with frozen_heap():
+        return _explore(program, strategies, depth, max_programs, deadline, seed, progress,
+                        method, memory_limit)
+
+
+def _explore(program: Program, strategies, depth: int, max_programs, deadline: Deadline,
+             seed: int, progress, method: str, memory_limit) -> Exploration:
     chosen = resolve(strategies)
     if method not in ("egraph", "shared"):
         from .factored import unfactorable_reason
@@ -221,7 +216,7 @@ def explore(program: Program, strategies=None, *, depth: int, max_programs: int 
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
-                   expand, SpaceEGraph(), progress)
+                   expand, progress)
 
 
 def _explore_shared(program: Program, strategies, chosen, depth: int, max_programs,
@@ -269,13 +264,13 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
         return None
 
     def expand(p: Program, chosen, deadline):
-        t = time.perf_counter()
+        # matched in ``prepare``; here the rows are only placed (placing time)
         number, term = numbers.pop(p.text)
         steps = place(p, matcher.matches(number, term), decoder, known, term, deadline, canon)
-        return steps, time.perf_counter() - t
+        return steps, 0.0
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "shared",
-                   expand, SpaceEGraph(), progress, prepare)
+                   expand, progress, prepare)
 
 
 # A factored exploration counts its whole space but holds at most this many programs in its
@@ -312,12 +307,13 @@ def naive(program: Program, strategies=None, *, depth: int, max_programs: int | 
           progress: Callable[[Round], None] | None = None) -> Exploration:
     """The oracle: breadth-first search over ``steps.all_steps``, one program at a time, every
     successor deduplicated by ``canonical`` (the same relation and the same identification as
-    ``explore``; no space e-graph)."""
+    ``explore``; its space e-graph is built when asked, as the explorer's)."""
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
         steps = [(canonical(s.after), s.strategy, s.rule) for s in all_steps(p, strategies)]
         return steps, time.perf_counter() - t
 
-    return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed, "naive",
-                   expand, None, progress)
+    with frozen_heap():
+        return _search(program, strategies, depth, max_programs, Deadline(time_limit), seed,
+                       "naive", expand, progress)

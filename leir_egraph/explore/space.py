@@ -17,9 +17,11 @@ per-round statistics; export as GraphML and JSONL.
 
 from __future__ import annotations
 
+import gc
 import json
 import resource
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +77,23 @@ class Pace:
         self.seconds += seconds
 
 
+@contextmanager
+def frozen_heap():
+    """Within the block, the cyclic garbage collector leaves alone every object that existed
+    before it (``gc.freeze``; unfrozen at the end unless something had frozen objects before).
+    An exploration creates many objects and so triggers full collections, and each one walked
+    the whole heap of the process -- torch's and TVM's modules included -- for about 0.15 s:
+    on softmax at depth 2 that was more than the explorer's own work. The explorers and the
+    oracle alike run inside it (docs/EXPLORE.md, "Measuring")."""
+    already = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not already:
+            gc.unfreeze()
+
+
 def peak_rss_mb() -> float:
     """The process's peak resident set so far (egglog included), in MB."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -87,11 +106,13 @@ class Round:
     expanded: int = 0
     new_programs: int = 0
     steps: int = 0               # single steps found (edges, before dedup of targets)
-    matching_s: float = 0.0      # egglog matching (facts, one iteration, helpers, read)
-    placing_s: float = 0.0       # placing matches, canonical dedup, growing the space e-graph
+    matching_s: float = 0.0      # facts, egglog matching (one iteration, helpers, read); the
+                                 # per-program method and the oracle count placing here too
+    placing_s: float = 0.0       # placing matches, canonical dedup (factored: growing its
+                                 # space e-graph)
     seconds: float = 0.0
-    eclasses: int = 0            # of the space e-graph after the round
-    enodes: int = 0
+    eclasses: int | None = None  # of the space e-graph after the round; None until it is
+    enodes: int | None = None    # built (Exploration.space_egraph(); factored: always built)
     peak_rss_mb: float = 0.0     # the process's peak resident set so far (egglog included)
     stopped: str = ""            # "" when the round ran to its end, else the budget that cut
                                  # it ("time_limit", "max_programs", "memory_limit",
@@ -123,6 +144,17 @@ class Exploration:
     root_key: str = ""
     seed: int = 0
     factored: object = None   # the FactoredSpace of a factored exploration (explore/factored.py)
+    _egraph: object = field(default=None, repr=False)
+
+    def space_egraph(self):
+        """The space e-graph of the programs found (``explore/egraph.py``), built when first
+        asked -- the explorers keep none while they run (the oracle keeps none either) -- round
+        by round, each round's ``eclasses`` / ``enodes`` filled in as it is built. A factored
+        exploration's rounds hold their statistics already (its e-graph is its storage)."""
+        if self._egraph is None and self.factored is None:
+            from .egraph import build_space_egraph
+            self._egraph = build_space_egraph(self)
+        return self._egraph
 
     def add_root(self, program: Program) -> str:
         self.root_key = program.text

@@ -145,7 +145,11 @@ class CanonicalNests:
             renamed = tuple(tensors[n] for n in names)
             done = self._done.get((key, renamed))
             if done is None:
-                new = _rename_nest(nest, {}, dict(zip(names, renamed)))
+                # a nest already in canonical form (its intermediates keep their names, its
+                # indices are in declaration order: most nests of successors of a canonical
+                # program) is its own canonical form, not rebuilt
+                new = (nest if renamed == names and _canonical_indices(nest)
+                       else _rename_nest(nest, {}, dict(zip(names, renamed))))
                 done = self._done[key, renamed] = (new, to_text(new))
             nests.append(done[0])
             texts.append(done[1])
