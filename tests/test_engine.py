@@ -624,9 +624,10 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
 
 
 def test_rows_read_from_frozen_tables_are_the_printed_rows(golden_rows):
-    """``Engine.read_rows`` reads the ``Matched`` rows from egglog's frozen tables: the same
-    rows, terms and order as ``print-function`` gives, on golden and drawn programs with every
-    strategy; an e-class with two extractable nodes is left to egglog's extractor."""
+    """``Engine.read_table`` reads the ``Matched`` rows of a full enumeration and the ``Found``
+    rows of a draw from egglog's frozen tables: the same rows, terms and order as
+    ``print-function`` gives, on golden and drawn programs with every strategy; an e-class
+    with two extractable nodes is left to egglog's extractor."""
     from egglog import bindings
 
     from leir_egraph.egraph import engine as engine_module
@@ -635,25 +636,28 @@ def test_rows_read_from_frozen_tables_are_the_printed_rows(golden_rows):
     from leir_egraph.leir.drawn import draw_programs
 
     engine = engine_for(default_strategies())
-    compared = []
+    compared = {"Matched": [], "Found": []}
 
-    def both(rows):
-        frozen = engine_module._frozen_rows(FrozenReader(engine._egraph, engine._unextractable),
-                                            rows)
-        (output,) = engine.run(f"(print-function Matched {engine_module.MAX_ROWS})")
-        printed = engine_module._rows(output, rows)
+    def both(relation):
+        frozen = FrozenReader(engine._egraph, engine._unextractable).rows(relation)
+        (output,) = engine.run(f"(print-function {relation} {engine_module.MAX_ROWS})")
+        printed = engine_module._printed_rows(output)
         assert frozen == printed
-        compared.append(len(printed[0]))
+        compared[relation].append(len(printed))
         return printed
 
     programs = [Program.parse(r["leir"], r["signature"]) for r in golden_rows[::60]]
-    engine.read_rows = both
+    engine.read_table = both
     try:
         for p in programs + draw_programs(7, 12):
             engine.matches(p)
+        for p in programs[:3]:
+            with engine.applications(p) as found:
+                assert found.found
     finally:
-        del engine.read_rows
-    assert len(compared) >= len(programs) and sum(compared) > 1000
+        del engine.read_table
+    assert len(compared["Matched"]) >= len(programs) and sum(compared["Matched"]) > 1000
+    assert len(compared["Found"]) == 3 and sum(compared["Found"]) > 100
 
     egraph = bindings.EGraph()
     egraph.run_program(*egraph.parse_program(

@@ -309,13 +309,29 @@ class Engine:
 
     def read_rows(self, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
         """The ``Matched`` rows now in the database, as :func:`_rows` reads them from
-        ``print-function``: from egglog's frozen tables where they decide every term as its
-        extractor would (:mod:`.frozen_rows`), else printed."""
+        ``print-function``, in the same order."""
+        found: list[RawMatch] = []
+        stuck = 0
+        for name, args in self.read_table("Matched"):
+            if args is None or args[0] is None:  # egglog: the row is unextractable
+                stuck += args is None
+                continue
+            strategy, rule = rows[name]
+            found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
+                                  tuple(zip(rule.binding_names, args[2:]))))
+        return found, stuck
+
+    def read_table(self, relation: str) -> list[tuple[str, list | None]]:
+        """The rows of a relation of row terms (``Matched``, ``Found``) now in the database,
+        each as its row constructor's name and its argument terms (``None`` for a row egglog
+        cannot extract; an argument it cannot extract is ``None``), in the order
+        ``print-function`` lists them: from egglog's frozen tables where they decide every
+        term as its extractor would (:mod:`.frozen_rows`), else printed."""
         try:
-            return _frozen_rows(FrozenReader(self._egraph, self._unextractable), rows)
+            return FrozenReader(self._egraph, self._unextractable).rows(relation)
         except Ambiguous:
-            (output,) = self.run(f"(print-function Matched {MAX_ROWS})")
-            return _rows(output, rows)
+            (output,) = self.run(f"(print-function {relation} {MAX_ROWS})")
+            return _printed_rows(output)
 
     def unreported(self, strategy: str, rule: str) -> frozenset[str]:
         """The variables a rule binds through a deferred relation's last column, which its
@@ -590,7 +606,7 @@ class Applications:
         engine.run("(push)")
         try:
             engine.send(commands)
-            (output,) = engine.run(f"(print-function Found {MAX_ROWS})")
+            found = engine.read_table("Found")
         except BaseException:
             engine.run("(pop)")
             raise
@@ -598,14 +614,10 @@ class Applications:
         order = {key: i for i, key in enumerate(self._rules)}
         shown = {key: engine.reported(key[0], rule)
                  for key, (_, rule) in self._rules.items()}  # what a finding rule reports
-        termdag, memo = output.termdag, {}
-        for row_id, _ in output.terms:
-            (row_arg,) = termdag.get(row_id).args
-            row = termdag.get(row_arg)
-            strategy, rule = rows[row.name]
-            args = [from_termdag(termdag, a, memo) for a in row.args]
-            if any(a is None for a in args):  # not extractable, so it cannot be named again
-                continue
+        for name, args in found:
+            if args is None or any(a is None for a in args):  # not extractable, so it cannot
+                continue                                      # be named again
+            strategy, rule = rows[name]
             self.found.append(Application(strategy.id, rule.name, args[0],
                                           tuple(zip(shown[strategy.id, rule.name], args[1:]))))
         self.found.sort(key=lambda a: (order[a.strategy, a.rule], a.lhs,
@@ -704,26 +716,18 @@ def _rows(output, rows: dict[str, tuple[Strategy, Rule]], contextual: frozenset[
     return found, stuck
 
 
-def _frozen_rows(reader: FrozenReader, rows: dict[str, tuple[Strategy, Rule]]
-                 ) -> tuple[list[RawMatch], int]:
-    """:func:`_rows` of the ``Matched`` table read from frozen tables (raises
-    :class:`Ambiguous` where they do not decide a term)."""
-    found: list[RawMatch] = []
-    stuck = 0
-    matched = reader.functions.get("Matched")
-    for entry in matched.rows if matched is not None else ():
-        if entry.subsumed:
+def _printed_rows(output) -> list[tuple[str, list | None]]:
+    """:meth:`Engine.read_table` of a ``print-function`` output."""
+    out: list[tuple[str, list | None]] = []
+    termdag, memo = output.termdag, {}
+    for row_id, _ in output.terms:
+        (row_arg,) = termdag.get(row_id).args
+        row = termdag.get(row_arg)
+        if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
+            out.append(("", None))
             continue
-        (row_value,) = entry.inputs
-        node = reader.node(row_value)
-        args = None if node is None else [reader.term(v, s) for v, s in zip(node[1], node[2])]
-        if args is None or any(a is None for a in args):  # egglog: the row is unextractable
-            stuck += 1
-            continue
-        strategy, rule = rows[node[0]]
-        found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
-                              tuple(zip(rule.binding_names, args[2:]))))
-    return found, stuck
+        out.append((row.name, [from_termdag(termdag, a, memo) for a in row.args]))
+    return out
 
 
 def top_level_commands(text: str) -> list[str]:

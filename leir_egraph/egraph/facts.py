@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..leir.ast import Leir
-from .encoding import SORT_OF, cons_list, encode, encode_index, encode_value, to_egglog
+from .encoding import SORT_OF, Term, cons_list, encode, encode_index, encode_value, to_egglog
 
 
 class FactError(ValueError):
@@ -69,6 +69,27 @@ _LIST_ENCODERS = {"Loops": (encode, "Loop", "LCons", "LNil"),
                   "Prog": (encode, "Nest", "PCons", "PNil")}
 
 
+# Terms already encoded from AST nodes, by (node identity, encoder); each entry holds its node,
+# so an identity is never another node's while its entry lives. Providers state many facts
+# about one nest, access or expression object (a program's nests by the dozen each), and
+# encoding it again for each was a fifth of making a large program's facts. Cleared when full.
+_ENCODED: dict[tuple[int, object], tuple[object, Term | None]] = {}
+_ENCODED_MAX = 1 << 16
+
+
+def _encoded(encoder, value) -> Term | None:
+    """``_try(encoder, value)``, each AST node object encoded once (the nodes are immutable)."""
+    key = (id(value), encoder)
+    hit = _ENCODED.get(key)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    term = _try(encoder, value)
+    if len(_ENCODED) >= _ENCODED_MAX:
+        _ENCODED.clear()
+    _ENCODED[key] = (value, term)
+    return term
+
+
 def column(sort: str, value):
     """``value`` encoded for a column of ``sort``: a literal for ``String`` and ``i64``, a term
     for every other sort. Raises ``TypeError`` (message without location) when it does not fit."""
@@ -84,7 +105,7 @@ def column(sort: str, value):
         raise TypeError(f"is of sort {sort}, got a term of sort {SORT_OF.get(value[0], '?')} "
                         f"({value[0]})")
     elif sort in _NODE_ENCODERS:
-        term = _try(_NODE_ENCODERS[sort], value)
+        term = _encoded(_NODE_ENCODERS[sort], value)
         if term is not None and SORT_OF.get(term[0]) == sort:
             return term
     elif sort in _LIST_ENCODERS:
@@ -92,7 +113,7 @@ def column(sort: str, value):
             value = value.nests
         if isinstance(value, (tuple, list)):
             each, item_sort, cons, nil = _LIST_ENCODERS[sort]
-            items = [_try(each, v) for v in value]
+            items = [_encoded(each, v) for v in value]
             if all(i is not None and SORT_OF.get(i[0]) == item_sort for i in items):
                 return cons_list(items, cons, nil)
     shown = repr(value)

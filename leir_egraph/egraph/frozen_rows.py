@@ -55,6 +55,24 @@ class FrozenReader:
                     self._nodes.setdefault(row.output, []).append((name, row.inputs, sorts))
         self._terms: dict = {}
 
+    def rows(self, relation: str) -> list[tuple[str, list | None]]:
+        """The rows of a relation of row terms (``Matched``, ``Found``) in table order: each
+        row's constructor and its argument terms, or ``None`` for the terms where one of them
+        has no finite term (egglog: the row is unextractable)."""
+        out: list[tuple[str, list | None]] = []
+        table = self.functions.get(relation)
+        for entry in table.rows if table is not None else ():
+            if entry.subsumed:
+                continue
+            (value,) = entry.inputs
+            node = self.node(value)
+            args = None if node is None else [self.term(v, s) for v, s in zip(node[1], node[2])]
+            if args is None or any(a is None for a in args):
+                out.append((node[0] if node else "", None))
+            else:
+                out.append((node[0], args))
+        return out
+
     def node(self, value) -> tuple[str, list, list] | None:
         """The one extractable node of an e-class, ``None`` when it has none."""
         found = self._nodes.get(value)

@@ -106,24 +106,46 @@ def _view(program: Program) -> _View:
 
 @lru_cache(maxsize=16)
 def storage_layouts(program: Program) -> dict[str, list[Layout]]:
-    """For every intermediate, the layouts it can be stored in (``relayout_sound``)."""
+    """For every intermediate, the layouts it can be stored in (``relayout_sound``). Each
+    tensor's accesses are judged once per distinct (access, ranges, write, loop ranges) --
+    an accumulation reads and writes the same access under the same ranges -- and the bounds
+    of a subscript under one set of ranges are computed once for all the tensor's layouts (a
+    permutation re-orders the same subscripts; up to 595 layouts of one tensor)."""
     view = _view(program)
     known = set(program.signature.names)
-    found: dict[str, list] = {}
+    found: dict[str, dict] = {}
     for site in equation_sites(program.leir):
+        loop_env = site.loop_ranges
+        loop_key = frozenset(loop_env.items())
         for access in guarded_accesses(site):
             if access.var.name not in known:
-                found.setdefault(access.var.name, []).append((access, site.loop_ranges))
-    return {name: [lay for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5)
-                   if relayout_sound(lay, found.get(name, ()))]
-            for name, shape in view.shapes.items() if name not in known and shape}
+                key = (access.var, frozenset(access.env.items()), access.is_write, loop_key)
+                found.setdefault(access.var.name, {}).setdefault(key, (access, loop_env))
+    out: dict[str, list[Layout]] = {}
+    for name, shape in view.shapes.items():
+        if name in known or not shape:
+            continue
+        accesses_of = tuple(found.get(name, {}).values())
+        ranges: dict = {}
+        out[name] = [lay for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5)
+                     if relayout_sound(lay, accesses_of, ranges)]
+    return out
 
 
-def relayout_sound(layout: Layout, found) -> bool:
+def relayout_sound(layout: Layout, found, ranges: dict | None = None) -> bool:
     """Re-addressed through ``layout``, every access of the tensor (``found``: its guarded
     accesses with their loop ranges) still reads statically in range, and its writes give it
     exactly the layout's new shape, so they stay a bijection onto it and an implicit
-    initialisation still covers every element. (The same bounds rules as leir.validate.)"""
+    initialisation still covers every element. (The same bounds rules as leir.validate.)
+    ``ranges``: the bounds already computed for these accesses, by (subscript, ranges' id)."""
+    ranges = {} if ranges is None else ranges
+
+    def bounds(sub, env):
+        key = (sub, id(env))
+        if key not in ranges:
+            ranges[key] = index_range(sub, env)
+        return ranges[key]
+
     new_shape = layout.new_shape()
     extent = [0] * len(new_shape)
     for access, loop_env in found:
@@ -131,11 +153,11 @@ def relayout_sound(layout: Layout, found) -> bool:
         if len(subs) != len(new_shape):
             return False
         for dim, (sub, size) in enumerate(zip(subs, new_shape)):
-            r = index_range(sub, access.env)
+            r = bounds(sub, access.env)
             if r is not None and (r[0] < 0 or r[1] >= size):
                 return False
             if access.is_write:
-                full = index_range(sub, loop_env)
+                full = bounds(sub, loop_env)
                 if full is None:
                     return False
                 extent[dim] = max(extent[dim], full[1] + 1)
