@@ -223,6 +223,9 @@ class _Access:
     forms: tuple[dict[str, float], ...]
     gather: bool
     half: bool = False   # float16/bfloat16: converted to float32 to compute
+    # name and subscript forms as a hashable value: accesses with equal ``same`` move the same
+    # lines, and ``_memory_cycles`` counts them once
+    same: tuple = ()
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -241,12 +244,15 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
         gather = gather or any(isinstance(n, Var) for n in walk(sub))
     shape = shape or tuple(1 for _ in var.subscripts)
     return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
-                   var.dtype in HALF_DTYPES)
+                   var.dtype in HALF_DTYPES,
+                   (var.name, tuple(tuple(sorted(f.items())) for f in forms)))
 
 
+@lru_cache(maxsize=1 << 17)
 def _stride(acc: _Access, index: str) -> float | None:
     """Elements between two consecutive values of ``index`` (``0`` when invariant); ``None``
-    for a gather."""
+    for a gather. Cached: an access is asked about the same loop indices many times (its
+    equation's vectorisation, chains, tiles, memory), and ``acc`` hashes by identity."""
     if acc.gather:
         return None
     stride, inner = 0.0, 1
@@ -257,12 +263,14 @@ def _stride(acc: _Access, index: str) -> float | None:
 
 
 @lru_cache(maxsize=1 << 17)
-def _lines(acc: _Access, loops: tuple[Loop, ...], line_bytes: int) -> float:
-    """Distinct cache lines ``acc`` touches while ``loops`` run through all their values
-    (cached: the accesses a step leaves alone keep their loops)."""
+def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
+    """Distinct cache lines ``acc`` touches while loops with these ``(index, extent)``s
+    (``_spans``) run through all their values. Cached on the indices and extents alone, the
+    only part of the loops it reads: the accesses a step leaves alone keep their loops, and a
+    step that changes only loop kinds (binding, unrolling, vectorising) keeps their lines."""
     if not acc.forms:
         return 1.0
-    extents = {l.index: l.extent for l in loops}
+    extents = dict(spans)
     ranges = []
     for dim, form in enumerate(acc.forms):
         size = acc.shape[dim] if dim < len(acc.shape) else 1
@@ -519,11 +527,12 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     """Cycles spent moving lines between cache levels for one equation's accesses."""
     if not accs:
         return 0.0
-    unique = {(a.name, tuple(tuple(sorted(f.items())) for f in a.forms)): a for a in accs}
+    unique = {a.same: a for a in accs}
     accs = list(unique.values())
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
-    per_acc = [[_lines(a, loops[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
+    spans = tuple((l.index, l.extent) for l in loops)
+    per_acc = [[_lines(a, spans[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
     foot = [sum(row) for row in per_acc]
     trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
     cycles = 0.0
