@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
-                             tensor_names, written_extents)
-from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
+                             subscript_extent)
+from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
 from ..leir.traverse import walk
@@ -485,7 +485,10 @@ def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
 # cheaper than walking it again in Python.
 @lru_cache(maxsize=1 << 16)
 def _equation_tensors(eq: Equation) -> frozenset[str]:
-    return tensor_names(eq)
+    """``analysis.tensor_names(eq)``: the target's name and those of the accesses it reads
+    (``_equation_reads``, which hold the gathers in the target's subscripts), without walking
+    the equation a second time."""
+    return frozenset((eq.target.name, *(v.name for v in _equation_reads(eq))))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -495,7 +498,22 @@ def _equation_reads(eq: Equation) -> tuple[Var, ...]:
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
-    return tuple(written_extents(Leir((nest,)), _nest_tensors(nest)).items())
+    """``analysis.written_extents`` of the nest's tensors, as ``(name, extent)`` pairs in the
+    order of their first writes: each equation's target extent under its loops' ranges, kept
+    per (target, loop spans), since a step that changes a nest's loop kinds or other equations
+    leaves most targets' extents as they were."""
+    extents: dict[str, tuple[int, ...] | None] = {}
+    for loops, eq in _flatten(nest):
+        merge_extent(extents, eq.target.name,
+                     _target_extent(eq.target, tuple((l.index, l.extent) for l in loops)))
+    return tuple(extents.items())
+
+
+@lru_cache(maxsize=1 << 16)
+def _target_extent(target: Var, spans: tuple[tuple[str, int], ...]) -> tuple[int, ...] | None:
+    """``analysis.subscript_extent`` of ``target`` with each loop index of ``spans`` (``(index,
+    extent)``, outermost first) ranging over ``0 .. extent - 1``."""
+    return subscript_extent(target, {index: (0, extent - 1) for index, extent in spans})
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
