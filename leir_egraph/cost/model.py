@@ -265,20 +265,24 @@ def _stride(acc: _Access, index: str) -> float | None:
 @lru_cache(maxsize=1 << 17)
 def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
     """Distinct cache lines ``acc`` touches while loops with these ``(index, extent)``s
-    (``_spans``) run through all their values. Cached on the indices and extents alone, the
-    only part of the loops it reads: the accesses a step leaves alone keep their loops, and a
-    step that changes only loop kinds (binding, unrolling, vectorising) keeps their lines."""
+    (outermost first, as ``_memory_cycles`` reads them off its loops) run through all their
+    values. Cached on the indices and extents alone, the only part of the loops it reads: the
+    accesses a step leaves alone keep their loops, and a step that changes only loop kinds
+    (binding, unrolling, vectorising) keeps their lines."""
     if not acc.forms:
         return 1.0
     extents = dict(spans)
     ranges = []
     for dim, form in enumerate(acc.forms):
         size = acc.shape[dim] if dim < len(acc.shape) else 1
-        span = 1.0 + sum(abs(c) * (extents[i] - 1) for i, c in form.items() if i in extents)
-        touched = 1.0
+        # one pass: the span's terms added left to right from 0, as sum() adds them
+        spread, touched = 0, 1.0
         for i, c in form.items():  # a dim visited with gaps touches extent points, not span
-            if i in extents:
-                touched *= extents[i]
+            extent = extents.get(i)
+            if extent is not None:
+                spread += abs(c) * (extent - 1)
+                touched *= extent
+        span = 1.0 + spread
         ranges.append(min(span, touched, float(max(size, 1))) if touched > 1 else 1.0)
     if acc.gather:
         return float(math.prod(ranges))
