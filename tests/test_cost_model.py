@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import sys
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from leir_egraph import Program
 from leir_egraph.cost import Machine, cost, costs
 
@@ -190,6 +192,51 @@ def test_cached_costs_equal_uncached_over_every_step_of_a_program():
     again = [Program.parse(q.text, sig) for q in programs]
     assert all(a.leir.nests[0] is not q.leir.nests[0] for a, q in zip(again, programs))
     assert [shared(a) for a in again] == [cost(q).seconds for q in programs]
+
+
+_STEPS: list = []
+
+
+def _attention_steps() -> list:
+    """Every single step of the paper's test workload #67 (multi-head attention, 25 nests) at
+    CPU size: relayouts, splits, new intermediates whose shapes change the nests that read
+    them (built once per session)."""
+    if not _STEPS:
+        from leir_egraph.egraph import all_steps
+        from leir_egraph.workloads import steptp
+        entry = next(e for e in steptp.load() if e.index == 67)
+        p = steptp.program(entry, "cpu", seed=0)
+        _STEPS.extend([p] + [t.after for t in all_steps(p)])
+    return _STEPS
+
+
+@settings(max_examples=12, deadline=None)
+@given(picks=st.lists(st.integers(0, 10**6), min_size=2, max_size=12))
+def test_warm_caches_cost_steps_bit_for_bit_as_cold_ones(picks):
+    """The model's caches (per access: lines keyed by loop indices and extents, strides; per
+    target: written extents keyed by loop spans; per equation: tensors from its reads) give a
+    step exactly the seconds a computation with every cache emptied gives, whatever the steps
+    costed before it: drawn steps of an attention program, in a drawn order, costed by one ``SharedSeconds``,
+    against each step costed alone from cold caches; and the per-nest facts equal
+    ``leir.analysis``'s uncached ones."""
+    from leir_egraph.cost import SharedSeconds
+    from leir_egraph.cost import model
+    from leir_egraph.leir.analysis import tensor_names, written_extents
+    from leir_egraph.leir.ast import Leir
+    steps = _attention_steps()
+    programs = [steps[i % len(steps)] for i in picks]
+    shared = SharedSeconds()
+    warm = [shared(q) for q in programs]
+    for q, seconds in zip(programs, warm):
+        for f in vars(model).values():
+            if hasattr(f, "cache_clear"):
+                f.cache_clear()
+        assert cost(q).seconds == seconds, q.text
+        for nest in q.leir.nests:
+            assert model._nest_written_extents(nest) == tuple(
+                written_extents(Leir((nest,)), model._nest_tensors(nest)).items()), q.text
+            for _, eq in model._flatten(nest):
+                assert model._equation_tensors(eq) == tensor_names(eq), q.text
 
 
 def test_what_the_kernel_moves_change():

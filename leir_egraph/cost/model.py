@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
-                             tensor_names, written_extents)
-from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName, Leir,
+                             subscript_extent)
+from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
 from ..leir.traverse import walk
@@ -223,6 +223,9 @@ class _Access:
     forms: tuple[dict[str, float], ...]
     gather: bool
     half: bool = False   # float16/bfloat16: converted to float32 to compute
+    # name and subscript forms as a hashable value: accesses with equal ``same`` move the same
+    # lines, and ``_memory_cycles`` counts them once
+    same: tuple = ()
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -241,12 +244,15 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
         gather = gather or any(isinstance(n, Var) for n in walk(sub))
     shape = shape or tuple(1 for _ in var.subscripts)
     return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
-                   var.dtype in HALF_DTYPES)
+                   var.dtype in HALF_DTYPES,
+                   (var.name, tuple(tuple(sorted(f.items())) for f in forms)))
 
 
+@lru_cache(maxsize=1 << 17)
 def _stride(acc: _Access, index: str) -> float | None:
     """Elements between two consecutive values of ``index`` (``0`` when invariant); ``None``
-    for a gather."""
+    for a gather. Cached: an access is asked about the same loop indices many times (its
+    equation's vectorisation, chains, tiles, memory), and ``acc`` hashes by identity."""
     if acc.gather:
         return None
     stride, inner = 0.0, 1
@@ -257,20 +263,26 @@ def _stride(acc: _Access, index: str) -> float | None:
 
 
 @lru_cache(maxsize=1 << 17)
-def _lines(acc: _Access, loops: tuple[Loop, ...], line_bytes: int) -> float:
-    """Distinct cache lines ``acc`` touches while ``loops`` run through all their values
-    (cached: the accesses a step leaves alone keep their loops)."""
+def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
+    """Distinct cache lines ``acc`` touches while loops with these ``(index, extent)``s
+    (outermost first, as ``_memory_cycles`` reads them off its loops) run through all their
+    values. Cached on the indices and extents alone, the only part of the loops it reads: the
+    accesses a step leaves alone keep their loops, and a step that changes only loop kinds
+    (binding, unrolling, vectorising) keeps their lines."""
     if not acc.forms:
         return 1.0
-    extents = {l.index: l.extent for l in loops}
+    extents = dict(spans)
     ranges = []
     for dim, form in enumerate(acc.forms):
         size = acc.shape[dim] if dim < len(acc.shape) else 1
-        span = 1.0 + sum(abs(c) * (extents[i] - 1) for i, c in form.items() if i in extents)
-        touched = 1.0
+        # one pass: the span's terms added left to right from 0, as sum() adds them
+        spread, touched = 0, 1.0
         for i, c in form.items():  # a dim visited with gaps touches extent points, not span
-            if i in extents:
-                touched *= extents[i]
+            extent = extents.get(i)
+            if extent is not None:
+                spread += abs(c) * (extent - 1)
+                touched *= extent
+        span = 1.0 + spread
         ranges.append(min(span, touched, float(max(size, 1))) if touched > 1 else 1.0)
     if acc.gather:
         return float(math.prod(ranges))
@@ -477,7 +489,10 @@ def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
 # cheaper than walking it again in Python.
 @lru_cache(maxsize=1 << 16)
 def _equation_tensors(eq: Equation) -> frozenset[str]:
-    return tensor_names(eq)
+    """``analysis.tensor_names(eq)``: the target's name and those of the accesses it reads
+    (``_equation_reads``, which hold the gathers in the target's subscripts), without walking
+    the equation a second time."""
+    return frozenset((eq.target.name, *(v.name for v in _equation_reads(eq))))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -487,7 +502,22 @@ def _equation_reads(eq: Equation) -> tuple[Var, ...]:
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
-    return tuple(written_extents(Leir((nest,)), _nest_tensors(nest)).items())
+    """``analysis.written_extents`` of the nest's tensors, as ``(name, extent)`` pairs in the
+    order of their first writes: each equation's target extent under its loops' ranges, kept
+    per (target, loop spans), since a step that changes a nest's loop kinds or other equations
+    leaves most targets' extents as they were."""
+    extents: dict[str, tuple[int, ...] | None] = {}
+    for loops, eq in _flatten(nest):
+        merge_extent(extents, eq.target.name,
+                     _target_extent(eq.target, tuple((l.index, l.extent) for l in loops)))
+    return tuple(extents.items())
+
+
+@lru_cache(maxsize=1 << 16)
+def _target_extent(target: Var, spans: tuple[tuple[str, int], ...]) -> tuple[int, ...] | None:
+    """``analysis.subscript_extent`` of ``target`` with each loop index of ``spans`` (``(index,
+    extent)``, outermost first) ranging over ``0 .. extent - 1``."""
+    return subscript_extent(target, {index: (0, extent - 1) for index, extent in spans})
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
@@ -519,11 +549,12 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     """Cycles spent moving lines between cache levels for one equation's accesses."""
     if not accs:
         return 0.0
-    unique = {(a.name, tuple(tuple(sorted(f.items())) for f in a.forms)): a for a in accs}
+    unique = {a.same: a for a in accs}
     accs = list(unique.values())
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
-    per_acc = [[_lines(a, loops[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
+    spans = tuple((l.index, l.extent) for l in loops)
+    per_acc = [[_lines(a, spans[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
     foot = [sum(row) for row in per_acc]
     trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
     cycles = 0.0
