@@ -65,6 +65,15 @@ def accesses(node) -> Iterator[Var]:
             yield sub
 
 
+def accesses_by_name(node) -> dict[str, list[Var]]:
+    """``accesses(node)`` grouped by tensor name, each group in ``accesses``' order: one walk
+    for what asking each tensor's accesses would walk the node once per tensor for."""
+    out: dict[str, list[Var]] = {}
+    for v in accesses(node):
+        out.setdefault(v.name, []).append(v)
+    return out
+
+
 def equation_reads(eq: Equation) -> list[Var]:
     """Accesses the equation reads: the whole right side plus gathers in the target subscript."""
     reads = list(accesses(eq.value))

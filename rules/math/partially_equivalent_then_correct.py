@@ -213,11 +213,24 @@ def renamed(nest: LoopNest, names: dict[str, str]) -> LoopNest:
 def twins(first: LoopNest, second: LoopNest) -> list[tuple[str, str]]:
     """``(H, I)`` when ``second`` is ``first`` with the tensor ``H`` it reads renamed ``I`` and
     its target renamed (both single-equation nests)."""
-    a, b = single_equation(first), single_equation(second)
-    if a is None or b is None or a.target.name == b.target.name:
+    return _twins(first, second, _equation_reads(first), _equation_reads(second))
+
+
+def _equation_reads(nest: LoopNest) -> tuple[Equation, frozenset[str]] | None:
+    """A single-equation nest's equation and the tensors it reads besides its target."""
+    eq = single_equation(nest)
+    if eq is None:
+        return None
+    return eq, frozenset(v.name for v in accesses(eq.value)) - {eq.target.name}
+
+
+def _twins(first: LoopNest, second: LoopNest, a_reads, b_reads) -> list[tuple[str, str]]:
+    """:func:`twins` with each nest's :func:`_equation_reads` given."""
+    if a_reads is None or b_reads is None:
         return []
-    read_a = {v.name for v in accesses(a.value)} - {a.target.name}
-    read_b = {v.name for v in accesses(b.value)} - {b.target.name}
+    (a, read_a), (b, read_b) = a_reads, b_reads
+    if a.target.name == b.target.name or first.loops != second.loops:
+        return []   # renaming tensors leaves the loops as they are
     out = []
     for h in sorted(read_a - read_b):
         for i in sorted(read_b - read_a):
@@ -228,8 +241,10 @@ def twins(first: LoopNest, second: LoopNest) -> list[tuple[str, str]]:
 
 def _identity_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     top = loaded.top_level
+    nests = [loaded.nests[t] for t in top]
+    reads = [_equation_reads(nest) for nest in nests]   # once per nest, not once per pair
     for p, q in combinations(range(len(top)), 2):
-        for h, i in twins(loaded.nests[top[p]], loaded.nests[top[q]]):
+        for h, i in _twins(nests[p], nests[q], reads[p], reads[q]):
             yield RENAMED_TWIN(loaded.top_nest_term(p), loaded.top_nest_term(q), h, i)
 
 

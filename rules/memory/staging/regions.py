@@ -26,8 +26,8 @@ from typing import Iterable
 
 import numpy as np
 
-from leir_egraph.leir.analysis import (accesses, equation_sites, guarded_accesses, index_range,
-                              intermediate_shapes, tensor_names)
+from leir_egraph.leir.analysis import (accesses, accesses_by_name, equation_sites, guarded_accesses,
+                                        index_range, intermediate_shapes, tensor_names)
 from leir_egraph.leir.ast import Bin, Call, Compare, IfThenElse, Logic, LoopNest, Neg, Var
 from leir_egraph.leir.hardware import MAX_SHARED_BYTES
 from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape, has_gather, in_bounds,
@@ -188,10 +188,11 @@ def _region_facts(loaded: LoadedProgram) -> Iterable[Fact]:
                 continue
             out[STAGEABLE_WRITE(name, x)] = None
     known = set(loaded.program.signature.names)
+    by_name = accesses_by_name(loaded.program.leir)
     for tensor, shape in view.shapes.items():
         if tensor in known or not shape:
             continue
-        vars_ = [v for v in accesses(loaded.program.leir) if v.name == tensor]
+        vars_ = by_name.get(tensor, [])
         if all(v.rank == len(shape) and not has_gather(v) for v in vars_):
             out[RELAYOUTABLE_TENSOR(tensor)] = None
     return list(out)
@@ -387,10 +388,10 @@ def _copy_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
 def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """Each sound layout of each intermediate with its map: one equation X_{old}=X_{new} per
     distinct access of X."""
-    leir = loaded.program.leir
+    by_name = accesses_by_name(loaded.program.leir)
     out = []
     for tensor, options in storage_layouts(loaded.program).items():
-        forms = list(dict.fromkeys(v for v in accesses(leir) if v.name == tensor))
+        forms = list(dict.fromkeys(by_name.get(tensor, ())))
         for lay in options:
             out.append(STORAGE_LAYOUT(tensor, lay.label,
                                       later(partial(_relayout_map, lay, tuple(forms)))))
