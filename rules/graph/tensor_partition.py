@@ -32,12 +32,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable
 
+from leir_egraph.egraph.parameters import fresh_tensor_names
 from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.analysis import accesses, program_shapes
+from leir_egraph.leir.analysis import program_shapes
 from leir_egraph.leir.hardware import launch_problems
 from leir_egraph.leir.ast import Equation, Leir
-from leir_egraph.leir.names import fresh, tensor_name_supply
 from leir_egraph.leir.partition import (all_loops_split_exact, concat_axes,
                                         divisor_split_points, reduction_split_exact,
                                         same_operation, self_contained, split_all_loops_axes,
@@ -47,11 +47,6 @@ from leir_egraph.leir.restructure import implicit_initialisations
 from leir_egraph.leir.scheduling import reduction_split_points
 
 PLAN_NAMES = 16  # fresh names offered to a plan (a split of k inputs needs 2k+2)
-
-
-def _fresh_names(program: Program) -> list[str]:
-    used = {v.name for v in accesses(program.leir)} | set(program.signature.names)
-    return fresh(used, tensor_name_supply(), PLAN_NAMES)
 
 
 def _implicit(program: Program) -> set[int]:
@@ -100,7 +95,7 @@ def _decouplable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
 def _plans(program: Program, planner) -> tuple[tuple[int, object], ...]:
     """``(top-level position, plan)`` for each distinct nest and each plan ``planner`` gives
     (computed once per program for every fact producer below that reads them)."""
-    names = _fresh_names(program)
+    names = fresh_tensor_names(program, PLAN_NAMES)
     shapes = program_shapes(program)
     out, seen = [], set()
     for i, nest in enumerate(program.leir.nests):
@@ -163,7 +158,7 @@ def _fits_a_kernel(program: Program, nest) -> bool:
 def _concat_inputs(loaded: LoadedProgram) -> Iterable[Fact]:
     program = loaded.program
     nests = program.leir.nests
-    names = _fresh_names(program)
+    names = fresh_tensor_names(program, PLAN_NAMES)
     implicit = _implicit(program)
     shapes = program_shapes(program)
 
