@@ -308,18 +308,9 @@ class Engine:
             self.run(batch)
 
     def read_rows(self, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
-        """The ``Matched`` rows now in the database, as :func:`_rows` reads them from
-        ``print-function``, in the same order."""
-        found: list[RawMatch] = []
-        stuck = 0
-        for name, args in self.read_table("Matched"):
-            if args is None or args[0] is None:  # egglog: the row is unextractable
-                stuck += args is None
-                continue
-            strategy, rule = rows[name]
-            found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
-                                  tuple(zip(rule.binding_names, args[2:]))))
-        return found, stuck
+        """The ``Matched`` rows now in the database (:meth:`read_table`) as matches, and how
+        many could not be extracted (:func:`_matches`)."""
+        return _matches(self.read_table("Matched"), rows)
 
     def read_table(self, relation: str) -> list[tuple[str, list | None]]:
         """The rows of a relation of row terms (``Matched``, ``Found``) now in the database,
@@ -692,26 +683,30 @@ class Applications:
 
 def _rows(output, rows: dict[str, tuple[Strategy, Rule]], contextual: frozenset[str] = frozenset()
           ) -> tuple[list[RawMatch], int]:
-    """The rows of a ``print-function Matched`` output (egglog's order), and how many could not
-    be extracted. The rows of the constructors in ``contextual`` hold a program column after
-    the replacement (:func:`recording_rule`)."""
+    """The rows of a ``print-function Matched`` output (egglog's order) as matches, and how
+    many could not be extracted (:func:`_matches`)."""
+    return _matches(_printed_rows(output), rows, contextual)
+
+
+def _matches(table: list[tuple[str, list | None]], rows: dict[str, tuple[Strategy, Rule]],
+             contextual: frozenset[str] = frozenset()) -> tuple[list[RawMatch], int]:
+    """The ``Matched`` rows of :meth:`Engine.read_table` as matches (a row whose matched term
+    cannot be extracted is left out), and how many rows egglog could not extract at all. The
+    rows of the constructors in ``contextual`` hold a program column after the replacement
+    (:func:`recording_rule`)."""
     found: list[RawMatch] = []
     stuck = 0
-    termdag, memo = output.termdag, {}
-    for row_id, _ in output.terms:
-        (row_arg,) = termdag.get(row_id).args  # (Matched row)
-        row = termdag.get(row_arg)
-        if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
+    for name, args in table:
+        if args is None:  # egglog: the row is unextractable
             stuck += 1
             continue
-        strategy, rule = rows[row.name]
-        args = [from_termdag(termdag, a, memo) for a in row.args]
-        lhs, rhs, values, context = args[0], args[1], args[2:], None
-        if row.name in contextual:
-            context, values = values[0], values[1:]
-        if lhs is None:
+        if args[0] is None:
             continue
-        found.append(RawMatch(strategy.id, rule.name, lhs, rhs,
+        strategy, rule = rows[name]
+        values, context = args[2:], None
+        if name in contextual:
+            context, values = values[0], values[1:]
+        found.append(RawMatch(strategy.id, rule.name, args[0], args[1],
                               tuple(zip(rule.binding_names, values)), context))
     return found, stuck
 
