@@ -332,7 +332,7 @@ class WindowMatches:
     def _keys(self, loaded: LoadedProgram, facts: list[Fact]) -> list[tuple[tuple, ...]]:
         """The window keys of every top-level position, one per strategy: the facts in a
         strategy's key are those of the relations it reads (``_reads``), those of its
-        name-keyed relations (``_name_keyed``) only where the window holds their strings."""
+        name-keyed relations (``_atom_keyed``) only where the window holds their strings."""
         nests = loaded.program.leir.nests
         n = len(nests)
         nest_at, suffix_at = _nest_lookup(loaded), _suffix_lookup(loaded)
@@ -363,8 +363,9 @@ class WindowMatches:
         per_strategy = []   # (reads, needs, the term-free facts the key always holds)
         for reads, keyed in zip(self._reads, self._keyed):
             needs = _needs(keyed)
-            plain = frozenset(f for f in common if f[0] in reads and needs(f) is None)
-            named = [(f, needs(f)) for f in common if f[0] in reads and needs(f) is not None]
+            read = [(f, needs(f)) for f in common if f[0] in reads]
+            plain = frozenset(f for f, need in read if need is None)
+            named = [(f, need) for f, need in read if need is not None]
             per_strategy.append((reads, bool(keyed), needs, plain, named))
         keys = []
         for j in range(n):
