@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -105,6 +108,47 @@ def test_random_asts_survive_print_then_parse(leir):
     memo: dict = {}
     assert [to_text(n, memo) for n in leir.nests] == [to_text(n) for n in leir.nests]
     assert to_text(leir, memo) == text and memo
+
+
+def _hashed_nodes(leir: Leir):
+    """Every nest, equation and access of ``leir`` (the classes that keep their hash)."""
+    from leir_egraph.leir.traverse import walk
+    return [n for n in walk(leir) if isinstance(n, (LoopNest, Equation, Var))]
+
+
+@settings(max_examples=100, deadline=None)
+@given(PROGRAMS)
+def test_kept_hashes_are_the_dataclass_hashes_and_never_pickled(leir):
+    # LoopNest, Equation and Var compute their hash once and keep it: it must be the hash the
+    # dataclass would compute (of the fields compared), so sets and dicts of them iterate as
+    # before, and a pickle or copy must not carry it (string hashes differ between processes)
+    import copy
+    import pickle
+    for node in _hashed_nodes(leir):
+        compared = tuple(getattr(node, f.name) for f in dataclasses.fields(node) if f.compare)
+        assert hash(node) == hash(compared) == hash(node)
+        for again in (pickle.loads(pickle.dumps(node)), copy.copy(node), copy.deepcopy(node)):
+            assert again == node and "_hash" not in vars(again)
+
+
+def test_a_pickled_node_keys_a_dict_in_another_process():
+    # the pickle made here (every node's hash kept) is loaded under another hash seed and must
+    # find the entry of an equal node parsed there
+    import pickle
+    import subprocess
+    import sys
+    text = "B^{4}_{tx=0}L^{8}_{a=0}[C^{f32,g}_{tx}=C^{f32,g}_{tx}+A^{f32,g}_{tx,a}*2;];"
+    leir = parse(text)
+    assert len({hash(n) for n in _hashed_nodes(leir)}) > 1
+    script = ("import pickle, sys\nfrom leir_egraph.leir import parse\n"
+              "old = pickle.loads(sys.stdin.buffer.read())\n"
+              f"new = parse({text!r})\n"
+              "table = {n: i for i, n in enumerate([new, *new.nests, *new.nests[0].body])}\n"
+              "print(table[old], table[old.nests[0]], table[old.nests[0].body[0]])")
+    out = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(leir),
+                         capture_output=True, check=True, env={**os.environ,
+                                                              "PYTHONHASHSEED": "12345"})
+    assert out.stdout.split() == [b"0", b"1", b"2"]
 
 
 # ---------------------------------------------------------------- errors a user can act on

@@ -656,7 +656,9 @@ class SharedSeconds:
         self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
         self._shapes: dict[tuple, tuple] = {}      # extents numbers -> (shapes, their number)
-        self._by_shapes: dict[tuple, float] = {}   # (nest number, shapes number) -> seconds
+        # (shapes number << 32 | nest number) -> seconds: an int key is not tracked by the
+        # garbage collector, a tuple is (about 100,000 of them per MHA node)
+        self._by_shapes: dict[int, float] = {}
         self._fills: dict[tuple, float] = {}       # (shapes number, fill numbers) -> seconds
         self._seconds: dict[tuple, float] = {}     # (nest number, shapes it reads) -> seconds
         self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
@@ -704,15 +706,17 @@ class SharedSeconds:
                 _merged_shapes(signature_shapes, (f[2] for f in facts)), len(self._shapes))
         shapes, shapes_number = hit
         parts = []
+        high = shapes_number << 32   # fewer than 2**32 distinct nests: the pair is one int
         for nest, number, _, tensors, _, _, _ in facts:
-            seconds = self._by_shapes.get((number, shapes_number))
+            pair = high | number
+            seconds = self._by_shapes.get(pair)
             if seconds is None:
                 read = tuple((n, shapes.get(n)) for n in tensors)
                 seconds = self._seconds.get((number, read))
                 if seconds is None:
                     seconds = self._seconds[number, read] = _nest_cost_of(
                         nest, read, self.machine).seconds
-                self._by_shapes[number, shapes_number] = seconds
+                self._by_shapes[pair] = seconds
             parts.append(seconds)
         fills = (shapes_number, tuple(f[6] for f in facts))
         fill = self._fills.get(fills)

@@ -36,6 +36,26 @@ def _pos() -> Pos:
     return field(default=None, compare=False, hash=False, repr=False)
 
 
+def _hash_once(fields: Callable) -> Callable:
+    """A ``__hash__`` that computes what the dataclass's would (the hash of ``fields(self)``,
+    the fields that take part in equality) once per object and keeps it in its ``__dict__``:
+    nests, equations and accesses key the cost model's and the engine's caches, and hashing
+    one walks all of it. Used with :func:`_state_without_hash`."""
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(fields(self))
+            object.__setattr__(self, "_hash", h)
+        return h
+    return __hash__
+
+
+def _state_without_hash(self) -> dict:
+    """``__getstate__`` of a class with :func:`_hash_once`: string hashes differ between
+    processes, so a pickled (or copied) node does not carry its hash."""
+    return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
 # ---------------------------------------------------------------- index arithmetic
 
 @dataclass(frozen=True)
@@ -73,6 +93,9 @@ class Var:
     # kept only so that such text prints back byte-identical (validation rejects it on tensors
     # of rank >= 1).
     empty_subscript: bool = field(default=False, compare=False, hash=False, repr=False)
+
+    __hash__ = _hash_once(lambda self: (self.name, self.dtype, self.scope, self.subscripts))
+    __getstate__ = _state_without_hash
 
     @property
     def rank(self) -> int:
@@ -203,6 +226,9 @@ class Equation:
     value: Expr
     pos: Pos = _pos()
 
+    __hash__ = _hash_once(lambda self: (self.target, self.value))
+    __getstate__ = _state_without_hash
+
 
 @dataclass(frozen=True)
 class LoopNest:
@@ -211,19 +237,10 @@ class LoopNest:
     body: tuple[Union[Equation, "LoopNest"], ...]
     pos: Pos = _pos()
 
-    def __hash__(self) -> int:
-        # what the dataclass would compute, computed once: nests key many caches (cost
-        # model, engine), and hashing a nest walks all of it (20 % of ranking an attention
-        # node's 4,000 steps went to recomputing it)
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.loops, self.body))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict:
-        # string hashes differ between processes: a pickled nest must not carry its hash
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    # nests key many caches (cost model, engine), and hashing a nest walks all of it (20 % of
+    # ranking an attention node's 4,000 steps went to recomputing it)
+    __hash__ = _hash_once(lambda self: (self.loops, self.body))
+    __getstate__ = _state_without_hash
 
     @property
     def indices(self) -> tuple[str, ...]:
