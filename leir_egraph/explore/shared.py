@@ -23,7 +23,9 @@ engine instead (:func:`fallback_reason`).
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from functools import lru_cache
 
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
@@ -151,6 +153,7 @@ class References:
     def __init__(self):
         self._text: dict[Term, str] = {}
         self._by_id: dict[int, tuple[Term, str]] = {}  # a term object seen before, unhashed
+        self._number: dict[Term, int] = {}  # term -> its reference's number, where it has one
         self._unions: list[str] = []
         self.count = 0  # references made
 
@@ -168,18 +171,86 @@ class References:
             text = ("(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
                     if len(term) > 1 else f"({term[0]})")
             if len(text) >= self.MIN_CHARS:
-                ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
-                self.count += 1
-                self._unions.append(f"(union {ref} {text})")
-                text = ref
+                text = self._union(term, text)
             self._text[term] = text
         self._by_id[id(term)] = (term, text)
         return text
+
+    def number(self, term: Term) -> int:
+        """The number ``k`` of ``term``'s reference ``(<Sort>Ref__ k)``, made now (and sent
+        with :meth:`take`) for a term too short to have one: a fact loaded as a row
+        (:func:`load_schema`) names its terms by these numbers."""
+        k = self._number.get(term)
+        if k is None:
+            text = self.text(term)
+            if term not in self._number:
+                self._union(term, text)
+            k = self._number[term]
+        return k
+
+    def _union(self, term: Term, text: str) -> str:
+        ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
+        self._number[term] = self.count
+        self.count += 1
+        self._unions.append(f"(union {ref} {text})")
+        return ref
 
     def take(self) -> list[str]:
         """The unions made since the last call (sent before any text naming them)."""
         out, self._unions = self._unions, []
         return out
+
+
+# Facts are loaded as rows (docs/EXPLORE.md, "Loading facts"): egglog spends about 25 us on
+# each command whatever it does, more than most facts cost it to insert, so a round's facts of
+# a relation whose columns are all terms, strings and integers are written to a file, one
+# tab-separated row each (a term as its reference's number), read by one ``input`` command
+# into the relation's twin ``<name>__raw`` (integer and string columns), and copied into the
+# relation by one rule each (the ``load_rows__`` ruleset, run once before the analysis).
+LOAD_ROWS = "load_rows__"
+RAW = "__raw"
+_TERM_SORTS = frozenset(SORT_OF.values())
+# a string that ``input`` reads back as written (it splits at tabs and newlines and trims each
+# field); any other is sent in its fact's command
+_PLAIN = re.compile(r'[^\s"\\]([^\t\n\r"\\]*[^\s"\\])?')
+
+
+def loaded_relations(vocab: Vocabulary, context: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """The relations of ``vocab`` whose facts are loaded as rows (every column a term, a
+    string or an integer), with ``HeldSuffix__``: name -> the sorts of its columns in the
+    database (a context relation's last, the context column, included)."""
+    every = {r.name: r.sorts for _, r in vocab.relations.values()}
+    every.update({r.name: r.sorts for r in vocab.parameters.values()})
+    out = {name: sorts + (("i64",) if name in context else ()) for name, sorts in every.items()
+           if sorts and all(s in _TERM_SORTS or s in ("String", "i64") for s in sorts)}
+    out[HELD_SUFFIX] = ("Prog", "i64")
+    return out
+
+
+def load_schema(relations: dict[str, tuple[str, ...]]) -> list[str]:
+    """The ``load_rows__`` ruleset, and each loaded relation's twin and the rule copying its
+    rows into it (a term column's number made the reference ``(<Sort>Ref__ k)`` it names)."""
+    out = [f"(ruleset {LOAD_ROWS})"]
+    for name, sorts in relations.items():
+        names = [f"v{i}" for i in range(len(sorts))]
+        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
+        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        out += [f"(relation {name}{RAW} ({' '.join(raw)}))",
+                f"(rule (({name}{RAW} {' '.join(names)})) (({name} {' '.join(columns)}))"
+                f" :ruleset {LOAD_ROWS})"]
+    return out
+
+
+def load_commands(rows: dict[str, list[tuple]], folder: str) -> list[str]:
+    """The commands loading ``rows`` (relation -> its rows' columns, terms as reference
+    numbers), their files written into ``folder``; then the copying rules run once."""
+    out = []
+    for name, table in rows.items():
+        path = os.path.join(folder, f"{name}.tsv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join("\t".join(map(str, row)) + "\n" for row in table))
+        out.append(f'(input {name}{RAW} "{path}")')
+    return out + [f"(run {LOAD_ROWS} 1)"]
 
 
 def subterms(term: Term) -> list[Term]:
@@ -245,8 +316,10 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
     ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
-    engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
+    context = context_relations(vocabulary_of(strategies), strategies)
+    engine = Engine(strategies, context)
     engine.run(References.declarations())
+    engine.send(load_schema(loaded_relations(engine.vocabulary, context)))
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
                f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
     engine.one_iteration(strategies, ruleset_name)
@@ -264,6 +337,7 @@ class SharedDatabase:
         self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
                                      if reads_context(r, self.engine.context))
         self._step = self.engine.one_iteration(shared, ruleset_name)
+        self._folder = tempfile.TemporaryDirectory(prefix="leir-shared-")   # the rows' files
 
     def begin(self) -> None:
         self.engine.run("(push)")
@@ -271,13 +345,15 @@ class SharedDatabase:
     def end(self) -> None:
         self.engine.run("(pop)")
 
-    def match(self, commands: list[str]) -> list[RawMatch]:
-        """Send ``commands`` (a round's terms and facts), saturate the analysis rules, run the
-        strategies for one iteration and the helpers to saturation; the rows this run
-        recorded (``Matched`` is emptied after it)."""
+    def match(self, commands: list[str], rows: dict[str, list[tuple]]) -> list[RawMatch]:
+        """Send ``commands`` (a round's terms and the facts not loaded as rows), load ``rows``
+        (:func:`load_commands`), saturate the analysis rules, run the strategies for one
+        iteration and the helpers to saturation; the rows this run recorded (``Matched`` is
+        emptied after it)."""
         engine = self.engine
-        engine.send(commands + ["(run-schedule (saturate (run analysis)))", self._step,
-                                "(run-schedule (saturate (run helpers)))"])
+        engine.send(commands + load_commands(rows, self._folder.name)
+                    + ["(run-schedule (saturate (run analysis)))", self._step,
+                       "(run-schedule (saturate (run helpers)))"])
         (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
         engine.run(f"(run {CLEAR_ROWS} 1)")
         return _rows(output, self._rows, self._contextual)[0]
@@ -308,6 +384,7 @@ class SharedMatcher:
             if classes:
                 self.classed = nest_classed(vocabulary, self.shared, self.context)
             self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
+            self._loaded = loaded_relations(vocabulary, self.context)
             self.worker = worker_for(self.shared)
             self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
@@ -317,6 +394,7 @@ class SharedMatcher:
         self._stated: set = set()
         self._references = References()
         self._pending: list[str] = []
+        self._rows: dict[str, list[tuple]] = {}   # the facts to load as rows (load_commands)
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
@@ -361,34 +439,50 @@ class SharedMatcher:
         context, out = self.context, []
         with shared_terms(table=self._references) as shared, provider_errors():
             shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
-            out += shared.take()
-            out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
+            for t in loaded.suffix_terms[:-1]:
+                self._state(HELD_SUFFIX, (t,), number, out)
             about: dict = {}   # nest -> the program's facts of classed relations about it
             for fact in self._facts.of(loaded):
                 if fact.name in self.classed:
                     about.setdefault(fact.columns()[0], {})[fact] = None
-                    continue
-                if fact.name in context:
-                    text = f"{fact.text()[:-1]} {number})"
+                elif fact.name in context:
+                    self._state(fact.name, fact.columns(), number, out)
                 elif fact not in self._stated:
                     self._stated.add(fact)
-                    text = fact.text()
-                else:
-                    continue
-                out += shared.take()
-                out.append(text)
+                    self._state(fact.name, fact.columns(), None, out)
             for nest, facts in about.items():
                 key = (nest, frozenset((f.name, f.columns()) for f in facts))
                 column = self._classes.get(key)
                 if column is None:   # a new class: its facts stated once, with its column
                     column = self._classes[key] = CLASS_BASE + len(self._classes)
                     for fact in facts:
-                        text = f"{fact.text()[:-1]} {column})"
-                        out += shared.take()
-                        out.append(text)
+                        self._state(fact.name, fact.columns(), column, out)
                 self._class_of.setdefault(number, []).append(column)
+            out += shared.take()
         self._pending += out
         return number
+
+    def _state(self, name: str, columns: tuple, context: int | None, out: list[str]) -> None:
+        """State a fact of relation ``name`` (``context``: its context column, if any): as a
+        row to load when its relation is loaded and its strings are plain, else as a command
+        appended to ``out`` (after the references its text names)."""
+        sorts = self._loaded.get(name)
+        tail = () if context is None else (context,)
+        if sorts is not None:
+            row = []
+            for sort, value in zip(sorts, columns):
+                if sort == "String":
+                    if not _PLAIN.fullmatch(value):
+                        break
+                    row.append(value)
+                else:
+                    row.append(value if sort == "i64" else self._references.number(value))
+            else:
+                self._rows.setdefault(name, []).append((*row, *tail))
+                return
+        text = "(" + " ".join([name, *(to_egglog(v) for v in (*columns, *tail))]) + ")"
+        out += self._references.take()
+        out.append(text)
 
     def match(self, deadline: Deadline | None = None) -> None:
         """Run the round over what :meth:`add` stated since the last round and read the rows;
@@ -397,7 +491,8 @@ class SharedMatcher:
         if self.worker is None:
             return
         pending, self._pending = self._pending, []
-        found = self.worker.call("match", (pending,), deadline, self.memory_mb)
+        rows, self._rows = self._rows, {}
+        found = self.worker.call("match", (pending, rows), deadline, self.memory_mb)
         # Only this round's rows are printed; a match found again (a new fact about an old
         # term lets a rule match it anew) is kept once.
         for m in found:
