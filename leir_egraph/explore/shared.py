@@ -34,6 +34,7 @@ from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, eng
                              read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.parameters import fresh_rules, named
+from ..egraph.traversals import SCHEMA_FILE
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
@@ -141,10 +142,11 @@ def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
 
 class References:
     """Names for the terms an exploration sends, kept for all of it (the ``table`` of
-    :func:`shared_terms`): a term whose text is at least ``MIN_CHARS`` long is sent once, as
-    ``(union (<Sort>Ref__ k) <its text>)`` (its subterms by their references), and named by
-    that reference from then on, in every program that holds it -- a depth-2 program sends only
-    the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
+    :func:`shared_terms`): a term is defined once as ``(<Sort>Ref__ k)``, by a row of its
+    constructor's twin (:meth:`number`: every term of a program and of a loaded fact) or, in
+    the text of a fact sent as a command, when its text is at least ``MIN_CHARS`` long, by
+    ``(union (<Sort>Ref__ k) <its text>)``; it is named by that reference from then on, in every
+    program that holds it -- a depth-2 program sends only the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
     and the cost of every later command grew with their number. A reference costs more than any
     term, so extraction never returns one."""
 
@@ -154,6 +156,7 @@ class References:
         self._text: dict[Term, str] = {}
         self._by_id: dict[int, tuple[Term, str]] = {}  # a term object seen before, unhashed
         self._number: dict[Term, int] = {}  # term -> its reference's number, where it has one
+        self._rows: dict[str, list[tuple]] = {}  # constructor's twin -> rows (number())
         self._unions: list[str] = []
         self.count = 0  # references made
 
@@ -177,16 +180,39 @@ class References:
         return text
 
     def number(self, term: Term) -> int:
-        """The number ``k`` of ``term``'s reference ``(<Sort>Ref__ k)``, made now (and sent
-        with :meth:`take`) for a term too short to have one: a fact loaded as a row
-        (:func:`load_schema`) names its terms by these numbers."""
-        k = self._number.get(term)
-        if k is None:
-            text = self.text(term)
-            if term not in self._number:
-                self._union(term, text)
-            k = self._number[term]
-        return k
+        """The number ``k`` of ``term``'s reference ``(<Sort>Ref__ k)``, made now for it and
+        each subterm that has none: defined by a row of its constructor's twin
+        (:func:`load_schema`; the rows are taken with :meth:`take_rows`), or, where a string
+        argument would not read back as written, by a union command (:meth:`take`)."""
+        numbers = self._number
+        stack = [term]
+        while stack:
+            t = stack[-1]
+            if t in numbers:
+                stack.pop()
+                continue
+            children = [a for a in t[1:] if type(a) is tuple and a not in numbers]
+            if children:
+                stack.extend(children)
+                continue
+            stack.pop()
+            args = t[1:]
+            if all(type(a) is not str or _PLAIN.fullmatch(a) for a in args):
+                numbers[t] = k = self.count
+                self.count += 1
+                self._text[t] = f"({SORT_OF[t[0]]}Ref__ {k})"
+                self._rows.setdefault(t[0] + TERM, []).append(
+                    (k, *(numbers[a] if type(a) is tuple else a for a in args)))
+            else:
+                text = self.text(t)
+                if t not in numbers:
+                    self._union(t, text)
+        return numbers[term]
+
+    def take_rows(self) -> dict[str, list[tuple]]:
+        """The terms' rows made since the last call (loaded before the facts' rows name them)."""
+        out, self._rows = self._rows, {}
+        return out
 
     def _union(self, term: Term, text: str) -> str:
         ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
@@ -209,6 +235,7 @@ class References:
 # relation by one rule each (the ``load_rows__`` ruleset, run once before the analysis).
 LOAD_ROWS = "load_rows__"
 RAW = "__raw"
+TERM = "__term"
 _TERM_SORTS = frozenset(SORT_OF.values())
 # a string that ``input`` reads back as written (it splits at tabs and newlines and trims each
 # field); any other is sent in its fact's command
@@ -227,10 +254,24 @@ def loaded_relations(vocab: Vocabulary, context: frozenset[str]) -> dict[str, tu
     return out
 
 
+_CONSTRUCTOR = re.compile(r"^\(constructor (\w+) \(([^()]*)\) (\w+)\)", re.M)
+
+
 def load_schema(relations: dict[str, tuple[str, ...]]) -> list[str]:
-    """The ``load_rows__`` ruleset, and each loaded relation's twin and the rule copying its
-    rows into it (a term column's number made the reference ``(<Sort>Ref__ k)`` it names)."""
+    """The ``load_rows__`` ruleset; each LEIR constructor's twin ``<name>__term`` (the term's
+    reference number, then its arguments' numbers and literals) and the rule making the term
+    and its reference one e-class; each loaded relation's twin and the rule copying its rows
+    into it (a term column's number made the reference ``(<Sort>Ref__ k)`` it names)."""
     out = [f"(ruleset {LOAD_ROWS})"]
+    for name, args, sort in _CONSTRUCTOR.findall(SCHEMA_FILE.read_text()):
+        sorts = args.split()
+        names = [f"v{i}" for i in range(len(sorts))]
+        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
+        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        made = f"({' '.join([name, *columns])})"
+        out += [f"(relation {name}{TERM} (i64 {' '.join(raw)}))",
+                f"(rule (({name}{TERM} k {' '.join(names)})) ((union ({sort}Ref__ k) {made}))"
+                f" :ruleset {LOAD_ROWS})"]
     for name, sorts in relations.items():
         names = [f"v{i}" for i in range(len(sorts))]
         columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
@@ -242,14 +283,14 @@ def load_schema(relations: dict[str, tuple[str, ...]]) -> list[str]:
 
 
 def load_commands(rows: dict[str, list[tuple]], folder: str) -> list[str]:
-    """The commands loading ``rows`` (relation -> its rows' columns, terms as reference
+    """The commands loading ``rows`` (twin relation -> its rows' columns, terms as reference
     numbers), their files written into ``folder``; then the copying rules run once."""
     out = []
     for name, table in rows.items():
         path = os.path.join(folder, f"{name}.tsv")
         with open(path, "w", encoding="utf-8") as f:
             f.write("".join("\t".join(map(str, row)) + "\n" for row in table))
-        out.append(f'(input {name}{RAW} "{path}")')
+        out.append(f'(input {name} "{path}")')
     return out + [f"(run {LOAD_ROWS} 1)"]
 
 
@@ -438,7 +479,7 @@ class SharedMatcher:
         loaded = LoadedProgram(program)
         context, out = self.context, []
         with shared_terms(table=self._references) as shared, provider_errors():
-            shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
+            self._references.number(loaded.suffix_terms[0])  # the program and its subterms
             for t in loaded.suffix_terms[:-1]:
                 self._state(HELD_SUFFIX, (t,), number, out)
             about: dict = {}   # nest -> the program's facts of classed relations about it
@@ -478,7 +519,7 @@ class SharedMatcher:
                 else:
                     row.append(value if sort == "i64" else self._references.number(value))
             else:
-                self._rows.setdefault(name, []).append((*row, *tail))
+                self._rows.setdefault(name + RAW, []).append((*row, *tail))
                 return
         text = "(" + " ".join([name, *(to_egglog(v) for v in (*columns, *tail))]) + ")"
         out += self._references.take()
@@ -491,7 +532,7 @@ class SharedMatcher:
         if self.worker is None:
             return
         pending, self._pending = self._pending, []
-        rows, self._rows = self._rows, {}
+        rows, self._rows = {**self._references.take_rows(), **self._rows}, {}
         found = self.worker.call("match", (pending, rows), deadline, self.memory_mb)
         # Only this round's rows are printed; a match found again (a new fact about an old
         # term lets a rule match it anew) is kept once.
