@@ -51,8 +51,9 @@ KEY_DECIDED = frozenset({
     "LoopOuter", "MathNatural", "ProperFactor", "ReadOnlyIn", "ReorderedSubexpressionFrame",
     "ScanAxis", "ScanGap", "ScanNest", "ScopeChange", "ShiftableOperand", "SplitBy",
     "SplitPoint", "SplitSite", "StagingLoops", "StagingScope", "StencilLoops",
-    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInSuffix",
-    "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn", "WholePartials"})
+    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInNest",
+    "TensorInSuffix", "TensorNotInNest", "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn",
+    "WholePartials"})
 # Decided by the signature alone (5.5), which is one for the whole exploration.
 SIGNATURE_DECIDED = frozenset({"Intermediate"})
 
