@@ -29,7 +29,7 @@ import tempfile
 from functools import lru_cache
 
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
-from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
+from ..egraph.engine import (HELD_SUFFIX, Engine, RawMatch, _matches, engine_for,
                              match_relation, prelude_text, provider_errors, reads_context,
                              read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
@@ -147,9 +147,10 @@ class References:
     constructor's twin (:meth:`number`: every term of a program and of a loaded fact) or, in
     the text of a fact sent as a command, when its text is at least ``MIN_CHARS`` long, by
     ``(union (<Sort>Ref__ k) <its text>)``; it is named by that reference from then on, in every
-    program that holds it -- a depth-2 program sends only the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
-    and the cost of every later command grew with their number. A reference costs more than any
-    term, so extraction never returns one."""
+    program that holds it -- a depth-2 program sends only the terms its parent did not have.
+    Not a ``let``: each egglog ``let`` is a table of its own, and the cost of every later
+    command grew with their number. A reference is ``:unextractable``: extraction, and the
+    frozen reading of a round's rows (``Engine.read_table``), never return one."""
 
     MIN_CHARS = 24
 
@@ -163,7 +164,7 @@ class References:
 
     @staticmethod
     def declarations() -> str:
-        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :cost 1000000000)"
+        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :unextractable)"
                          for sort in sorted(set(SORT_OF.values())))
 
     def text(self, term: Term) -> str:
@@ -360,7 +361,7 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
     context = context_relations(vocabulary_of(strategies), strategies)
     engine = Engine(strategies, context)
-    engine.run(References.declarations())
+    engine.declare(References.declarations())
     engine.send(load_schema(loaded_relations(engine.vocabulary, context)))
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
                f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
@@ -390,15 +391,16 @@ class SharedDatabase:
     def match(self, commands: list[str], rows: dict[str, list[tuple]]) -> list[RawMatch]:
         """Send ``commands`` (a round's terms and the facts not loaded as rows), load ``rows``
         (:func:`load_commands`), saturate the analysis rules, run the strategies for one
-        iteration and the helpers to saturation; the rows this run recorded (``Matched`` is
-        emptied after it)."""
+        iteration and the helpers to saturation; the rows this run recorded, read from egglog's
+        frozen tables where they decide them (``Engine.read_table``; ``Matched`` is emptied
+        after it)."""
         engine = self.engine
         engine.send(commands + load_commands(rows, self._folder.name)
                     + ["(run-schedule (saturate (run analysis)))", self._step,
                        "(run-schedule (saturate (run helpers)))"])
-        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        table = engine.read_table("Matched")
         engine.run(f"(run {CLEAR_ROWS} 1)")
-        return _rows(output, self._rows, self._contextual)[0]
+        return _matches(table, self._rows, self._contextual)[0]
 
 
 class SharedMatcher:
