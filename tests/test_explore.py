@@ -120,9 +120,10 @@ def test_shared_facts_are_the_audited_ones_and_stated_once():
     context = context_relations(vocab)
     assert context and not context & (KEY_DECIDED | SIGNATURE_DECIDED)
     assert context | KEY_DECIDED | SIGNATURE_DECIDED >= set(vocab.relations) | set(vocab.parameters)
-    alone = {s.id for s in every if fallback_reason(s, context)}
-    assert alone == {"set_storage_layout"}
-    assert "TensorInNest" in fallback_reason(resolve(["set_storage_layout"])[0], context)
+    assert not [s.id for s in every if fallback_reason(s, context)]   # none falls back now
+    # a strategy whose egglog rules read a context relation would (relayout.egg reads these)
+    assert "TensorInNest" in fallback_reason(resolve(["set_storage_layout"])[0],
+                                             context | {"TensorInNest"})
     root = zoo_program("softmax")
     child = list(explore(root, STRATEGIES, depth=1).programs.values())[1]
     with SharedMatcher(tuple(resolve(STRATEGIES))) as matcher:

@@ -307,6 +307,12 @@ class Engine:
         for batch in batches(commands):
             self.run(batch)
 
+    def declare(self, text: str) -> None:
+        """Run declarations made after the base program; the constructors among them declared
+        ``:unextractable`` are left out of :meth:`read_table`'s frozen reading, as the base's."""
+        self.send(top_level_commands(text))
+        self._unextractable |= unextractable_constructors(text)
+
     def read_rows(self, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
         """The ``Matched`` rows now in the database (:meth:`read_table`) as matches, and how
         many could not be extracted (:func:`_matches`)."""

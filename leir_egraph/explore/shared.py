@@ -23,15 +23,18 @@ engine instead (:func:`fallback_reason`).
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from functools import lru_cache
 
 from ..egraph.encoding import SORT_OF, Term, shared_terms, to_egglog
-from ..egraph.engine import (HELD_SUFFIX, MAX_ROWS, Engine, RawMatch, _rows, engine_for,
+from ..egraph.engine import (HELD_SUFFIX, Engine, RawMatch, _matches, engine_for,
                              match_relation, prelude_text, provider_errors, reads_context,
                              read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.parameters import fresh_rules, named
+from ..egraph.traversals import SCHEMA_FILE
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
 from ..leir.ast import Leir
@@ -48,8 +51,9 @@ KEY_DECIDED = frozenset({
     "LoopOuter", "MathNatural", "ProperFactor", "ReadOnlyIn", "ReorderedSubexpressionFrame",
     "ScanAxis", "ScanGap", "ScanNest", "ScopeChange", "ShiftableOperand", "SplitBy",
     "SplitPoint", "SplitSite", "StagingLoops", "StagingScope", "StencilLoops",
-    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInSuffix",
-    "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn", "WholePartials"})
+    "SubexpressionFrame", "SubscriptOnlyIndex", "Swappable", "SympyForm", "TensorInNest",
+    "TensorInSuffix", "TensorNotInNest", "TensorNotInSuffix", "TensorSplitPoint", "UnreadIn",
+    "WholePartials"})
 # Decided by the signature alone (5.5), which is one for the whole exploration.
 SIGNATURE_DECIDED = frozenset({"Intermediate"})
 
@@ -139,24 +143,28 @@ def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
 
 class References:
     """Names for the terms an exploration sends, kept for all of it (the ``table`` of
-    :func:`shared_terms`): a term whose text is at least ``MIN_CHARS`` long is sent once, as
-    ``(union (<Sort>Ref__ k) <its text>)`` (its subterms by their references), and named by
-    that reference from then on, in every program that holds it -- a depth-2 program sends only
-    the terms its parent did not have. Not a ``let``: each egglog ``let`` is a table of its own,
-    and the cost of every later command grew with their number. A reference costs more than any
-    term, so extraction never returns one."""
+    :func:`shared_terms`): a term is defined once as ``(<Sort>Ref__ k)``, by a row of its
+    constructor's twin (:meth:`number`: every term of a program and of a loaded fact) or, in
+    the text of a fact sent as a command, when its text is at least ``MIN_CHARS`` long, by
+    ``(union (<Sort>Ref__ k) <its text>)``; it is named by that reference from then on, in every
+    program that holds it -- a depth-2 program sends only the terms its parent did not have.
+    Not a ``let``: each egglog ``let`` is a table of its own, and the cost of every later
+    command grew with their number. A reference is ``:unextractable``: extraction, and the
+    frozen reading of a round's rows (``Engine.read_table``), never return one."""
 
     MIN_CHARS = 24
 
     def __init__(self):
         self._text: dict[Term, str] = {}
         self._by_id: dict[int, tuple[Term, str]] = {}  # a term object seen before, unhashed
+        self._number: dict[Term, int] = {}  # term -> its reference's number, where it has one
+        self._rows: dict[str, list[tuple]] = {}  # constructor's twin -> rows (number())
         self._unions: list[str] = []
         self.count = 0  # references made
 
     @staticmethod
     def declarations() -> str:
-        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :cost 1000000000)"
+        return "\n".join(f"(constructor {sort}Ref__ (i64) {sort} :unextractable)"
                          for sort in sorted(set(SORT_OF.values())))
 
     def text(self, term: Term) -> str:
@@ -168,18 +176,124 @@ class References:
             text = ("(" + " ".join([term[0], *(to_egglog(a) for a in term[1:])]) + ")"
                     if len(term) > 1 else f"({term[0]})")
             if len(text) >= self.MIN_CHARS:
-                ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
-                self.count += 1
-                self._unions.append(f"(union {ref} {text})")
-                text = ref
+                text = self._union(term, text)
             self._text[term] = text
         self._by_id[id(term)] = (term, text)
         return text
+
+    def number(self, term: Term) -> int:
+        """The number ``k`` of ``term``'s reference ``(<Sort>Ref__ k)``, made now for it and
+        each subterm that has none: defined by a row of its constructor's twin
+        (:func:`load_schema`; the rows are taken with :meth:`take_rows`), or, where a string
+        argument would not read back as written, by a union command (:meth:`take`)."""
+        numbers = self._number
+        stack = [term]
+        while stack:
+            t = stack[-1]
+            if t in numbers:
+                stack.pop()
+                continue
+            children = [a for a in t[1:] if type(a) is tuple and a not in numbers]
+            if children:
+                stack.extend(children)
+                continue
+            stack.pop()
+            args = t[1:]
+            if all(type(a) is not str or _PLAIN.fullmatch(a) for a in args):
+                numbers[t] = k = self.count
+                self.count += 1
+                self._text[t] = f"({SORT_OF[t[0]]}Ref__ {k})"
+                self._rows.setdefault(t[0] + TERM, []).append(
+                    (k, *(numbers[a] if type(a) is tuple else a for a in args)))
+            else:
+                text = self.text(t)
+                if t not in numbers:
+                    self._union(t, text)
+        return numbers[term]
+
+    def take_rows(self) -> dict[str, list[tuple]]:
+        """The terms' rows made since the last call (loaded before the facts' rows name them)."""
+        out, self._rows = self._rows, {}
+        return out
+
+    def _union(self, term: Term, text: str) -> str:
+        ref = f"({SORT_OF[term[0]]}Ref__ {self.count})"
+        self._number[term] = self.count
+        self.count += 1
+        self._unions.append(f"(union {ref} {text})")
+        return ref
 
     def take(self) -> list[str]:
         """The unions made since the last call (sent before any text naming them)."""
         out, self._unions = self._unions, []
         return out
+
+
+# Facts are loaded as rows (docs/EXPLORE.md, "Loading facts"): egglog spends about 25 us on
+# each command whatever it does, more than most facts cost it to insert, so a round's facts of
+# a relation whose columns are all terms, strings and integers are written to a file, one
+# tab-separated row each (a term as its reference's number), read by one ``input`` command
+# into the relation's twin ``<name>__raw`` (integer and string columns), and copied into the
+# relation by one rule each (the ``load_rows__`` ruleset, run once before the analysis).
+LOAD_ROWS = "load_rows__"
+RAW = "__raw"
+TERM = "__term"
+_TERM_SORTS = frozenset(SORT_OF.values())
+# a string that ``input`` reads back as written (it splits at tabs and newlines and trims each
+# field); any other is sent in its fact's command
+_PLAIN = re.compile(r'[^\s"\\]([^\t\n\r"\\]*[^\s"\\])?')
+
+
+def loaded_relations(vocab: Vocabulary, context: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """The relations of ``vocab`` whose facts are loaded as rows (every column a term, a
+    string or an integer), with ``HeldSuffix__``: name -> the sorts of its columns in the
+    database (a context relation's last, the context column, included)."""
+    every = {r.name: r.sorts for _, r in vocab.relations.values()}
+    every.update({r.name: r.sorts for r in vocab.parameters.values()})
+    out = {name: sorts + (("i64",) if name in context else ()) for name, sorts in every.items()
+           if sorts and all(s in _TERM_SORTS or s in ("String", "i64") for s in sorts)}
+    out[HELD_SUFFIX] = ("Prog", "i64")
+    return out
+
+
+_CONSTRUCTOR = re.compile(r"^\(constructor (\w+) \(([^()]*)\) (\w+)\)", re.M)
+
+
+def load_schema(relations: dict[str, tuple[str, ...]]) -> list[str]:
+    """The ``load_rows__`` ruleset; each LEIR constructor's twin ``<name>__term`` (the term's
+    reference number, then its arguments' numbers and literals) and the rule making the term
+    and its reference one e-class; each loaded relation's twin and the rule copying its rows
+    into it (a term column's number made the reference ``(<Sort>Ref__ k)`` it names)."""
+    out = [f"(ruleset {LOAD_ROWS})"]
+    for name, args, sort in _CONSTRUCTOR.findall(SCHEMA_FILE.read_text()):
+        sorts = args.split()
+        names = [f"v{i}" for i in range(len(sorts))]
+        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
+        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        made = f"({' '.join([name, *columns])})"
+        out += [f"(relation {name}{TERM} (i64 {' '.join(raw)}))",
+                f"(rule (({name}{TERM} k {' '.join(names)})) ((union ({sort}Ref__ k) {made}))"
+                f" :ruleset {LOAD_ROWS})"]
+    for name, sorts in relations.items():
+        names = [f"v{i}" for i in range(len(sorts))]
+        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
+        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        out += [f"(relation {name}{RAW} ({' '.join(raw)}))",
+                f"(rule (({name}{RAW} {' '.join(names)})) (({name} {' '.join(columns)}))"
+                f" :ruleset {LOAD_ROWS})"]
+    return out
+
+
+def load_commands(rows: dict[str, list[tuple]], folder: str) -> list[str]:
+    """The commands loading ``rows`` (twin relation -> its rows' columns, terms as reference
+    numbers), their files written into ``folder``; then the copying rules run once."""
+    out = []
+    for name, table in rows.items():
+        path = os.path.join(folder, f"{name}.tsv")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join("\t".join(map(str, row)) + "\n" for row in table))
+        out.append(f'(input {name} "{path}")')
+    return out + [f"(run {LOAD_ROWS} 1)"]
 
 
 def subterms(term: Term) -> list[Term]:
@@ -245,8 +359,10 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
     references' constructors and the one-iteration ruleset declared; an exploration works in a
     ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
-    engine = Engine(strategies, context_relations(vocabulary_of(strategies), strategies))
-    engine.run(References.declarations())
+    context = context_relations(vocabulary_of(strategies), strategies)
+    engine = Engine(strategies, context)
+    engine.declare(References.declarations())
+    engine.send(load_schema(loaded_relations(engine.vocabulary, context)))
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
                f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
     engine.one_iteration(strategies, ruleset_name)
@@ -264,6 +380,7 @@ class SharedDatabase:
         self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
                                      if reads_context(r, self.engine.context))
         self._step = self.engine.one_iteration(shared, ruleset_name)
+        self._folder = tempfile.TemporaryDirectory(prefix="leir-shared-")   # the rows' files
 
     def begin(self) -> None:
         self.engine.run("(push)")
@@ -271,16 +388,19 @@ class SharedDatabase:
     def end(self) -> None:
         self.engine.run("(pop)")
 
-    def match(self, commands: list[str]) -> list[RawMatch]:
-        """Send ``commands`` (a round's terms and facts), saturate the analysis rules, run the
-        strategies for one iteration and the helpers to saturation; the rows this run
-        recorded (``Matched`` is emptied after it)."""
+    def match(self, commands: list[str], rows: dict[str, list[tuple]]) -> list[RawMatch]:
+        """Send ``commands`` (a round's terms and the facts not loaded as rows), load ``rows``
+        (:func:`load_commands`), saturate the analysis rules, run the strategies for one
+        iteration and the helpers to saturation; the rows this run recorded, read from egglog's
+        frozen tables where they decide them (``Engine.read_table``; ``Matched`` is emptied
+        after it)."""
         engine = self.engine
-        engine.send(commands + ["(run-schedule (saturate (run analysis)))", self._step,
-                                "(run-schedule (saturate (run helpers)))"])
-        (output,) = engine.run(f"(print-function Matched {MAX_ROWS})")
+        engine.send(commands + load_commands(rows, self._folder.name)
+                    + ["(run-schedule (saturate (run analysis)))", self._step,
+                       "(run-schedule (saturate (run helpers)))"])
+        table = engine.read_table("Matched")
         engine.run(f"(run {CLEAR_ROWS} 1)")
-        return _rows(output, self._rows, self._contextual)[0]
+        return _matches(table, self._rows, self._contextual)[0]
 
 
 class SharedMatcher:
@@ -308,6 +428,7 @@ class SharedMatcher:
             if classes:
                 self.classed = nest_classed(vocabulary, self.shared, self.context)
             self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
+            self._loaded = loaded_relations(vocabulary, self.context)
             self.worker = worker_for(self.shared)
             self.worker.call("begin", (), None, None)
         self.fallback = engine_for(self.alone) if self.alone else None
@@ -317,6 +438,7 @@ class SharedMatcher:
         self._stated: set = set()
         self._references = References()
         self._pending: list[str] = []
+        self._rows: dict[str, list[tuple]] = {}   # the facts to load as rows (load_commands)
         self._programs: list[Program] = []
         self._by_term: dict[Term, list[RawMatch]] = {}
         self._by_program: dict[int, list[RawMatch]] = {}
@@ -360,35 +482,51 @@ class SharedMatcher:
         loaded = LoadedProgram(program)
         context, out = self.context, []
         with shared_terms(table=self._references) as shared, provider_errors():
-            shared.text(loaded.suffix_terms[0])  # the program, its nests and suffixes
-            out += shared.take()
-            out += [f"({HELD_SUFFIX} {shared.text(t)} {number})" for t in loaded.suffix_terms[:-1]]
+            self._references.number(loaded.suffix_terms[0])  # the program and its subterms
+            for t in loaded.suffix_terms[:-1]:
+                self._state(HELD_SUFFIX, (t,), number, out)
             about: dict = {}   # nest -> the program's facts of classed relations about it
             for fact in self._facts.of(loaded):
                 if fact.name in self.classed:
                     about.setdefault(fact.columns()[0], {})[fact] = None
-                    continue
-                if fact.name in context:
-                    text = f"{fact.text()[:-1]} {number})"
+                elif fact.name in context:
+                    self._state(fact.name, fact.columns(), number, out)
                 elif fact not in self._stated:
                     self._stated.add(fact)
-                    text = fact.text()
-                else:
-                    continue
-                out += shared.take()
-                out.append(text)
+                    self._state(fact.name, fact.columns(), None, out)
             for nest, facts in about.items():
                 key = (nest, frozenset((f.name, f.columns()) for f in facts))
                 column = self._classes.get(key)
                 if column is None:   # a new class: its facts stated once, with its column
                     column = self._classes[key] = CLASS_BASE + len(self._classes)
                     for fact in facts:
-                        text = f"{fact.text()[:-1]} {column})"
-                        out += shared.take()
-                        out.append(text)
+                        self._state(fact.name, fact.columns(), column, out)
                 self._class_of.setdefault(number, []).append(column)
+            out += shared.take()
         self._pending += out
         return number
+
+    def _state(self, name: str, columns: tuple, context: int | None, out: list[str]) -> None:
+        """State a fact of relation ``name`` (``context``: its context column, if any): as a
+        row to load when its relation is loaded and its strings are plain, else as a command
+        appended to ``out`` (after the references its text names)."""
+        sorts = self._loaded.get(name)
+        tail = () if context is None else (context,)
+        if sorts is not None:
+            row = []
+            for sort, value in zip(sorts, columns):
+                if sort == "String":
+                    if not _PLAIN.fullmatch(value):
+                        break
+                    row.append(value)
+                else:
+                    row.append(value if sort == "i64" else self._references.number(value))
+            else:
+                self._rows.setdefault(name + RAW, []).append((*row, *tail))
+                return
+        text = "(" + " ".join([name, *(to_egglog(v) for v in (*columns, *tail))]) + ")"
+        out += self._references.take()
+        out.append(text)
 
     def match(self, deadline: Deadline | None = None) -> None:
         """Run the round over what :meth:`add` stated since the last round and read the rows;
@@ -397,7 +535,8 @@ class SharedMatcher:
         if self.worker is None:
             return
         pending, self._pending = self._pending, []
-        found = self.worker.call("match", (pending,), deadline, self.memory_mb)
+        rows, self._rows = {**self._references.take_rows(), **self._rows}, {}
+        found = self.worker.call("match", (pending, rows), deadline, self.memory_mb)
         # Only this round's rows are printed; a match found again (a new fact about an old
         # term lets a rule match it anew) is kept once.
         for m in found:
