@@ -19,8 +19,8 @@ from typing import Iterable
 
 from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op, affine,
-                                       picked_indices, reads, refine, single_equation,
-                                       writes)
+                                       inputs_and_writes, picked_indices, refine,
+                                       single_equation)
 from leir_egraph.leir.ast import (Compare, Equation, Idx, IfThenElse, IName, Logic,
                                   LoopNest, Neg, Num, Var)
 from leir_egraph.leir.traverse import rebuild, walk
@@ -270,9 +270,9 @@ def _write_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """``(NoWriteInto later earlier)``: the later nest writes nothing the earlier one reads
     without writing it itself (its inputs), so the earlier one may be redone after it."""
     top = loaded.top_level
-    nests = [loaded.nests[k] for k in top]
+    sets = [inputs_and_writes(loaded.nests[k]) for k in top]   # once per nest, not per pair
     for p, q in combinations(range(len(top)), 2):
-        if not writes(nests[q]) & (reads(nests[p]) - writes(nests[p])):
+        if not sets[q][1] & sets[p][0]:
             yield NO_WRITE_INTO(loaded.top_nest_term(q), loaded.top_nest_term(p))
 
 
