@@ -14,6 +14,7 @@ computation on different tensors (operation_identity).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import combinations
 from typing import Iterable
 
@@ -210,6 +211,17 @@ def renamed(nest: LoopNest, names: dict[str, str]) -> LoopNest:
     return rebuild(nest, fn)
 
 
+@lru_cache(maxsize=1 << 12)
+def _unnamed(nest: LoopNest) -> LoopNest:
+    """The nest with every tensor name erased (at every depth, gathers' too): equal for two
+    nests one of which is the other renamed. Memoized on the nest (the entry holds it)."""
+    def fn(node):
+        if isinstance(node, Var):
+            return Var("", node.dtype, node.scope, node.subscripts)
+        return None
+    return rebuild(nest, fn)
+
+
 def twins(first: LoopNest, second: LoopNest) -> list[tuple[str, str]]:
     """``(H, I)`` when ``second`` is ``first`` with the tensor ``H`` it reads renamed ``I`` and
     its target renamed (both single-equation nests)."""
@@ -231,6 +243,8 @@ def _twins(first: LoopNest, second: LoopNest, a_reads, b_reads) -> list[tuple[st
     (a, read_a), (b, read_b) = a_reads, b_reads
     if a.target.name == b.target.name or first.loops != second.loops:
         return []   # renaming tensors leaves the loops as they are
+    if _unnamed(first) != _unnamed(second):
+        return []   # ... and everything but the names
     out = []
     for h in sorted(read_a - read_b):
         for i in sorted(read_b - read_a):
