@@ -94,6 +94,16 @@ def writes(node) -> frozenset[str]:
     return frozenset(eq.target.name for eq in eqs)
 
 
+@lru_cache(maxsize=1 << 14)
+def inputs_and_writes(nest: LoopNest) -> tuple[frozenset[str], frozenset[str]]:
+    """``(reads(nest) - writes(nest), writes(nest))``: what a nest reads without writing it
+    itself, and what it writes. Memoized on the nest (structural key, its hash computed once;
+    the entry holds the nest): providers ask it of every pair of a program's top-level nests,
+    and programs that share a nest share the answer."""
+    written = writes(nest)
+    return reads(nest) - written, written
+
+
 def changed_span(a, b, same=None) -> tuple[int, int, int, int]:
     """``(start_before, end_before, start_after, end_after)``: the half-open ranges of top-level
     nests that differ between the nest sequences ``a`` and ``b``, found by trimming equal ends

@@ -14,13 +14,14 @@ computation on different tensors (operation_identity).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import combinations
 from typing import Iterable
 
 from leir_egraph.egraph.vocabulary import Fact, GuardExtension, LoadedProgram, Relation
 from leir_egraph.leir.analysis import (accesses, accumulated_operand, accumulation_op, affine,
-                                       picked_indices, reads, refine, single_equation,
-                                       writes)
+                                       inputs_and_writes, picked_indices, refine,
+                                       single_equation)
 from leir_egraph.leir.ast import (Compare, Equation, Idx, IfThenElse, IName, Logic,
                                   LoopNest, Neg, Num, Var)
 from leir_egraph.leir.traverse import rebuild, walk
@@ -210,6 +211,17 @@ def renamed(nest: LoopNest, names: dict[str, str]) -> LoopNest:
     return rebuild(nest, fn)
 
 
+@lru_cache(maxsize=1 << 12)
+def _unnamed(nest: LoopNest) -> LoopNest:
+    """The nest with every tensor name erased (at every depth, gathers' too): equal for two
+    nests one of which is the other renamed. Memoized on the nest (the entry holds it)."""
+    def fn(node):
+        if isinstance(node, Var):
+            return Var("", node.dtype, node.scope, node.subscripts)
+        return None
+    return rebuild(nest, fn)
+
+
 def twins(first: LoopNest, second: LoopNest) -> list[tuple[str, str]]:
     """``(H, I)`` when ``second`` is ``first`` with the tensor ``H`` it reads renamed ``I`` and
     its target renamed (both single-equation nests)."""
@@ -231,6 +243,8 @@ def _twins(first: LoopNest, second: LoopNest, a_reads, b_reads) -> list[tuple[st
     (a, read_a), (b, read_b) = a_reads, b_reads
     if a.target.name == b.target.name or first.loops != second.loops:
         return []   # renaming tensors leaves the loops as they are
+    if _unnamed(first) != _unnamed(second):
+        return []   # ... and everything but the names
     out = []
     for h in sorted(read_a - read_b):
         for i in sorted(read_b - read_a):
@@ -270,9 +284,9 @@ def _write_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     """``(NoWriteInto later earlier)``: the later nest writes nothing the earlier one reads
     without writing it itself (its inputs), so the earlier one may be redone after it."""
     top = loaded.top_level
-    nests = [loaded.nests[k] for k in top]
+    sets = [inputs_and_writes(loaded.nests[k]) for k in top]   # once per nest, not per pair
     for p, q in combinations(range(len(top)), 2):
-        if not writes(nests[q]) & (reads(nests[p]) - writes(nests[p])):
+        if not sets[q][1] & sets[p][0]:
             yield NO_WRITE_INTO(loaded.top_nest_term(q), loaded.top_nest_term(p))
 
 

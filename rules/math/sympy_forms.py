@@ -52,6 +52,7 @@ import sympy
 
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation)
+from leir_egraph.leir.analysis import accesses, tensor_names
 from leir_egraph.leir.ast import Bin, Call, Equation, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import exact_normal_form
 from leir_egraph.leir.parser import parse
@@ -263,12 +264,17 @@ class _Spans:
     (sign classes on finite inputs; a value that may be NaN or infinite is unknown there) and
     FLOAT (intervals of the extended reals: exp of anything is >= 0 or NaN, so 1+exp(x) is
     never zero). A fact of FLOAT holds on finite inputs too; a property holds when either
-    domain proves it."""
+    domain proves it. The spans kept are those of the tensors the nest accesses (what an
+    expression of it, or a form of one, can read), not of every tensor of the program."""
 
     def __init__(self, program, nest, dtype: str):
         written = {q.target.name for q in nest.body}
+        accessed = tensor_names(nest) - written
         self.loops = {l.index: (0, l.extent - 1) for l in nest.loops}
-        self.reads = {d: _ranges(program, d).reads_outside(written) for d in (FINITE, FLOAT)}
+        self.reads = {}
+        for d in (FINITE, FLOAT):
+            after = _ranges(program, d).after
+            self.reads[d] = {name: after[name] for name in sorted(accessed) if name in after}
         self.dtype = dtype
 
     def holds(self, node, prop: str) -> bool:
@@ -399,6 +405,21 @@ def _reads_of(e) -> frozenset:
     return frozenset(n for n in walk_values(e) if isinstance(n, Var))
 
 
+def _equation_forms(eq: Equation) -> tuple:
+    """``(fn, new value)`` for every function's forms of ``eq``, in FUNCTIONS' order: a
+    function of the equation alone, memoized on it, so programs sharing an equation -- a
+    dataset's seeds, an exploration's children -- pay for its forms once."""
+    # equal equations may differ in an access printed A_{} or A (equality leaves it out, the
+    # forms' encoding does not): the flags are part of the key
+    return _memoized_forms(eq, tuple(v.empty_subscript for v in accesses(eq)))
+
+
+@lru_cache(maxsize=1 << 13)
+def _memoized_forms(eq: Equation, empty_subscripts: tuple) -> tuple:
+    """:func:`_equation_forms`, bounded (an entry holds its key)."""
+    return tuple((fn, new) for fn in FUNCTIONS for new in _value_forms(fn, eq))
+
+
 @lru_cache(maxsize=64)
 def _program_forms(program) -> tuple:
     """``(nest position, equation, fn, new value, defined, bounded)`` for every form of the
@@ -411,13 +432,12 @@ def _program_forms(program) -> tuple:
             if eq.target.dtype not in REWRITABLE:
                 continue
             spans = None
-            for fn in FUNCTIONS:
-                for new in _value_forms(fn, eq):
-                    spans = spans or _Spans(program, nest, eq.target.dtype)
-                    defined = defined_like(eq.value, new, spans)
-                    out.append((i, eq, fn, new, defined,
-                                defined and _reads_of(eq.value) == _reads_of(new)
-                                and bounded(eq.value, spans) and bounded(new, spans)))
+            for fn, new in _equation_forms(eq):
+                spans = spans or _Spans(program, nest, eq.target.dtype)
+                defined = defined_like(eq.value, new, spans)
+                out.append((i, eq, fn, new, defined,
+                            defined and _reads_of(eq.value) == _reads_of(new)
+                            and bounded(eq.value, spans) and bounded(new, spans)))
     return tuple(out)
 
 
