@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to_egglog
+from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarations,
+                       shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .loaded import LoadedProgram
@@ -213,7 +214,8 @@ def base_program(vocab: Vocabulary | None = None, context: frozenset[str] = froz
                               lambda m: (f"(relation {m[1]} ({m[2]} i64))" if m[1] in context
                                          else m[0]), declarations, flags=re.M)
         declarations += f"\n(relation {HELD_SUFFIX} (Prog i64))"
-    parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
+    parts = [SCHEMA_FILE.read_text(), named_declarations(),
+             "(ruleset helpers)\n(ruleset analysis)", helper_program(),
              declarations, prelude_text(), vocab.analysis_rules, MATCH_TABLE]
     return "\n".join(p for p in parts if p)
 
