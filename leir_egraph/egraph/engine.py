@@ -426,14 +426,14 @@ class Engine:
     def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None, *,
                       declare: bool = True, prefix: str = "$f") -> list[str]:
         """The egglog commands that declare a program (unless not ``declare``) and state every
-        fact the compiled rules can read (or those of ``relations``), repeated subterms bound
-        by ``let``s named from ``prefix`` (``shared_terms``)."""
+        fact the compiled rules can read (or those of ``relations``), repeated subterms stored
+        once under names made from ``prefix`` (``shared_terms``)."""
         facts = loaded.declarations().splitlines() if declare else []
         wanted = self.read_relations if relations is None else relations
         with shared_terms(loaded.named_terms(), prefix) as shared, provider_errors():
             for fact in self.vocabulary.facts(loaded, wanted):
                 text = fact.text()  # a deferred last column computed here, sharing subterms
-                facts.extend(shared.take())  # the lets this fact's text uses
+                facts.extend(shared.take())  # the named subterms this fact's text uses
                 facts.append(text)
         return facts
 
