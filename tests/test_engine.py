@@ -591,10 +591,11 @@ def test_a_right_hand_side_that_never_evaluates_is_reported_not_lost(tmp_path):
 
 
 def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
-    """Every fact reaches egglog as written, its ``let``-shared subterms included. With let
-    names ending in a digit, egglog 13.2 read ``$f13`` in a command that also named ``$f131``
-    through a variable of that name and stored gold-0001's copy form of A with its tx loop
-    replaced by a second g loop (loaded.py); the copy nest built from it was wrong."""
+    """Every fact reaches egglog as written, its shared subterms (looked up by name in the
+    named-term tables, encoding.SharedTerms) and the program's ``let``-bound nests included.
+    With let names ending in a digit, egglog 13.2 read ``$f13`` in a command that also named
+    ``$f131`` through a variable of that name and stored gold-0001's copy form of A with its tx
+    loop replaced by a second g loop (loaded.py); the copy nest built from it was wrong."""
 
     from leir_egraph.egraph.encoding import from_termdag
     from leir_egraph.egraph.engine import engine_for
@@ -605,7 +606,8 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
     engine = engine_for(default_strategies())
     loaded = LoadedProgram(program)
     commands = engine.fact_commands(loaded)
-    assert any(c.startswith("(let $f") for c in commands)  # shared subterms are in play
+    assert any(c.startswith("(set (") and 'Named__ "$f' in c for c in commands)  # shared
+    assert any(c.startswith("(let $n") for c in commands)  # the program's nests
     relations = ("CopyForm", "StorageLayout", "NewLayout")
     # text() outside shared_terms: each fact's whole text, deferred last columns computed
     sent = {fact.text() for fact in engine.vocabulary.facts(loaded, set(relations))}

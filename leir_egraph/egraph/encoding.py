@@ -227,10 +227,13 @@ class SharedTerms:
     this machine), and the facts about one program repeat the same subterms thousands of times:
     a layout fact restates the equations it relayouts, a copy-form fact the access it copies.
     Here a subterm whose text is at least ``MIN_CHARS`` long is written out the first time it
-    occurs; from its second occurrence on it is bound once by ``(let $fK_ text)`` and named (names end in ``_``: see loaded.py).
-    ``names`` seeds the table with terms that already have a name (the program's nests,
-    ``$n0_``...). :meth:`take` returns the ``let`` commands created since the last call, which must
-    be sent before any text that uses them.
+    occurs; from its second occurrence on it is stored once under a name in its sort's table
+    of named terms, ``(set (<Sort>Named__ "$fK_") text)`` (:func:`named_declarations`), and
+    written as that lookup. Not a ``let``: each egglog ``let`` is a table of its own, and every
+    later command, the helpers' iterations and each ``push`` and ``pop`` cost more with their
+    number. ``names`` seeds the table with terms that already have a name (the program's nests,
+    ``$n0_``..., bound by ``let``). :meth:`take` returns the commands that store the names made
+    since the last call, which must be sent before any text that uses them.
 
     >>> subs = ("SCons", ("IName", "tx"), ("SCons", ("IName", "a"), ("SNil",)))
     >>> with shared_terms() as shared:
@@ -238,9 +241,9 @@ class SharedTerms:
     >>> first
     '(SCons (IName "tx") (SCons (IName "a") (SNil)))'
     >>> second
-    '$f1_'
+    '(SubsNamed__ "$f1_")'
     >>> shared.take()  # the inner list is long enough to be shared too
-    ['(let $f0_ (SCons (IName "a") (SNil)))', '(let $f1_ (SCons (IName "tx") $f0_))']
+    ['(set (SubsNamed__ "$f0_") (SCons (IName "a") (SNil)))', '(set (SubsNamed__ "$f1_") (SCons (IName "tx") (SubsNamed__ "$f0_")))']
     """
 
     MIN_CHARS = 16
@@ -268,7 +271,12 @@ class SharedTerms:
         elif term in self._seen:
             name = f"{self._prefix}{self.count}_"
             self.count += 1
-            self._lets.append(f"(let {name} {text})")
+            sort = SORT_OF.get(term[0])
+            if sort is None:  # not a schema term: a let of its own
+                self._lets.append(f"(let {name} {text})")
+            else:
+                name = f'({sort}Named__ "{name}")'
+                self._lets.append(f"(set {name} {text})")
             self._text[term] = text = name
         else:
             self._seen.add(term)
@@ -277,6 +285,13 @@ class SharedTerms:
     def take(self) -> list[str]:
         lets, self._lets = self._lets, []
         return lets
+
+
+def named_declarations() -> str:
+    """The tables of named terms :class:`SharedTerms` stores shared subterms in, one per sort
+    (an engine's base program declares them)."""
+    return "\n".join(f"(function {sort}Named__ (String) {sort} :no-merge)"
+                     for sort in sorted(set(SORT_OF.values())))
 
 
 _sharing: SharedTerms | None = None

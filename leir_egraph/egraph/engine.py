@@ -30,7 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .encoding import Literal, SharedTerms, Term, from_termdag, shared_terms, to_egglog
+from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarations,
+                       shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .loaded import LoadedProgram
@@ -213,7 +214,8 @@ def base_program(vocab: Vocabulary | None = None, context: frozenset[str] = froz
                               lambda m: (f"(relation {m[1]} ({m[2]} i64))" if m[1] in context
                                          else m[0]), declarations, flags=re.M)
         declarations += f"\n(relation {HELD_SUFFIX} (Prog i64))"
-    parts = [SCHEMA_FILE.read_text(), "(ruleset helpers)\n(ruleset analysis)", helper_program(),
+    parts = [SCHEMA_FILE.read_text(), named_declarations(),
+             "(ruleset helpers)\n(ruleset analysis)", helper_program(),
              declarations, prelude_text(), vocab.analysis_rules, MATCH_TABLE]
     return "\n".join(p for p in parts if p)
 
@@ -430,14 +432,14 @@ class Engine:
     def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None, *,
                       declare: bool = True, prefix: str = "$f") -> list[str]:
         """The egglog commands that declare a program (unless not ``declare``) and state every
-        fact the compiled rules can read (or those of ``relations``), repeated subterms bound
-        by ``let``s named from ``prefix`` (``shared_terms``)."""
+        fact the compiled rules can read (or those of ``relations``), repeated subterms stored
+        once under names made from ``prefix`` (``shared_terms``)."""
         facts = loaded.declarations().splitlines() if declare else []
         wanted = self.read_relations if relations is None else relations
         with shared_terms(loaded.named_terms(), prefix) as shared, provider_errors():
             for fact in self.vocabulary.facts(loaded, wanted):
                 text = fact.text()  # a deferred last column computed here, sharing subterms
-                facts.extend(shared.take())  # the lets this fact's text uses
+                facts.extend(shared.take())  # the named subterms this fact's text uses
                 facts.append(text)
         return facts
 
