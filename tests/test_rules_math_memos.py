@@ -69,3 +69,29 @@ def test_math_facts_cold_equal_facts_with_warm_memos(golden_rows, data):
     for how in seen:
         _facts(vocab, wanted, _sharing(p, other, how))
     assert _facts(vocab, wanted, p) == cold   # the same facts, in the same order
+
+
+def test_facts_do_not_follow_a_program_spelled_otherwise_seen_before():
+    """``S^{f32,g}_{}`` and ``S^{f32,g}`` are equal accesses of a scalar that print and encode
+    differently: memos keyed by programs or equations must not answer one with the other's
+    terms (they did, through equality that left the spelling out)."""
+    vocab = vocabulary_of(MATH)
+    wanted = {name for _, declared in vocab.producers for name in declared}
+    signature = Signature.from_dict({
+        "inputs": [{"name": "A", "dtype": "float32", "shape": [4, 8]},
+                   {"name": "S", "dtype": "float32", "shape": []}],
+        "outputs": [{"name": "C", "dtype": "float32", "shape": [4, 8]}]})
+
+    def spelled(s: str) -> Program:
+        return Program.parse("B^{4}_{tx=0}L^{8}_{a=0}"
+                             f"[C^{{f32,g}}_{{tx,a}}=exp(A^{{f32,g}}_{{tx,a}}-{s})+{s};];",
+                             signature)
+
+    braced, bare = spelled("S^{f32,g}_{}"), spelled("S^{f32,g}")
+    assert braced.leir == bare.leir and braced != bare
+    _clear_memos()
+    cold = _facts(vocab, wanted, bare)
+    assert any(name == "ExtraSplitBy" for name, _ in cold)
+    _clear_memos()
+    _facts(vocab, wanted, braced)
+    assert _facts(vocab, wanted, bare) == cold

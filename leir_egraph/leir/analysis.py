@@ -65,6 +65,13 @@ def accesses(node) -> Iterator[Var]:
             yield sub
 
 
+def empty_subscripts(node) -> tuple[bool, ...]:
+    """Whether each access under ``node`` (in ``accesses``' order) is written ``A_{}``: the
+    one thing equal nodes may differ in that their text and their egglog term keep. A memo
+    keyed on a node whose answer holds its accesses adds this to its key."""
+    return tuple(v.empty_subscript for v in accesses(node))
+
+
 def accesses_by_name(node) -> dict[str, list[Var]]:
     """``accesses(node)`` grouped by tensor name, each group in ``accesses``' order: one walk
     for what asking each tensor's accesses would walk the node once per tensor for."""

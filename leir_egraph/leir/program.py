@@ -2,7 +2,9 @@
 constants and parameters among its inputs.
 
 Equality and hashing are structural over the AST and the signature; ``name`` and ``values``
-are carried along but do not take part.
+are carried along but do not take part. Two programs are equal only if they are spelled alike
+too: an access written ``A_{}`` equals one written ``A`` in the AST, but it prints and encodes
+differently, and memos keyed by a program (fact providers, analyses) answer in its own terms.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .analysis import empty_subscripts
 from .ast import Leir
 from .parser import parse
 from .printer import to_text
@@ -32,6 +35,14 @@ class Program:
 
     def __post_init__(self):
         object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+
+    def __eq__(self, other) -> bool:
+        # the dataclass's equality, then the spelling (module docstring), walked only for
+        # programs equal otherwise; the hash stays the dataclass's
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self is other or (self.leir == other.leir and self.signature == other.signature
+                                 and empty_subscripts(self.leir) == empty_subscripts(other.leir))
 
     @staticmethod
     def parse(text: str, signature: Signature | Mapping[str, Any], name: str = "",

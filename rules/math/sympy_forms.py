@@ -52,7 +52,7 @@ import sympy
 
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation)
-from leir_egraph.leir.analysis import accesses, tensor_names
+from leir_egraph.leir.analysis import empty_subscripts, tensor_names
 from leir_egraph.leir.ast import Bin, Call, Equation, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import exact_normal_form
 from leir_egraph.leir.parser import parse
@@ -409,13 +409,11 @@ def _equation_forms(eq: Equation) -> tuple:
     """``(fn, new value)`` for every function's forms of ``eq``, in FUNCTIONS' order: a
     function of the equation alone, memoized on it, so programs sharing an equation -- a
     dataset's seeds, an exploration's children -- pay for its forms once."""
-    # equal equations may differ in an access printed A_{} or A (equality leaves it out, the
-    # forms' encoding does not): the flags are part of the key
-    return _memoized_forms(eq, tuple(v.empty_subscript for v in accesses(eq)))
+    return _memoized_forms(eq, empty_subscripts(eq))  # (the flags equality leaves out)
 
 
 @lru_cache(maxsize=1 << 13)
-def _memoized_forms(eq: Equation, empty_subscripts: tuple) -> tuple:
+def _memoized_forms(eq: Equation, flags: tuple) -> tuple:
     """:func:`_equation_forms`, bounded (an entry holds its key)."""
     return tuple((fn, new) for fn in FUNCTIONS for new in _value_forms(fn, eq))
 
