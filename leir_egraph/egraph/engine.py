@@ -689,13 +689,6 @@ class Applications:
         return out
 
 
-def _rows(output, rows: dict[str, tuple[Strategy, Rule]], contextual: frozenset[str] = frozenset()
-          ) -> tuple[list[RawMatch], int]:
-    """The rows of a ``print-function Matched`` output (egglog's order) as matches, and how
-    many could not be extracted (:func:`_matches`)."""
-    return _matches(_printed_rows(output), rows, contextual)
-
-
 def _matches(table: list[tuple[str, list | None]], rows: dict[str, tuple[Strategy, Rule]],
              contextual: frozenset[str] = frozenset()) -> tuple[list[RawMatch], int]:
     """The ``Matched`` rows of :meth:`Engine.read_table` as matches (a row whose matched term
