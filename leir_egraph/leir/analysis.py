@@ -8,8 +8,8 @@ All functions take AST values and return plain values; nothing here mutates or p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Iterator, Mapping
+from functools import lru_cache, wraps
+from typing import Callable, Iterator, Mapping
 
 from .ast import (Bin, Call, Compare, Equation, Expr, IBin, IConst, Idx, IExpr, IfThenElse, IName,
                   Leir, Logic, Loop, LoopNest, Neg, Num, Var)
@@ -70,6 +70,22 @@ def empty_subscripts(node) -> tuple[bool, ...]:
     one thing equal nodes may differ in that their text and their egglog term keep. A memo
     keyed on a node whose answer holds its accesses adds this to its key."""
     return tuple(v.empty_subscript for v in accesses(node))
+
+
+def memoized_as_spelled(maxsize: int) -> Callable:
+    """``lru_cache(maxsize)`` for a function of one node whose answer holds the node's
+    accesses (they go into facts or text): keyed by the node and its
+    :func:`empty_subscripts`, so equal nodes spelled otherwise do not share an answer. The
+    wrapper keeps ``cache_clear``."""
+    def wrap(fn: Callable) -> Callable:
+        cached = lru_cache(maxsize)(lambda node, spelling: fn(node))
+
+        @wraps(fn)
+        def call(node):
+            return cached(node, empty_subscripts(node))
+        call.cache_clear = cached.cache_clear
+        return call
+    return wrap
 
 
 def accesses_by_name(node) -> dict[str, list[Var]]:

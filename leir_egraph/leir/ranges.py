@@ -616,9 +616,13 @@ class Ranges:
     after: dict[str, Span]      # every value a nest that does not write the tensor can read
     values: dict[Expr, Span]    # every value sub-expression, joined over its occurrences
 
-    def reads_outside(self, written) -> dict[str, Span]:
-        """``after`` spans for reads in a nest that writes ``written``: those are unknown."""
-        return {name: s for name, s in self.after.items() if name not in written}
+    def reads_outside(self, written, among=None) -> dict[str, Span]:
+        """``after`` spans for reads in a nest that writes ``written``: those are unknown.
+        With ``among`` (the tensors the nest accesses), only theirs, in name order."""
+        if among is None:
+            return {name: s for name, s in self.after.items() if name not in written}
+        return {name: self.after[name] for name in sorted(among)
+                if name not in written and name in self.after}
 
 
 def _widen(old: Span, new: Span) -> Span:

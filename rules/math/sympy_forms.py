@@ -52,7 +52,7 @@ import sympy
 
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation)
-from leir_egraph.leir.analysis import empty_subscripts, tensor_names
+from leir_egraph.leir.analysis import memoized_as_spelled, tensor_names
 from leir_egraph.leir.ast import Bin, Call, Equation, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import exact_normal_form
 from leir_egraph.leir.parser import parse
@@ -269,12 +269,10 @@ class _Spans:
 
     def __init__(self, program, nest, dtype: str):
         written = {q.target.name for q in nest.body}
-        accessed = tensor_names(nest) - written
+        accessed = tensor_names(nest)
         self.loops = {l.index: (0, l.extent - 1) for l in nest.loops}
-        self.reads = {}
-        for d in (FINITE, FLOAT):
-            after = _ranges(program, d).after
-            self.reads[d] = {name: after[name] for name in sorted(accessed) if name in after}
+        self.reads = {d: _ranges(program, d).reads_outside(written, accessed)
+                      for d in (FINITE, FLOAT)}
         self.dtype = dtype
 
     def holds(self, node, prop: str) -> bool:
@@ -405,16 +403,12 @@ def _reads_of(e) -> frozenset:
     return frozenset(n for n in walk_values(e) if isinstance(n, Var))
 
 
+@memoized_as_spelled(1 << 13)
 def _equation_forms(eq: Equation) -> tuple:
     """``(fn, new value)`` for every function's forms of ``eq``, in FUNCTIONS' order: a
-    function of the equation alone, memoized on it, so programs sharing an equation -- a
-    dataset's seeds, an exploration's children -- pay for its forms once."""
-    return _memoized_forms(eq, empty_subscripts(eq))  # (the flags equality leaves out)
-
-
-@lru_cache(maxsize=1 << 13)
-def _memoized_forms(eq: Equation, flags: tuple) -> tuple:
-    """:func:`_equation_forms`, bounded (an entry holds its key)."""
+    function of the equation alone, memoized on it (bounded; an entry holds its key), so
+    programs sharing an equation -- a dataset's seeds, an exploration's children -- pay for
+    its forms once."""
     return tuple((fn, new) for fn in FUNCTIONS for new in _value_forms(fn, eq))
 
 

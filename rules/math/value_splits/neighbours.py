@@ -50,7 +50,7 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import encode, encode_value
 from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.analysis import accesses, empty_subscripts, program_shapes
+from leir_egraph.leir.analysis import accesses, memoized_as_spelled, program_shapes
 from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, IName, LoopNest,
                                   Neg, Num, Var)
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
@@ -342,17 +342,11 @@ def _exponent_reads(eq) -> frozenset:
     return frozenset(p for p in _exponent_parts(eq) if isinstance(p, Var))
 
 
+@memoized_as_spelled(1024)   # the reads go into facts
 def _evaluated_reads(eq) -> dict:
     """The reads of ``eq`` evaluated whenever it is (not in a branch or a condition), other than
     of its own target, in order (the rules still ask SplitSite of what they rewrite;
-    exp(x)+exp(-x) reads x twice, each exp is a site). They go into facts, so the memo's key
-    holds the ``A_{}`` flags equal equations may differ in."""
-    return _memoized_reads(eq, empty_subscripts(eq))
-
-
-@lru_cache(maxsize=1024)
-def _memoized_reads(eq, flags: tuple) -> dict:
-    """:func:`_evaluated_reads`, bounded (an entry holds its key)."""
+    exp(x)+exp(-x) reads x twice, each exp is a site)."""
     return dict.fromkeys(op.node for op in operands(eq.value)
                          if isinstance(op.node, Var) and not op.branch
                          and not op.condition and op.node.name != eq.target.name)
