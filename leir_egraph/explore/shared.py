@@ -266,22 +266,25 @@ def load_schema(relations: dict[str, tuple[str, ...]]) -> list[str]:
     into it (a term column's number made the reference ``(<Sort>Ref__ k)`` it names)."""
     out = [f"(ruleset {LOAD_ROWS})"]
     for name, args, sort in _CONSTRUCTOR.findall(SCHEMA_FILE.read_text()):
-        sorts = args.split()
-        names = [f"v{i}" for i in range(len(sorts))]
-        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
-        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        names, columns, raw = _row_columns(args.split())
         made = f"({' '.join([name, *columns])})"
         out += [f"(relation {name}{TERM} (i64 {' '.join(raw)}))",
                 f"(rule (({name}{TERM} k {' '.join(names)})) ((union ({sort}Ref__ k) {made}))"
                 f" :ruleset {LOAD_ROWS})"]
     for name, sorts in relations.items():
-        names = [f"v{i}" for i in range(len(sorts))]
-        columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
-        raw = ["i64" if s in _TERM_SORTS else s for s in sorts]
+        names, columns, raw = _row_columns(sorts)
         out += [f"(relation {name}{RAW} ({' '.join(raw)}))",
                 f"(rule (({name}{RAW} {' '.join(names)})) (({name} {' '.join(columns)}))"
                 f" :ruleset {LOAD_ROWS})"]
     return out
+
+
+def _row_columns(sorts) -> tuple[list[str], list[str], list[str]]:
+    """For a twin row of columns of ``sorts``: its variables, the columns they make (a term
+    column's number as the reference it names) and the twin's sorts (a term's number an i64)."""
+    names = [f"v{i}" for i in range(len(sorts))]
+    columns = [f"({s}Ref__ {v})" if s in _TERM_SORTS else v for s, v in zip(sorts, names)]
+    return names, columns, ["i64" if s in _TERM_SORTS else s for s in sorts]
 
 
 def load_commands(rows: dict[str, list[tuple]], folder: str) -> list[str]:
