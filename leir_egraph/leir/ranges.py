@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Mapping
 
 from .analysis import accumulated_operand, accumulation_op, equation_sites, intermediate_shapes
@@ -608,13 +608,42 @@ def accumulate(op: str, start: Span, e: Span, count: int, exact: bool) -> Span:
 
 # ---------------------------------------------------------------- programs
 
-@dataclass(frozen=True)
 class Ranges:
-    """The range analysis of one program in one domain (see the module docstring)."""
-    domain: Domain
-    held: dict[str, Span]       # every value a tensor holds at any moment
-    after: dict[str, Span]      # every value a nest that does not write the tensor can read
-    values: dict[Expr, Span]    # every value sub-expression, joined over its occurrences
+    """The range analysis of one program in one domain (see the module docstring). Each view is
+    computed when first read (``held`` and ``values`` by one fixpoint, ``after`` by one pass):
+    the value splits read only ``after`` of FINITE, the math ranges only ``held`` and
+    ``values`` of FLOAT."""
+
+    def __init__(self, program: Program, domain: Domain):
+        self.program, self.domain = program, domain
+
+    @cached_property
+    def _sites(self):
+        return equation_sites(self.program.leir)
+
+    @cached_property
+    def _held_values(self) -> tuple[dict[str, Span], dict[Expr, Span]]:
+        values: dict[Expr, Span] = {}
+
+        def record(e, s: Span):
+            values[e] = join(values[e], s) if e in values else s
+
+        return dict(_held(self.program, self.domain, self._sites, record)), values
+
+    @property
+    def held(self) -> dict[str, Span]:
+        """Every value a tensor holds at any moment."""
+        return self._held_values[0]
+
+    @property
+    def values(self) -> dict[Expr, Span]:
+        """Every value sub-expression's span, joined over its occurrences."""
+        return self._held_values[1]
+
+    @cached_property
+    def after(self) -> dict[str, Span]:
+        """Every value a nest that does not write the tensor can read."""
+        return _after(self.program, self.domain, self._sites)
 
     def reads_outside(self, written, among=None) -> dict[str, Span]:
         """``after`` spans for reads in a nest that writes ``written``: those are unknown.
@@ -737,11 +766,4 @@ def _after(program: Program, domain: Domain, sites) -> dict[str, Span]:
 @lru_cache(maxsize=64)
 def analyse(program: Program, domain: Domain = FLOAT) -> Ranges:
     """The range analysis of a program in a domain (see the module docstring)."""
-    sites = equation_sites(program.leir)
-    values: dict[Expr, Span] = {}
-
-    def record(e, s: Span):
-        values[e] = join(values[e], s) if e in values else s
-
-    held = _held(program, domain, sites, record)
-    return Ranges(domain, dict(held), _after(program, domain, sites), values)
+    return Ranges(program, domain)

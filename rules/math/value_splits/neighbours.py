@@ -280,11 +280,14 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     verified sample), as does Mish's exp(H)+exp(-H) split by a cosh-like result."""
     from leir_egraph.egraph.extensions.math_ranges import analyse_ranges
     from leir_egraph.leir.ranges import format_of
-    analysis = analyse_ranges(loaded.program)
+    made: list = []   # the analysis, made only for a program with an exponential to split
 
     def small(node, half: float) -> bool:
         # the magnitude of the numbers it may hold; a NaN input gives NaN on both sides alike
         # (finite_operand's FiniteOperand keeps m itself from being NaN)
+        if not made:
+            made.append(analyse_ranges(loaded.program))
+        analysis = made[0]
         if isinstance(node, Var):
             span = analysis.tensors.get(node.name, ANY)
         elif isinstance(node, Num):
