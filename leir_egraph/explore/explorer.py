@@ -48,31 +48,63 @@ class _Budget:
         return bool(self.fired)
 
 
-def successors(engine, program: Program, chosen, decoder: Decoder | None = None,
-               known: dict | None = None, deadline: Deadline | None = None,
-               canon: CanonicalNests | None = None) -> list[tuple[Program, str, str]]:
+class Placing:
+    """What placing keeps across the programs of one exploration: the decoder (a nest term
+    decoded once), the canonical forms per nest (``CanonicalNests``), the canonical successor
+    of every successor term placed so far, and a number per distinct top-level nest term.
+
+    A successor is known by the numbers of its nests (and of its program list's end): hashing
+    a term walks all of it, and a program's successors share every nest term but the
+    rewritten one, as objects, so each nest object is numbered once (found again by
+    identity, as ``Decoder`` finds it) and a successor's key is a few integers. Equal terms
+    get one number, so two successors have one key exactly when their terms are equal."""
+
+    def __init__(self, keep):
+        self.decoder = Decoder()
+        self.canon = CanonicalNests(keep)
+        self.known: dict[tuple, Program] = {}     # successor key -> canonical program
+        self._numbers: dict = {}                  # nest term -> its number
+        self._by_id: dict[int, tuple] = {}        # id of a nest term seen -> (it, its number)
+
+    def number(self, term) -> int:
+        hit = self._by_id.get(id(term))
+        if hit is not None and hit[0] is term:
+            return hit[1]
+        number = self._numbers.setdefault(term, len(self._numbers))
+        self._by_id[id(term)] = (term, number)
+        return number
+
+    def key(self, term) -> tuple[int, ...]:
+        """``term`` (a program's ``PCons`` list) as its nests' numbers and its end's."""
+        out = []
+        while term[0] == "PCons":
+            out.append(self.number(term[1]))
+            term = term[2]
+        out.append(self.number(term))
+        return tuple(out)
+
+
+def successors(engine, program: Program, chosen, placing: Placing | None = None,
+               deadline: Deadline | None = None) -> list[tuple[Program, str, str]]:
     """Every single step of ``program`` as ``(canonical successor, strategy, rule)``, in match
     order, one per distinct (strategy, site, successor); rewrites that give back ``program``
-    itself are left out (``transitions_from`` drops them too). ``known`` memoises successor
-    term -> canonical program across calls (a program reached from several parents is
-    decoded and renamed once). With a ``deadline``, the matches are placed until it passes
-    (the engine run itself is one indivisible piece): the steps placed by then. ``canon``: as
-    :func:`place`'s."""
-    return place(program, engine.matches(program, chosen), decoder, known, deadline=deadline,
-                 canon=canon)
+    itself are left out (``transitions_from`` drops them too). ``placing`` (kept across calls
+    of one exploration) memoises successor -> canonical program (a program reached from
+    several parents is decoded and renamed once). With a ``deadline``, the matches are placed
+    until it passes (the engine run itself is one indivisible piece): the steps placed by
+    then."""
+    return place(program, engine.matches(program, chosen), placing, deadline=deadline)
 
 
-def place(program: Program, matches, decoder: Decoder | None = None, known: dict | None = None,
-          term=None, deadline: Deadline | None = None, canon: CanonicalNests | None = None
-          ) -> list[tuple[Program, str, str]]:
+def place(program: Program, matches, placing: Placing | None = None, term=None,
+          deadline: Deadline | None = None) -> list[tuple[Program, str, str]]:
     """:func:`successors` from the program's recorded rows (``RawMatch``, in rule order): each
     placed at every occurrence of its matched term (``term``: the program's encoded term,
-    when the caller has it), until ``deadline`` passes. ``canon`` (kept across calls of one
+    when the caller has it), until ``deadline`` passes. ``placing`` (kept across calls of one
     exploration) makes each successor canonical one top-level nest at a time, a nest that
     several successors share renamed and printed once."""
-    decoder = decoder or Decoder()
-    known = {} if known is None else known
-    canon = canon or CanonicalNests(program.signature.names)
+    placing = placing or Placing(program.signature.names)
+    decoder, known, canon = placing.decoder, placing.known, placing.canon
     term = encode(program.leir) if term is None else term
     index = OccurrenceIndex(term)  # one walk per program, not one per match
     out: list[tuple[Program, str, str]] = []
@@ -84,16 +116,20 @@ def place(program: Program, matches, decoder: Decoder | None = None, known: dict
             break
         for path in index.paths(m.lhs):
             new_term = replace_at(term, path, m.rhs)
+            if new_term == term:
+                continue
             # One step per (strategy, site, result), the first rule in match order, as
             # ``transitions_from`` keeps it: two rules of a strategy that rewrite one site the
             # same way are one step.
-            if new_term == term or (m.strategy, path, new_term) in seen:
+            key = placing.key(new_term)
+            if (m.strategy, path, key) in seen:
                 continue
-            seen.add((m.strategy, path, new_term))
-            after = known.get(new_term)
+            seen.add((m.strategy, path, key))
+            after = known.get(key)
             if after is None:
-                after = known[new_term] = canon(
-                    program, [(t, decoder(t)) for t in uncons(new_term, "PCons")])
+                nests = uncons(new_term, "PCons")
+                after = known[key] = canon(
+                    program, [(n, decoder(t)) for n, t in zip(key, nests)])
             out.append((after, m.strategy, m.rule))
     return out
 
@@ -208,11 +244,11 @@ def _explore(program: Program, strategies, depth: int, max_programs, deadline: D
         return _explore_shared(program, strategies, chosen, depth, max_programs, deadline,
                                seed, progress, memory_limit)
     engine = engine_for(default_strategies() if strategies is None else chosen)
-    decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
+    placing = Placing(program.signature.names)
 
     def expand(p: Program, chosen, deadline):
         t = time.perf_counter()
-        steps = successors(engine, p, chosen, decoder, known, deadline, canon)
+        steps = successors(engine, p, chosen, placing, deadline)
         return steps, time.perf_counter() - t
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "egraph",
@@ -234,7 +270,7 @@ def _explore_shared(program: Program, strategies, chosen, depth: int, max_progra
 
 def _search_shared(program: Program, strategies, matcher, depth: int, max_programs,
                    deadline: Deadline, seed, progress) -> Exploration:
-    decoder, known, canon = Decoder(), {}, CanonicalNests(program.signature.names)
+    placing = Placing(program.signature.names)
     numbers: dict[str, tuple[int, object]] = {}  # canonical text -> (number, encoded term)
 
     def prepare(keys: list[str], programs: list[Program], out_of_budget) -> str | None:
@@ -266,7 +302,7 @@ def _search_shared(program: Program, strategies, matcher, depth: int, max_progra
     def expand(p: Program, chosen, deadline):
         # matched in ``prepare``; here the rows are only placed (placing time)
         number, term = numbers.pop(p.text)
-        steps = place(p, matcher.matches(number, term), decoder, known, term, deadline, canon)
+        steps = place(p, matcher.matches(number, term), placing, term, deadline)
         return steps, 0.0
 
     return _search(program, strategies, depth, max_programs, deadline, seed, "shared",
