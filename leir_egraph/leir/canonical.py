@@ -39,6 +39,7 @@ order, which decides what a NaN operand gives.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Iterable
 
 from .ast import Bin, Equation, IBin, Idx, IName, Leir, LoopNest, Neg, Num, Var
@@ -53,9 +54,17 @@ def is_hardware_index(name: str) -> bool:
     return hardware_axis(name) is not None
 
 
-def _new_index(old: str, taken: set[str]) -> str:
-    if is_hardware_index(old):
-        prefix = old[:2]
+def _new_index(old: str, taken: Iterable[str]) -> str:
+    """The canonical name of loop index ``old`` where the names ``taken`` are bound."""
+    return _first_free(hardware_axis(old) or "", frozenset(taken))
+
+
+@lru_cache(maxsize=4096)
+def _first_free(prefix: str, taken: frozenset[str]) -> str:
+    """The first name not in ``taken``: of a hardware axis ``prefix`` (``tx``, ``txa`` ...),
+    or an ordinary index name when ``prefix`` is empty. Every nest of every successor asks
+    it again for the same few sets, and each answer is a walk of the name supply."""
+    if prefix:
         if prefix not in taken:
             return prefix
         return next(prefix + s for s in index_name_supply() if prefix + s not in taken)
