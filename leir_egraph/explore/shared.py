@@ -33,7 +33,7 @@ from ..egraph.engine import (HELD_SUFFIX, Engine, RawMatch, _matches, engine_for
                              match_relation, prelude_text, provider_errors, reads_context,
                              read_relations, ruleset_name)
 from ..egraph.loaded import LoadedProgram
-from ..egraph.parameters import fresh_rules, named
+from ..egraph.parameters import FreshNames, fresh_rules, fresh_tensor_names, named
 from ..egraph.traversals import SCHEMA_FILE
 from ..egraph.strategy import Strategy
 from ..egraph.vocabulary import Vocabulary, vocabulary_of
@@ -438,6 +438,7 @@ class SharedMatcher:
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
         self._fresh = fresh_rules(self.shared)
+        self._renamings: dict[tuple, FreshNames] = {}   # fresh names -> their renaming
         self._stated: set = set()
         self._references = References()
         self._pending: list[str] = []
@@ -562,8 +563,16 @@ class SharedMatcher:
         out += self._by_program.get(number, ())
         for column in self._class_of.get(number, ()):
             out += self._by_program.get(column, ())
-        # the placeholders of FreshTensor, the same in every program, as this one's names
-        out = named(self._programs[number], out, self._fresh)
+        # the placeholders of FreshTensor, the same in every program, as this one's names;
+        # a renaming depends on those names alone, so programs with the same fresh names
+        # share one (each row's terms renamed once for all of them)
+        program = self._programs[number]
+        if any((m.strategy, m.rule) in self._fresh for m in out):
+            key = tuple(fresh_tensor_names(program))
+            names = self._renamings.get(key)
+            if names is None:
+                names = self._renamings[key] = FreshNames(program)
+            out = named(program, out, self._fresh, names)
         if self.fallback is not None:
             out += self.fallback.matches(self._programs[number], self.alone)
         order = self.order
