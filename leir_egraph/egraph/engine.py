@@ -34,6 +34,7 @@ from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarati
                        shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
+from .input_rows import HELD_SUFFIX
 from .loaded import LoadedProgram
 from .parameters import FreshNames, fresh_rules, named
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
@@ -78,8 +79,6 @@ def making_ruleset(strategy: Strategy) -> str:
 
 
 CONTEXT_VARIABLE = "__ctx"
-# In a database of many programs: (HeldSuffix__ suffix program), a suffix of that program.
-HELD_SUFFIX = "HeldSuffix__"
 
 
 def reads_context(rule: Rule, context: frozenset[str]) -> bool:
