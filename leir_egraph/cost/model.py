@@ -35,9 +35,10 @@ The nest's work below its outermost P loop is divided by ``min(cores, extent)``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
@@ -212,20 +213,25 @@ def _subscript_form(sub) -> tuple[dict[str, float], bool]:
     return coef, False
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class _Access:
     """One access's shape, element size and subscript forms. Made once per (access, shape) by
-    ``_access`` (cached), so it is hashed and compared by identity: ``_lines`` keys its cache
-    on it."""
+    ``_access`` (cached), so it is compared by identity. What is read off it per loop index
+    (``_stride``) and per loop spans (``_lines``) is kept in its own dicts, keyed by strings
+    and ints: such a dict holds no object the garbage collector tracks (a tuple key is one),
+    and a search node's ranking keeps about 100,000 of these values."""
     name: str
     shape: tuple[int, ...]
     bytes: int
     forms: tuple[dict[str, float], ...]
     gather: bool
     half: bool = False   # float16/bfloat16: converted to float32 to compute
-    # name and subscript forms as a hashable value: accesses with equal ``same`` move the same
-    # lines, and ``_memory_cycles`` counts them once
-    same: tuple = ()
+    # name and subscript forms as a string (the repr of their sorted items, a value the
+    # garbage collector does not track): accesses with equal ``same`` move the same lines, and
+    # ``_memory_cycles`` counts them once
+    same: str = ""
+    strides: dict = field(default_factory=dict)   # loop index -> _stride
+    lines: dict = field(default_factory=dict)     # _span_number -> _lines
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -245,14 +251,21 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
     shape = shape or tuple(1 for _ in var.subscripts)
     return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
                    var.dtype in HALF_DTYPES,
-                   (var.name, tuple(tuple(sorted(f.items())) for f in forms)))
+                   repr((var.name, tuple(tuple(sorted(f.items())) for f in forms))))
 
 
-@lru_cache(maxsize=1 << 17)
 def _stride(acc: _Access, index: str) -> float | None:
     """Elements between two consecutive values of ``index`` (``0`` when invariant); ``None``
-    for a gather. Cached: an access is asked about the same loop indices many times (its
-    equation's vectorisation, chains, tiles, memory), and ``acc`` hashes by identity."""
+    for a gather. Kept per access (``acc.strides``): an access is asked about the same loop
+    indices many times (its equation's vectorisation, chains, tiles, memory)."""
+    try:
+        return acc.strides[index]
+    except KeyError:
+        stride = acc.strides[index] = _stride_of(acc, index)
+        return stride
+
+
+def _stride_of(acc: _Access, index: str) -> float | None:
     if acc.gather:
         return None
     stride, inner = 0.0, 1
@@ -262,13 +275,40 @@ def _stride(acc: _Access, index: str) -> float | None:
     return abs(stride)
 
 
-@lru_cache(maxsize=1 << 17)
-def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
+# (loop spans, line bytes) -> number, for ``_lines``'s per-access dicts. Numbers are never
+# reused: when the table is emptied (it holds at most SPANS entries) the count goes on, and
+# the dicts' entries under old numbers are never read again.
+_spans: dict[tuple, int] = {}
+_span_count = itertools.count()   # next() is atomic: no two keys get one number
+SPANS = 1 << 16
+
+
+def _span_number(spans: tuple[tuple[str, int], ...], line_bytes: int) -> int:
+    key = (spans, line_bytes)
+    number = _spans.get(key)
+    if number is None:
+        if len(_spans) >= SPANS:
+            _spans.clear()
+        number = _spans[key] = next(_span_count)
+    return number
+
+
+def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], number: int, line_bytes: int
+           ) -> float:
     """Distinct cache lines ``acc`` touches while loops with these ``(index, extent)``s
     (outermost first, as ``_memory_cycles`` reads them off its loops) run through all their
-    values. Cached on the indices and extents alone, the only part of the loops it reads: the
-    accesses a step leaves alone keep their loops, and a step that changes only loop kinds
-    (binding, unrolling, vectorising) keeps their lines."""
+    values. Kept per access and (spans, line bytes) number, the only part of the loops it
+    reads: the accesses a step leaves alone keep their loops, and a step that changes only
+    loop kinds (binding, unrolling, vectorising) keeps their lines. ``number``:
+    ``_span_number(spans, line_bytes)``."""
+    try:
+        return acc.lines[number]
+    except KeyError:
+        lines = acc.lines[number] = _lines_of(acc, spans, line_bytes)
+        return lines
+
+
+def _lines_of(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
     if not acc.forms:
         return 1.0
     extents = dict(spans)
@@ -554,7 +594,10 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
     spans = tuple((l.index, l.extent) for l in loops)
-    per_acc = [[_lines(a, spans[k:], m.line_bytes) for a in accs] for k in range(d + 1)]
+    per_acc = []
+    for k in range(d + 1):
+        number = _span_number(spans[k:], m.line_bytes)
+        per_acc.append([_lines(a, spans[k:], number, m.line_bytes) for a in accs])
     foot = [sum(row) for row in per_acc]
     trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
     cycles = 0.0
@@ -655,12 +698,17 @@ class SharedSeconds:
         self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
         self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
+        self._values: dict[tuple, tuple] = {}      # a nest's facts -> the first equal ones
         self._shapes: dict[tuple, tuple] = {}      # extents numbers -> (shapes, their number)
         # (shapes number << 32 | nest number) -> seconds: an int key is not tracked by the
         # garbage collector, a tuple is (about 100,000 of them per MHA node)
         self._by_shapes: dict[int, float] = {}
         self._fills: dict[tuple, float] = {}       # (shapes number, fill numbers) -> seconds
-        self._seconds: dict[tuple, float] = {}     # (nest number, shapes it reads) -> seconds
+        # (number of the shapes a nest reads << 32 | nest number) -> seconds; each distinct
+        # nest is costed here once per shapes, so not through _nest_cost_of's cache
+        self._reads: dict[tuple, int] = {}         # shapes a nest reads -> number
+        self._seconds: dict[int, float] = {}
+        self._ops = machine.ops()
         self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
 
     def __call__(self, program: Program) -> float:
@@ -682,12 +730,21 @@ class SharedSeconds:
         if hit is None:
             number = self._canonical.setdefault(nest, len(self._canonical))
             if number == len(self._facts):
-                extents, fills = _nest_written_extents(nest), _fill_targets(nest)
-                self._facts.append((nest, number, extents, _nest_tensors(nest), fills,
+                # each distinct nest is seen here once: the module's per-nest caches would
+                # only keep a second copy of these facts (and the nest) alive
+                # (equal facts are kept as one object: most nests share theirs with others)
+                extents = self._one(_nest_written_extents.__wrapped__(nest))
+                fills = self._one(_fill_targets.__wrapped__(nest))
+                tensors = self._one(_nest_tensors.__wrapped__(nest))
+                self._facts.append((nest, number, extents, tensors, fills,
                                     self._numbers.setdefault(extents, len(self._numbers)),
                                     self._numbers.setdefault(fills, len(self._numbers))))
             hit = self._nests[id(nest)] = (nest,) + self._facts[number][1:]
         return hit
+
+    def _one(self, value: tuple) -> tuple:
+        """The first value equal to ``value`` seen (``value`` when it is the first)."""
+        return self._values.setdefault(value, value)
 
     def _seconds_of(self, signature, nests: Sequence[LoopNest]) -> float:
         known = self._signatures.get(id(signature))
@@ -712,10 +769,11 @@ class SharedSeconds:
             seconds = self._by_shapes.get(pair)
             if seconds is None:
                 read = tuple((n, shapes.get(n)) for n in tensors)
-                seconds = self._seconds.get((number, read))
+                key = self._reads.setdefault(read, len(self._reads)) << 32 | number
+                seconds = self._seconds.get(key)
                 if seconds is None:
-                    seconds = self._seconds[number, read] = _nest_cost_of(
-                        nest, read, self.machine).seconds
+                    seconds = self._seconds[key] = _nest_cost(
+                        0, nest, dict(read), self.machine, self._ops).seconds
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
         fills = (shapes_number, tuple(f[6] for f in facts))
