@@ -591,8 +591,9 @@ def test_a_right_hand_side_that_never_evaluates_is_reported_not_lost(tmp_path):
 
 
 def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
-    """Every fact reaches egglog as written, its shared subterms (looked up by name in the
-    named-term tables, encoding.SharedTerms) and the program's ``let``-bound nests included.
+    """Every fact reaches egglog as written, whether loaded as a row of its relation's twin
+    (input_rows: its terms by reference numbers) or sent as text, and the program's
+    ``let``-bound nests included.
     With let names ending in a digit, egglog 13.2 read ``$f13`` in a command that also named
     ``$f131`` through a variable of that name and stored gold-0001's copy form of A with its tx
     loop replaced by a second g loop (loaded.py); the copy nest built from it was wrong."""
@@ -606,7 +607,7 @@ def test_facts_egglog_stores_are_the_facts_sent(golden_rows):
     engine = engine_for(default_strategies())
     loaded = LoadedProgram(program)
     commands = engine.fact_commands(loaded)
-    assert any(c.startswith("(set (") and 'Named__ "$f' in c for c in commands)  # shared
+    assert any(c.startswith("(input ") for c in commands)  # facts loaded as rows
     assert any(c.startswith("(let $n") for c in commands)  # the program's nests
     relations = ("CopyForm", "StorageLayout", "NewLayout")
     # text() outside shared_terms: each fact's whole text, deferred last columns computed

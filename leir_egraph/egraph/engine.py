@@ -26,6 +26,7 @@ extractor would, with one ``print-function``.
 from __future__ import annotations
 
 import re
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,7 +35,8 @@ from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarati
                        shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
-from .input_rows import HELD_SUFFIX
+from .input_rows import (HELD_SUFFIX, RAW, References, load_commands, load_schema,
+                         loaded_relations)
 from .loaded import LoadedProgram
 from .parameters import FreshNames, fresh_rules, named
 from .strategy import DEFAULT_RULES_DIR, Rule, RuleFileError, Strategy
@@ -292,6 +294,15 @@ class Engine:
             finally:
                 self.run("(pop)")
                 self._compiled.clear()
+        # the relations whose facts are loaded as rows (input_rows), with their sorts
+        self._row_sorts: dict[str, tuple[str, ...]] = {}
+        if not self.context:
+            self._row_sorts = {n: s for n, s in loaded_relations(self.vocabulary, frozenset()).items()
+                               if n != HELD_SUFFIX}
+            self.declare(References.declarations())
+            self.send(load_schema(self._row_sorts))
+            self._folder = tempfile.TemporaryDirectory(prefix="leir-engine-")
+        self._outer_refs = 0  # the references the program's scope defined (fact_commands)
         self._declare()
         if self.context:  # the only form it runs, compiled now
             self._compile("recording")
@@ -429,17 +440,33 @@ class Engine:
         return Applications(self, program, chosen)
 
     def fact_commands(self, loaded: LoadedProgram, relations: set[str] | None = None, *,
-                      declare: bool = True, prefix: str = "$f") -> list[str]:
+                      declare: bool = True) -> list[str]:
         """The egglog commands that declare a program (unless not ``declare``) and state every
-        fact the compiled rules can read (or those of ``relations``), repeated subterms stored
-        once under names made from ``prefix`` (``shared_terms``)."""
+        fact the compiled rules can read (or those of ``relations``): the facts of relations
+        whose columns are terms, strings and integers as rows loaded by ``input``
+        (:mod:`.input_rows`), their terms by references; any other as its command text."""
         facts = loaded.declarations().splitlines() if declare else []
         wanted = self.read_relations if relations is None else relations
-        with shared_terms(loaded.named_terms(), prefix) as shared, provider_errors():
+        refs = References()
+        refs.count = 0 if declare else self._outer_refs  # a group's scope: after the program's
+        rows: dict[str, list[tuple]] = {}
+        sorts_of = self._row_sorts
+        with shared_terms(table=refs), provider_errors():
             for fact in self.vocabulary.facts(loaded, wanted):
-                text = fact.text()  # a deferred last column computed here, sharing subterms
-                facts.extend(shared.take())  # the named subterms this fact's text uses
+                sorts = sorts_of.get(fact.name)
+                row = None if sorts is None else refs.row(sorts, fact.columns())
+                if row is not None:
+                    rows.setdefault(fact.name + RAW, []).append(tuple(row))
+                    continue
+                text = fact.text()
+                facts.extend(refs.take())
                 facts.append(text)
+        facts.extend(refs.take())  # unions of terms a producer wrote (a sort key)
+        if declare:
+            self._outer_refs = refs.count
+        rows = {**refs.take_rows(), **rows}
+        if rows:
+            facts += load_commands(rows, self._folder.name)
         return facts
 
     def finding_facts(self, loaded: LoadedProgram) -> tuple[list[str], dict]:
@@ -546,7 +573,7 @@ class Engine:
                 if inner:
                     self.run("(push)")
                 try:
-                    facts = self.fact_commands(loaded, own[k], declare=False, prefix=f"$g{k}x")
+                    facts = self.fact_commands(loaded, own[k], declare=False)
                     if facts:  # analysis rules read the terms these facts hold, too
                         facts.append("(run-schedule (saturate (run analysis)))")
                     self.send(facts + [step, "(run-schedule (saturate (run helpers)))"])

@@ -88,6 +88,21 @@ class References:
                     self._union(t, text)
         return numbers[term]
 
+    def row(self, sorts: tuple[str, ...], columns: tuple) -> list | None:
+        """A fact's columns as a row of its relation's twin (``sorts``: the relation's column
+        sorts): integers as they are, strings as they are, terms by their reference's number
+        (:meth:`number`); None when a string would not read back as written (``_PLAIN``),
+        and the fact must be sent as a command."""
+        row = []
+        for sort, value in zip(sorts, columns):
+            if sort == "String":
+                if not _PLAIN.fullmatch(value):
+                    return None
+                row.append(value)
+            else:
+                row.append(value if sort == "i64" else self.number(value))
+        return row
+
     def take_rows(self) -> dict[str, list[tuple]]:
         """The terms' rows made since the last call (loaded before the facts' rows name them)."""
         out, self._rows = self._rows, {}

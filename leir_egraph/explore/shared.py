@@ -31,7 +31,7 @@ from ..egraph.encoding import Term, shared_terms, to_egglog
 from ..egraph.engine import (Engine, RawMatch, _matches, engine_for, match_relation,
                              prelude_text, provider_errors, reads_context, read_relations,
                              ruleset_name)
-from ..egraph.input_rows import (HELD_SUFFIX, RAW, _PLAIN, References, load_commands,
+from ..egraph.input_rows import (HELD_SUFFIX, RAW, References, load_commands,
                                  load_schema, loaded_relations)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.parameters import FreshNames, fresh_rules, fresh_tensor_names, named
@@ -358,18 +358,10 @@ class SharedMatcher:
         appended to ``out`` (after the references its text names)."""
         sorts = self._loaded.get(name)
         tail = () if context is None else (context,)
-        if sorts is not None:
-            row = []
-            for sort, value in zip(sorts, columns):
-                if sort == "String":
-                    if not _PLAIN.fullmatch(value):
-                        break
-                    row.append(value)
-                else:
-                    row.append(value if sort == "i64" else self._references.number(value))
-            else:
-                self._rows.setdefault(name + RAW, []).append((*row, *tail))
-                return
+        row = None if sorts is None else self._references.row(sorts, columns)
+        if row is not None:
+            self._rows.setdefault(name + RAW, []).append((*row, *tail))
+            return
         text = "(" + " ".join([name, *(to_egglog(v) for v in (*columns, *tail))]) + ")"
         out += self._references.take()
         out.append(text)
