@@ -26,7 +26,6 @@ extractor would, with one ``print-function``.
 from __future__ import annotations
 
 import re
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,7 +34,7 @@ from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarati
                        shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
-from .input_rows import (HELD_SUFFIX, RAW, References, load_commands, load_schema,
+from .input_rows import (HELD_SUFFIX, RAW, References, load_commands, load_schema, rows_folder,
                          loaded_relations)
 from .loaded import LoadedProgram
 from .parameters import FreshNames, fresh_rules, named
@@ -301,7 +300,7 @@ class Engine:
                                if n != HELD_SUFFIX}
             self.declare(References.declarations())
             self.send(load_schema(self._row_sorts))
-            self._folder = tempfile.TemporaryDirectory(prefix="leir-engine-")
+            self._folder = rows_folder("leir-engine-")
         self._outer_refs = 0  # the references the program's scope defined (fact_commands)
         self._declare()
         if self.context:  # the only form it runs, compiled now

@@ -24,7 +24,6 @@ engine instead (:func:`fallback_reason`).
 from __future__ import annotations
 
 import re
-import tempfile
 from functools import lru_cache
 
 from ..egraph.encoding import Term, shared_terms, to_egglog
@@ -32,7 +31,7 @@ from ..egraph.engine import (Engine, RawMatch, _matches, engine_for, match_relat
                              prelude_text, provider_errors, reads_context, read_relations,
                              ruleset_name)
 from ..egraph.input_rows import (HELD_SUFFIX, RAW, References, load_commands,
-                                 load_schema, loaded_relations)
+                                 load_schema, loaded_relations, rows_folder)
 from ..egraph.loaded import LoadedProgram
 from ..egraph.parameters import FreshNames, fresh_rules, fresh_tensor_names, named
 from ..egraph.strategy import Strategy
@@ -225,7 +224,7 @@ class SharedDatabase:
         self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
                                      if reads_context(r, self.engine.context))
         self._step = self.engine.one_iteration(shared, ruleset_name)
-        self._folder = tempfile.TemporaryDirectory(prefix="leir-shared-")   # the rows' files
+        self._folder = rows_folder("leir-shared-")   # the rows' files
 
     def begin(self) -> None:
         self.engine.run("(push)")
