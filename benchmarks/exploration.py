@@ -189,7 +189,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per verification")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="exploration.json")
+    ap.add_argument("--out", default="benchmarks/out/exploration.json",
+                    help="raw rows and plots (benchmarks/out/ is ignored by git)")
     args = ap.parse_args(argv)
     named = {"kernel": KERNEL, "mixed": STRATEGIES}
     args.strategies = (None if args.strategies == "all" else named.get(args.strategies)
@@ -215,6 +216,7 @@ def main(argv=None) -> int:
         "all_same_programs": all(r["same_programs"] for r in rows),
         "seconds": time.perf_counter() - start}
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     summary["plots"] = plots(rows, out)
     out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     print("| kind | per depth | method | stopped | classes | nodes | explorer s | naive s | "
