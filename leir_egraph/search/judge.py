@@ -106,6 +106,7 @@ class Judge:
         self.rounds, self.confirm_rounds, self.threshold = rounds, confirm_rounds, threshold
         self.root_ms: float | None = None
         self.threads: int | None = None   # the thread count of the latest paired timing
+        self.target: dict | None = None   # the TVM target of the latest paired timing
         self.cache: dict[str, Verdict] = {}
         self.cache_file = Path(cache_file) if cache_file else None
         self._load()
@@ -199,7 +200,7 @@ class Judge:
         else:
             paired = time_pair(self.root, program, **options)
         self.root_ms = self.root_ms or paired.before_median_ms
-        self.threads = paired.threads
+        self.threads, self.target = paired.threads, paired.target
         return Timed(paired.speedup, paired.min_speedup,
                      self._faster(paired.speedup, paired.min_speedup),
                      paired.before_median_ms, paired.after_median_ms, rounds, paired.compiled,

@@ -182,7 +182,7 @@ class Verifier:
                 raise TimingError(f"paired timing {what}")
             fields = outcome.result
         return PairedTiming(tuple(fields["before_ms"]), tuple(fields["after_ms"]),
-                            fields.get("compiled"), fields.get("threads"))
+                            fields.get("compiled"), fields.get("threads"), fields.get("target"))
 
 
     def outputs(self, programs: list[Program], inputs: list[dict[str, Any]],
