@@ -73,6 +73,8 @@ def load_rows(path: Path) -> list[dict]:
 
 
 def run(args) -> None:
+    from leir_egraph.verify import launch
+    launch()   # the searches' verification worker starts (TVM's import) while workloads load
     from leir_egraph.search import RulesProposer, search
     from leir_egraph.workloads import steptp
     out = Path(args.out[0])

@@ -37,7 +37,7 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..verify import TimingError, VerificationResult, Verifier, time_pair, verify
+from ..verify import TimingError, VerificationResult, Verifier, launch, time_pair, verify
 
 
 NOISE_THRESHOLD = 1.05   # a paired speedup below this is noise, not an improvement
@@ -156,6 +156,15 @@ class Judge:
                                     "verdict": verdict.to_dict()}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
+
+    def launch(self) -> None:
+        """Start the verifier's worker now, without waiting for it (``Verifier.launch``): its
+        start-up then overlaps what comes before the first verification (a search's first
+        ranking) instead of delaying it."""
+        if self.verifier is not None:
+            self.verifier.launch()
+        else:
+            launch()
 
     def program_of(self, text: str) -> Program | str:
         """The candidate as a Program with the root's signature, or why it is not one."""
