@@ -322,6 +322,9 @@ def test_judge_cache_resumes_without_verifying_again(root, verifier, tmp_path, m
     assert cache.exists() and first.samples[0].valid
     # the thread count the timings ran on is in the result and in every cached verdict
     assert first.threads == first.to_dict()["threads"] == wanted()
+    # ... and the target they were built for: what the benchmark's rows record
+    from leir_egraph.lower.targets import target_dict
+    assert first.target == first.to_dict()["target"] == target_dict("llvm")
     assert {json.loads(line)["verdict"]["threads"] for line in cache.read_text().splitlines()
             } == {wanted()}
     again = Judge(root, verifier=None, trials=1, cache_file=cache)   # would need a worker

@@ -170,6 +170,30 @@ def test_all_zero_output_does_not_establish_equality():
     assert r.level == "exec" and "all zero or non-finite in every trial" in r.reason
 
 
+def test_a_launched_worker_is_waited_for_by_the_first_request(softmax):
+    """``Verifier.launch`` starts the worker without waiting: a second launch keeps it, the
+    first request waits for its start-up within the request's own timeout (a timeout then is a
+    result, and the next request starts afresh), a worker killed while starting is replaced,
+    and the verdicts and the timing's target are those of a worker started by the request."""
+    from leir_egraph.lower.targets import target_dict
+    from leir_egraph.verify import Verifier
+    after = Program.parse(rows_parallel(SOFTMAX), softmax.signature)
+    with Verifier() as v:
+        v.launch()
+        pid = v._worker.proc.pid
+        v.launch()
+        assert v._worker.proc.pid == pid and not v._worker._ready
+        r = v.verify(softmax, after, timeout=0.001, timing=False)
+        assert r.level == "none" and r.cause == "timeout" and not v._worker.alive()
+        v.launch()
+        v._worker.proc.kill()
+        v._worker.proc.wait()
+        launched = v.verify(softmax, after, timing=False)
+        paired = v.time_pair(softmax, after, rounds=3)
+    assert launched.level == "independent" and launched.max_abs_err == 0.0
+    assert paired.target == target_dict("llvm") and len(paired.after_ms) == 3
+
+
 # The two tests below kill the worker; they run last so that the others share one worker.
 
 def test_timeout_is_a_result_and_the_worker_recovers():

@@ -324,11 +324,13 @@ class PairedTiming:
     ``speedup`` is the median of the per-round ratios ``before / after``; ``min_speedup``
     the ratio of the fastest rounds (load only ever adds time, so the minimum is the least
     disturbed measurement of each). ``threads``: TVM's runtime threads the programs ran on
-    (``lower.threads``; None: not recorded)."""
+    (``lower.threads``; None: not recorded); ``target``: the TVM target dict they were built
+    for (``targets.target_dict``; None: not recorded)."""
     before_ms: tuple[float, ...]
     after_ms: tuple[float, ...]
     compiled: int | None = None   # builds the measurement had to compile (None: not counted)
     threads: int | None = None
+    target: dict[str, Any] | None = None
 
     @property
     def ratios(self) -> list[float]:
@@ -358,7 +360,7 @@ class PairedTiming:
 
     def to_dict(self) -> dict[str, Any]:
         return {"before_ms": list(self.before_ms), "after_ms": list(self.after_ms),
-                "compiled": self.compiled, "threads": self.threads}
+                "compiled": self.compiled, "threads": self.threads, "target": self.target}
 
 
 def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
@@ -386,4 +388,4 @@ def time_pair(before: Program, after: Program, inputs: Mapping[str, Any],
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             times[side].append(float(timers[side]().results[0]) * 1e3)
     return PairedTiming(tuple(times[0]), tuple(times[1]), _counts["compiled"] - compiled,
-                        in_use())
+                        in_use(), target_dict(target))

@@ -192,6 +192,7 @@ def search(program: Program, algorithm: str = "greedy", proposer: Proposer | Non
         proposer = RulesProposer(seed=seed)
     judge = judge or Judge(program, trials=trials, timeout=timeout, seed=seed,
                            cache_file=cache_file)
+    judge.launch()   # the worker starts while the root is ranked
     state = Search(program, proposer, judge, algorithm, max_samples,
                    with_parent=algorithm != "chain_no_parent", progress=progress)
     return run(state, lambda s: ALGORITHMS[algorithm](s, budget), confirm)

@@ -37,7 +37,7 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..verify import TimingError, VerificationResult, Verifier, time_pair, verify
+from ..verify import TimingError, VerificationResult, Verifier, launch, time_pair, verify
 
 
 NOISE_THRESHOLD = 1.05   # a paired speedup below this is noise, not an improvement
@@ -106,6 +106,7 @@ class Judge:
         self.rounds, self.confirm_rounds, self.threshold = rounds, confirm_rounds, threshold
         self.root_ms: float | None = None
         self.threads: int | None = None   # the thread count of the latest paired timing
+        self.target: dict | None = None   # the TVM target of the latest paired timing
         self.cache: dict[str, Verdict] = {}
         self.cache_file = Path(cache_file) if cache_file else None
         self._load()
@@ -156,6 +157,15 @@ class Judge:
                 f.flush()
                 os.fsync(f.fileno())
 
+    def launch(self) -> None:
+        """Start the verifier's worker now, without waiting for it (``Verifier.launch``): its
+        start-up then overlaps what comes before the first verification (a search's first
+        ranking) instead of delaying it."""
+        if self.verifier is not None:
+            self.verifier.launch()
+        else:
+            launch()
+
     def program_of(self, text: str) -> Program | str:
         """The candidate as a Program with the root's signature, or why it is not one."""
         from ..outside import OutsideInputError, bounded
@@ -199,7 +209,7 @@ class Judge:
         else:
             paired = time_pair(self.root, program, **options)
         self.root_ms = self.root_ms or paired.before_median_ms
-        self.threads = paired.threads
+        self.threads, self.target = paired.threads, paired.target
         return Timed(paired.speedup, paired.min_speedup,
                      self._faster(paired.speedup, paired.min_speedup),
                      paired.before_median_ms, paired.after_median_ms, rounds, paired.compiled,

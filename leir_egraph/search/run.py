@@ -64,6 +64,7 @@ class SearchResult:
     load: tuple[float, float] | None = None   # 1-minute load average at the start and end
     confirm_s: float = 0.0   # of elapsed_s, the seconds the final re-timing (and finish) took
     threads: int | None = None   # TVM runtime threads its timings ran on (None: nothing timed)
+    target: dict[str, Any] | None = None   # the TVM target its timings ran on (None: not timed)
     finish: dict[str, Any] | None = None   # the parallel finish (finish.py; None: not run)
 
     @property
@@ -107,7 +108,7 @@ class SearchResult:
         return {"algorithm": self.algorithm, "proposer": self.proposer,
                 "metrics": self.metrics(), "root_ms": self.root_ms, "stopped": self.stopped,
                 "elapsed_s": self.elapsed_s, "confirm_s": self.confirm_s, "load": self.load,
-                "threads": self.threads, "finish": self.finish,
+                "threads": self.threads, "target": self.target, "finish": self.finish,
                 "confirmations": self.confirmations,
                 "trajectory": [n.to_dict() for n in self.trajectory],
                 "samples": [s.to_dict() for s in self.samples]}
@@ -257,6 +258,6 @@ def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = Tru
         result.confirm_s = time.perf_counter() - searched
         result.elapsed_s += result.confirm_s   # the whole run, the re-timing included
     result.load = (load, load_average())
-    result.threads = search.judge.threads
+    result.threads, result.target = search.judge.threads, search.judge.target
     return result
 

@@ -6,6 +6,7 @@
     check_independent(program) -> Independence        (static P/V/B claim check, no TVM)
     time_pair(before, after, rounds=31) -> lower.build.PairedTiming   (interleaved timing;
         raises TimingError when the worker cannot time the pair)
+    launch()    (start the process-wide worker now, without waiting for it)
 """
 
 from __future__ import annotations
@@ -18,5 +19,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "integer_ranges": "inputs", "random_inputs": "inputs",
     "LEVELS": "result", "VerificationResult": "result",
     "Verifier": "verifier", "verify": "verifier", "verify_many": "verifier",
-    "TimingError": "verifier", "time_pair": "verifier",
+    "TimingError": "verifier", "time_pair": "verifier", "launch": "verifier",
 })

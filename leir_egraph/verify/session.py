@@ -72,6 +72,21 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {line}"
 
 
+def warm_up() -> None:
+    """Make the process-wide state every job needs first: the LEIR parser, the answers of the
+    host CPU's target queries (``lower.targets``) and TVM's thread pool (``lower.threads``).
+    The worker does this before it says it is ready, while its parent is still busy with
+    what comes before the first request (``Worker.launch``); each is cached, so a job finds
+    the same state it would have made itself."""
+    from ..leir.parser import _parser
+    from ..lower.targets import cpu_target
+    from ..lower.threads import configure
+    _parser()
+    cpu_target()
+    equal_target()
+    configure()
+
+
 @lru_cache(maxsize=128)
 def _parsed(text: str) -> Leir:
     """The AST of a program's text: the jobs of one original share its parse (ASTs are

@@ -47,6 +47,13 @@ class Verifier:
         if self._worker is not None:
             self._worker.close()
 
+    def launch(self) -> None:
+        """Start the worker now without waiting for it (``Worker.launch``), when none runs:
+        its start-up (TVM's import) overlaps what the caller does before its first request,
+        which waits for the rest. Nothing for ``isolate=False``."""
+        if self._worker is not None and not self._worker.alive():
+            self._worker.launch()
+
     def verify(self, before: Program, after: Program | str, target: TargetLike = "llvm",
                trials: int = 3, timeout: float = 60.0, seed: int = 0,
                timing: bool = True, *, started: float | None = None,
@@ -182,7 +189,7 @@ class Verifier:
                 raise TimingError(f"paired timing {what}")
             fields = outcome.result
         return PairedTiming(tuple(fields["before_ms"]), tuple(fields["after_ms"]),
-                            fields.get("compiled"), fields.get("threads"))
+                            fields.get("compiled"), fields.get("threads"), fields.get("target"))
 
 
     def outputs(self, programs: list[Program], inputs: list[dict[str, Any]],
@@ -298,6 +305,11 @@ def verify(before: Program, after: Program | str, target: TargetLike = "llvm", t
     """
     verifier = _shared_verifier() if isolate else Verifier(isolate=False)
     return verifier.verify(before, after, target, trials, timeout, seed, timing, started=started)
+
+
+def launch() -> None:
+    """``Verifier.launch`` of the process-wide worker of ``verify``."""
+    _shared_verifier().launch()
 
 
 def time_pair(before: Program, after: Program, rounds: int = 31, timeout: float = 60.0,

@@ -75,6 +75,7 @@ class Worker:
         self._send: Connection | None = None
         self._recv: Connection | None = None
         self._log = None
+        self._ready = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -82,8 +83,15 @@ class Worker:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, deadline: float | None = None) -> None:
-        """Start the worker process; raises TimeoutError when it is not ready by ``deadline``
-        (a ``time.monotonic()`` value; default: STARTUP_TIMEOUT from now)."""
+        """Start the worker process and wait until it is ready; raises TimeoutError when it is
+        not ready by ``deadline`` (a ``time.monotonic()`` value; default: STARTUP_TIMEOUT from
+        now)."""
+        self.launch()
+        self._await_ready(deadline)
+
+    def launch(self) -> None:
+        """Start a fresh worker process without waiting for it: its imports (TVM's, ~2 s) run
+        while the caller goes on, and the first ``request`` waits for the rest."""
         self.close()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
@@ -99,6 +107,10 @@ class Worker:
         os.close(to_parent_w)
         self._send = Connection(to_child_w, readable=False)
         self._recv = Connection(to_parent_r, writable=False)
+        self._ready = False
+
+    def _await_ready(self, deadline: float | None = None) -> None:
+        """Wait for the launched worker's ready message (``start``'s errors)."""
         limit = STARTUP_TIMEOUT
         if deadline is not None:
             limit = min(limit, max(0.0, deadline - time.monotonic()))
@@ -118,6 +130,7 @@ class Worker:
         if message != ("ready",):
             self.close()
             raise RuntimeError(f"verification worker sent {message!r} instead of ready")
+        self._ready = True
 
     def close(self) -> None:
         """Stop the worker (the one this client started) and release its pipes."""
@@ -134,6 +147,7 @@ class Worker:
         if self._log is not None:
             self._log.close()
         self.proc = self._send = self._recv = self._log = None
+        self._ready = False
 
     def log_tail(self, lines: int = 6) -> str:
         """Last lines the worker wrote to stdout/stderr (crash messages, fault tracebacks)."""
@@ -168,6 +182,8 @@ class Worker:
         try:
             if not self.alive():
                 self.start(deadline)
+            elif not self._ready:   # launched earlier (``launch``): its start-up counts
+                self._await_ready(deadline)
             try:
                 self._send.send(job)
             except (BrokenPipeError, OSError):  # died since the last job: one fresh start
@@ -223,14 +239,16 @@ def _exit_description(code: int | None) -> str:
 # ---------------------------------------------------------------- the worker process itself
 
 def serve(read_fd: int, write_fd: int, parent: int | None = None) -> None:
-    """Worker main loop: import TVM, say ready, then evaluate jobs until the pipe closes."""
+    """Worker main loop: import TVM, make what every job needs first (``session.warm_up``), say
+    ready, then evaluate jobs until the pipe closes."""
     die_with_parent(parent)
     from ..leir.limits import allow_deep_programs
     allow_deep_programs()
     recv = Connection(read_fd, writable=False)
     send = Connection(write_fd, readable=False)
     import tvm  # noqa: F401  (pay the import once, before the first job)
-    from .session import evaluate
+    from .session import evaluate, warm_up
+    warm_up()
     send.send(("ready",))
     while True:
         try:
