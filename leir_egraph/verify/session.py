@@ -78,10 +78,9 @@ def warm_up() -> None:
     The worker does this before it says it is ready, while its parent is still busy with
     what comes before the first request (``Worker.launch``); each is cached, so a job finds
     the same state it would have made itself."""
-    from ..leir.parser import _parser
     from ..lower.targets import cpu_target
     from ..lower.threads import configure
-    _parser()
+    parse("L^{1}_{a=0}[A^{f32,g}_{a}=A^{f32,g}_{a};];")   # builds the cached parser
     cpu_target()
     equal_target()
     configure()
