@@ -144,55 +144,61 @@ class Decoder:
 def decode(term: Term, sub=None):
     """The AST node a term denotes (``Read``/``IRead`` wrappers dissolve into their ``Var``).
     ``sub`` decodes children (default: this function)."""
-    decode_child = sub or decode
-    head = term[0]
-    if head == "PCons" or head == "PNil":
-        return Leir(tuple(decode_child(n) for n in uncons(term, "PCons")))
-    if head == "MkNest":
-        loops = tuple(decode_child(l) for l in uncons(term[1], "LCons"))
-        body, rest = [], term[2]
-        while rest[0] != "BNil":
-            body.append(decode_child(rest[1]))
-            rest = rest[2]
-        return LoopNest(loops, tuple(body))
-    if head == "MkLoop":
-        return Loop(term[1], term[2], term[3])
-    if head == "MkEq":
-        return Equation(decode_child(term[1]), decode_child(term[2]))
-    if head == "MkVar":
-        return Var(term[1], term[2], term[3], tuple(decode_child(s) for s in uncons(term[4], "SCons")))
-    if head == "MkVarEmpty":
-        return Var(term[1], term[2], term[3], (), empty_subscript=True)
-    if head in ("Read", "IRead"):
-        return decode_child(term[1])
-    if head == "IConst":
-        return IConst(term[1])
-    if head == "IName":
-        return IName(term[1])
-    if head in _UNIBIN:
-        return IBin(_UNIBIN[head], decode_child(term[1]), decode_child(term[2]))
-    if head == "Num":
-        return Num(term[1])
-    if head == "Idx":
-        return Idx(term[1])
-    if head == "Neg":
-        return Neg(decode_child(term[1]))
-    if head in _UNBIN:
-        return Bin(_UNBIN[head], decode_child(term[1]), decode_child(term[2]))
-    if head in _UNCALL:
-        return Call(_UNCALL[head], tuple(decode_child(a) for a in term[1:]))
-    if head == "Ite":
-        return IfThenElse(decode_child(term[1]), decode_child(term[2]), decode_child(term[3]))
-    if head == "Cmp":
-        operands, ops, tail = [decode_child(term[1])], [], term[2]
-        while tail[0] == "CCons":
-            ops.append(tail[1])
-            operands.append(decode_child(tail[2]))
-            tail = tail[3]
-        return Compare(tuple(operands), tuple(ops))
-    if head in _UNLOGIC:
-        return Logic(_UNLOGIC[head], decode_child(term[1]), decode_child(term[2]))
-    raise ValueError(f"not a LEIR term: {head}")
+    make = _DECODERS.get(term[0])
+    if make is None:
+        raise ValueError(f"not a LEIR term: {term[0]}")
+    return make(term, sub or decode)
+
+
+def _decode_program(term: Term, child) -> Leir:
+    return Leir(tuple(child(n) for n in uncons(term, "PCons")))
+
+
+def _decode_nest(term: Term, child) -> LoopNest:
+    loops = tuple(child(loop) for loop in uncons(term[1], "LCons"))
+    body, rest = [], term[2]
+    while rest[0] != "BNil":
+        body.append(child(rest[1]))
+        rest = rest[2]
+    return LoopNest(loops, tuple(body))
+
+
+def _decode_compare(term: Term, child) -> Compare:
+    operands, ops, tail = [child(term[1])], [], term[2]
+    while tail[0] == "CCons":
+        ops.append(tail[1])
+        operands.append(child(tail[2]))
+        tail = tail[3]
+    return Compare(tuple(operands), tuple(ops))
+
+
+# head -> how its node is made from the term and a decoder of children (one lookup per node
+# instead of a chain of comparisons: decoding placed matches' nests is a tenth of enumeration)
+_DECODERS = {
+    "PCons": _decode_program, "PNil": _decode_program,
+    "MkNest": _decode_nest,
+    "MkLoop": lambda t, child: Loop(t[1], t[2], t[3]),
+    "MkEq": lambda t, child: Equation(child(t[1]), child(t[2])),
+    "MkVar": lambda t, child: Var(t[1], t[2], t[3],
+                                  tuple(child(s) for s in uncons(t[4], "SCons"))),
+    "MkVarEmpty": lambda t, child: Var(t[1], t[2], t[3], (), empty_subscript=True),
+    "Read": lambda t, child: child(t[1]), "IRead": lambda t, child: child(t[1]),
+    "IConst": lambda t, child: IConst(t[1]),
+    "IName": lambda t, child: IName(t[1]),
+    **{h: (lambda op: lambda t, child: IBin(op, child(t[1]), child(t[2])))(op)
+       for h, op in _UNIBIN.items()},
+    "Num": lambda t, child: Num(t[1]),
+    "Idx": lambda t, child: Idx(t[1]),
+    "Neg": lambda t, child: Neg(child(t[1])),
+    **{h: (lambda op: lambda t, child: Bin(op, child(t[1]), child(t[2])))(op)
+       for h, op in _UNBIN.items()},
+    **{h: (lambda fn: lambda t, child: Call(fn, tuple(child(a) for a in t[1:])))(fn)
+       for h, fn in _UNCALL.items()},
+    "Ite": lambda t, child: IfThenElse(child(t[1]), child(t[2]), child(t[3])),
+    "Cmp": _decode_compare,
+    **{h: (lambda op: lambda t, child: Logic(op, child(t[1]), child(t[2])))(op)
+       for h, op in _UNLOGIC.items()},
+}
 
 
 # ---------------------------------------------------------------- term <-> egglog text

@@ -84,27 +84,27 @@ class FrozenReader:
 
     def term(self, value, sort: str) -> Term | Literal | None:
         """The term of an e-class (or the literal of a primitive value) of ``sort``."""
-        if sort in _PRIMITIVE:
-            return _PRIMITIVE[sort](self._egraph, value)
-        key = value
-        if key in self._terms:
-            hit = self._terms[key]
-            if hit is _VISITING:   # a cycle: no finite term through this node
-                return None
-            return hit
-        self._terms[key] = _VISITING
+        read = _PRIMITIVE.get(sort)
+        if read is not None:
+            return read(self._egraph, value)
+        terms = self._terms
+        hit = terms.get(value, _MISSING)
+        if hit is not _MISSING:
+            return None if hit is _VISITING else hit   # _VISITING: a cycle, no finite term
+        terms[value] = _VISITING
         node = self.node(value)
         if node is None:
             result = None
         else:
             name, inputs, sorts = node
             args = [self.term(v, s) for v, s in zip(inputs, sorts)]
-            result = None if any(a is None for a in args) else (name, *args)
-        self._terms[key] = result
+            result = None if None in args else (name, *args)
+        terms[value] = result
         return result
 
 
 _VISITING = object()
+_MISSING = object()
 
 
 def _unreadable(sort: str):
