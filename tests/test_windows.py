@@ -50,13 +50,14 @@ def test_the_lookahead_strategies_are_window_local():
     assert reason is not None and "Nest" in reason
 
 
-@pytest.mark.parametrize("index,prefetch", [(67, False), (67, True), (81, True)])
+@pytest.mark.parametrize("index,prefetch", [(67, False), (67, True), (81, True), (6, True)])
 def test_reused_matches_equal_whole_matching_along_a_search(index, prefetch):
     """A root and its steps (a search node and its lookahead programs), through one
     WindowMatches, their new windows matched program by program or prefetched together (in
     batches of regions, as the search does): every program's successors equal those of
     matching it whole, and most programs of a many-nest workload are matched from regions,
-    not whole."""
+    not whole. Prefetched programs are never matched whole, and a one-nest workload's (#6:
+    every region ends its program) share engine runs."""
     entry = next(e for e in steptp.load() if e.index == index)
     root = steptp.program(entry, "cpu", seed=0)
     strategies = resolve(list(WINDOWED))
@@ -70,6 +71,9 @@ def test_reused_matches_equal_whole_matching_along_a_search(index, prefetch):
     assert windowed(matches, root) == whole(root, strategies)
     if prefetch:
         matches.prefetch(programs[1:])
+        assert matches.matched_whole == 1   # the root, asked for before any prefetch
+        if len(root.leir.nests) == 1:
+            assert matches.runs < matches.regions
     for program in programs[1:]:
         assert windowed(matches, program) == whole(program, strategies), program.text
     if len(root.leir.nests) >= 2 / NEW_SHARE + 2:   # a one-nest change leaves most windows known

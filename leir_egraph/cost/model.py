@@ -694,7 +694,8 @@ class SharedSeconds:
 
     def __init__(self, machine: Machine = CPU):
         self.machine = machine
-        self._nests: dict[int, tuple] = {}        # id(nest) -> (nest, facts of it)
+        self._nests: dict[int, tuple] = {}        # id(nest) -> facts of the first equal nest
+        self._held: list[LoopNest] = []           # the nests _nests is keyed by (their ids)
         self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
         self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
@@ -721,11 +722,12 @@ class SharedSeconds:
             return math.inf
 
     def _nest(self, nest: LoopNest) -> tuple:
-        """``(nest, its number, written extents, tensors, fill targets)``, the facts computed
-        once per distinct nest: a search node's steps are decoded afresh, so most of its nest
-        objects equal one costed before (a child node shares all but one nest with its
-        parent). The entry holds this very object, so that its id is not reused while it is
-        a key."""
+        """``(the first nest equal to it, its number, written extents, tensors, fill
+        targets, ...)``, the facts computed once per distinct nest: a search node's steps are
+        decoded afresh, so most of its nest objects equal one costed before (a child node
+        shares all but one nest with its parent). Each object is kept in ``_held``, so that its
+        id is not reused while it is a key; the entry is the first equal nest's own tuple (no
+        tuple per object for the garbage collector to walk)."""
         hit = self._nests.get(id(nest))
         if hit is None:
             number = self._canonical.setdefault(nest, len(self._canonical))
@@ -739,7 +741,8 @@ class SharedSeconds:
                 self._facts.append((nest, number, extents, tensors, fills,
                                     self._numbers.setdefault(extents, len(self._numbers)),
                                     self._numbers.setdefault(fills, len(self._numbers))))
-            hit = self._nests[id(nest)] = (nest,) + self._facts[number][1:]
+            hit = self._nests[id(nest)] = self._facts[number]
+            self._held.append(nest)
         return hit
 
     def _one(self, value: tuple) -> tuple:

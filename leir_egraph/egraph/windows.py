@@ -22,8 +22,10 @@ at a separator nest no program holds -- with the program's own facts about the r
 (its suffixes mapped onto the region's), never facts computed for the region. ``prefetch``
 does this for many programs at once (a search node's lookahead): a key several of them hold
 is matched once, and regions that share no nest term and the same term-free facts share one
-engine run. A program with no known key (the first one), or with more new windows than half
-its nests, is matched whole, and its matches are kept per window the same way. Each
+engine run; a prefetched program with more new windows than half its nests is one region, all
+of it. A program asked for unprefetched with no known key (the first one), or with more new
+windows than half its nests, is matched whole, and its matches are kept per window the same
+way. Each
 strategy's key holds only the facts of the relations it reads (and of any relation an egglog
 rule mentions), and of a relation whose columns its rules bind from the window's nests
 (:func:`_atom_keyed`: ``Intermediate name``, ``UnreadIn name rest``, ``LaneTile n w``) only
@@ -198,10 +200,14 @@ class WindowMatches:
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
         self._fresh = fresh_rules(self.strategies)
+        # the rules whose left-hand side holds two nests (a match needs a nest after the first)
+        self._wide = frozenset((s.id, r.name) for s in self.strategies for r in s.rules
+                               if r.lhs.count("(PCons") > 1)
         self._renamed: dict[tuple, tuple] = {}   # (id(nest), fresh names) -> (nest, renamed)
         self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
         self.matched_whole = 0    # programs matched whole
         self.regions = 0          # regions matched
+        self.runs = 0             # engine runs (a batch of regions, or a whole program)
 
     def edits(self, program: Program) -> list[tuple[int, int, tuple[LoopNest, ...]]]:
         """``(j, width, new)`` for every match on ``program``: nests ``j`` to ``j+width-1``
@@ -245,9 +251,9 @@ class WindowMatches:
         asked for them: windows whose key another of them has are matched once, and regions
         of different programs that share no nest term and have the same facts naming no term
         are loaded together, one engine run for many (each region followed by a separator nest
-        of its own, so no two regions share a suffix term; a region that ends its program
-        goes last, followed by nothing, as in the program). A program with too many new
-        windows is matched whole here."""
+        of its own, so no two regions share a suffix term; the batch's last region, if it
+        ends its program, by nothing, as in the program). A program with too many new
+        windows is one region, all of it."""
         self._prepared.clear()   # programs prefetched before and never asked for
         if self.reason is not None:
             return
@@ -262,12 +268,8 @@ class WindowMatches:
                    if any(k not in self._edits and k not in pending for k in per)]
             if not new:
                 continue
-            if len(new) > NEW_SHARE * n or len(new) == n:
-                self._whole(loaded, keys=keys)
-                if self.reason is not None:
-                    return
-                continue
-            for a, b in _runs(new):
+            # a program with many new windows is one region: all of it
+            for a, b in [(0, n - 1)] if len(new) > NEW_SHARE * n else _runs(new):
                 regions.append((loaded, facts, keys, a, b))
                 pending.update(k for j in range(a, b + 1) for k in keys[j])
         for batch in _region_batches(regions, self._common):
@@ -303,6 +305,7 @@ class WindowMatches:
         together = LoadedProgram(batch[0][0].program.with_leir(Leir(tuple(nests))))
         step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
         self.regions += len(batch)
+        self.runs += 1
         commands = together.declarations().splitlines()
         with shared_terms(together.named_terms(), "$w") as shared, provider_errors():
             for at, loaded, facts, _, a, _, stop in placed:
@@ -319,8 +322,13 @@ class WindowMatches:
             engine.run("(pop)")
         if stuck:
             return False
-        for at, loaded, facts, keys, a, b, stop in placed:
-            per = self._per_window(found, len(nests), at, b - a + 1)
+        for k, (at, loaded, facts, keys, a, b, stop) in enumerate(placed):
+            # a region that ends its program but not the batch is followed by a separator
+            # where its program has none: a two-nest rule matching at its last window would
+            # take the separator for a nest
+            ends = stop == len(loaded.program.leir.nests) and k < len(placed) - 1
+            per = self._per_window(found, len(nests), at, b - a + 1,
+                                   last=b - a if ends else None)
             if per is None:
                 self.reason = "a replacement rewrites more than its window"
                 return False
@@ -407,6 +415,7 @@ class WindowMatches:
         """The program's edits from matching it whole, kept per window key (``keys``) unless a
         replacement reaches past its window: then no program's edits are kept from now on."""
         self.matched_whole += 1
+        self.runs += 1
         n = len(loaded.program.leir.nests)
         found = self.engine.matches(loaded.program, list(self.strategies), named=False)
         per = self._per_window(found, n, 0, n, bounded=bounded)
@@ -424,11 +433,13 @@ class WindowMatches:
             for strategy, key in zip(self.strategies, keys[j]):
                 self._edits[key] = tuple(per.get((j - first, strategy.id), ()))
 
-    def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True
-                    ) -> dict[tuple[int, str], list[Edit]] | None:
+    def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True,
+                    last: int | None = None) -> dict[tuple[int, str], list[Edit]] | None:
         """The edits of ``found`` (matches on a program of ``n`` nests) by the position of
         their window (relative to ``first``) and their strategy, for windows ``first`` to
-        ``first+count-1``; None when ``bounded`` and a replacement reaches past its window."""
+        ``first+count-1``; None when ``bounded`` and a replacement reaches past its window.
+        At window ``last`` (relative), the last nest of its program, only the matches of
+        one-nest rules are kept."""
         per: dict[tuple[int, str], list[Edit]] = {}
         for m in found:
             if m.lhs is None or m.rhs is None or m.rhs == m.lhs:
@@ -436,6 +447,8 @@ class WindowMatches:
             old = uncons(m.lhs, "PCons")
             j = n - len(old)
             if not first <= j < first + count:
+                continue
+            if j - first == last and (m.strategy, m.rule) in self._wide:
                 continue
             new = uncons(m.rhs, "PCons")
             keep = 0
@@ -518,26 +531,24 @@ def _separator(k: int) -> LoopNest:
 
 def _region_batches(regions: list[tuple], common) -> list[list[tuple]]:
     """``regions`` (``(loaded, facts, keys, a, b)``) in batches whose members share no nest
-    term and have the same facts naming no term (``common(keys)``), at most one of them
-    ending its program (put last), ``BATCH_NESTS`` nests at most."""
+    term and have the same facts naming no term (``common(keys)``), ``BATCH_NESTS`` nests at
+    most; a region that ends its program is put last (followed by nothing, as in its
+    program) unless another such region is (``_match_regions``)."""
     batches: list[tuple[list, set, object, list]] = []   # members, nests used, common, size
     for region in regions:
         loaded, _, keys, a, b = region
         program_nests = loaded.program.leir.nests
         stop = min(b + 2, len(program_nests))
         used = {n for nest in program_nests[a:stop] for n in nests_in(nest)}
-        ends = stop == len(program_nests)
         shared = common(keys)
         for members, taken, same, size in batches:
-            if (same == shared and not used & taken and size[0] + stop - a < BATCH_NESTS
-                    and not (ends and size[1])):
+            if same == shared and not used & taken and size[0] + stop - a < BATCH_NESTS:
                 members.append(region)
                 taken |= used
                 size[0] += stop - a + 1
-                size[1] = size[1] or ends
                 break
         else:
-            batches.append(([region], set(used), shared, [stop - a + 1, ends]))
+            batches.append(([region], set(used), shared, [stop - a + 1]))
     out = []
     for members, *_ in batches:   # the region that ends its program last
         out.append(sorted(members, key=lambda r: min(r[4] + 2, len(r[0].program.leir.nests))
