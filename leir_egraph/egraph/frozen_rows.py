@@ -44,7 +44,11 @@ class FrozenReader:
     def __init__(self, egraph, unextractable: frozenset[str]):
         self._egraph = egraph
         self.functions = egraph.freeze().functions
-        self._nodes: dict = {}          # e-class value -> [(constructor, inputs, input sorts)]
+        # e-class value -> [(constructor, its frozen row, input sorts)]: a row's inputs are
+        # read (a list made by egglog's bindings) only for the nodes a term is read through,
+        # a small part of a large database's
+        self._nodes: dict = {}
+        nodes = self._nodes
         for name, function in self.functions.items():
             if (name in unextractable or function.is_let_binding
                     or function.output_sort.startswith("@") or function.output_sort in _PRIMITIVE):
@@ -52,7 +56,11 @@ class FrozenReader:
             sorts = function.input_sorts
             for row in function.rows:
                 if not row.subsumed:
-                    self._nodes.setdefault(row.output, []).append((name, row.inputs, sorts))
+                    found = nodes.get(row.output)
+                    if found is None:
+                        nodes[row.output] = [(name, row, sorts)]
+                    else:
+                        found.append((name, row, sorts))
         self._terms: dict = {}
 
     def rows(self, relation: str) -> list[tuple[str, list | None]]:
@@ -80,7 +88,8 @@ class FrozenReader:
             return None
         if len(found) > 1:
             raise Ambiguous(f"an e-class holds {len(found)} extractable nodes")
-        return found[0]
+        name, row, sorts = found[0]
+        return name, row.inputs, sorts
 
     def term(self, value, sort: str) -> Term | Literal | None:
         """The term of an e-class (or the literal of a primitive value) of ``sort``."""

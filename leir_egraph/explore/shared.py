@@ -129,10 +129,13 @@ def nest_classed(vocab: Vocabulary, strategies, context: frozenset[str]) -> froz
     return frozenset(chosen)
 
 
+@lru_cache(maxsize=256)
 def fallback_reason(strategy: Strategy, context: frozenset[str]) -> str | None:
     """Why a strategy cannot be matched in the shared database (None when it can): an egglog
     rule of its vocabulary (prelude, guards' analysis rules, providers' ``.egg`` files) reads a
-    context relation, and would derive facts that lose the program they hold in."""
+    context relation, and would derive facts that lose the program they hold in. Kept per
+    strategy and context set (every exploration asks it for each strategy again, and scanning
+    the rule text for each relation was about 7 ms of a 10-strategy exploration's set-up)."""
     text = prelude_text() + vocabulary_of((strategy,)).analysis_rules
     read = sorted(n for n in context if re.search(rf"\({n}[\s)]", text))
     if read:
