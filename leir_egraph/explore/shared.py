@@ -24,6 +24,7 @@ engine instead (:func:`fallback_reason`).
 from __future__ import annotations
 
 import re
+import time
 from functools import lru_cache
 
 from ..egraph.encoding import Term, shared_terms, to_egglog
@@ -267,6 +268,12 @@ class SharedMatcher:
         self.alone = tuple(s for s in chosen if s not in self.shared)
         self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
         self.worker = None
+        # this process's CPU spent starting the database process and compiling engines (once
+        # per process and strategy set), and the database process's CPU before this
+        # exploration began: what an exploration's CPU leaves out (explorer._explore_shared)
+        self.compile_cpu_s = 0.0
+        self.worker_start_cpu_s = 0.0
+        self._closed_cpu_s = 0.0
         self.classed: frozenset[str] = frozenset()
         self._facts = None
         if self.shared:   # the relations its database holds with a program column
@@ -276,9 +283,14 @@ class SharedMatcher:
                 self.classed = nest_classed(vocabulary, self.shared, self.context)
             self._facts = NestFacts(vocabulary, read_relations(self.shared, vocabulary))
             self._loaded = loaded_relations(vocabulary, self.context)
+            compiling = time.process_time()
             self.worker = worker_for(self.shared)
+            self.compile_cpu_s += time.process_time() - compiling
+            self.worker_start_cpu_s = self.worker.cpu_s
             self.worker.call("begin", (), None, None)
+        compiling = time.process_time()
         self.fallback = engine_for(self.alone) if self.alone else None
+        self.compile_cpu_s += time.process_time() - compiling
         self.order = {(s.id, r.name): i for i, (s, r) in
                       enumerate((s, r) for s in chosen for r in s.rules)}
         self._fresh = fresh_rules(self.shared)
@@ -301,8 +313,9 @@ class SharedMatcher:
 
     @property
     def worker_cpu_s(self) -> float:
-        """The CPU seconds of the database's process so far (0 without one)."""
-        return self.worker.cpu_s if self.worker is not None else 0.0
+        """The CPU seconds of the database's process so far, its ``pop`` included once the
+        matcher is closed (0 without one)."""
+        return self.worker.cpu_s if self.worker is not None else self._closed_cpu_s
 
     def close(self) -> None:
         """Drop this exploration's programs from the database (its process is kept for the
@@ -312,6 +325,8 @@ class SharedMatcher:
                 self.worker.call("end", (), None, None)
             except Stopped:   # it ended since its last reply: nothing left to drop
                 pass
+        if self.worker is not None:
+            self._closed_cpu_s = self.worker.cpu_s
         self.worker = None
 
     def __enter__(self) -> "SharedMatcher":
