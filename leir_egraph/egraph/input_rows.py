@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 
 from .encoding import SORT_OF, Term, to_egglog
@@ -190,7 +191,12 @@ MEMORY_FREE = 1 << 30
 
 
 def rows_folder(prefix: str) -> tempfile.TemporaryDirectory:
-    """A new temporary folder for :func:`load_commands`' files, removed with the object."""
+    """A new temporary folder for :func:`load_commands`' files, removed with the object.
+
+    Its name holds the process id (``<prefix><pid>-<random>``). A process killed by a signal
+    (an exploration's database process stopped at its time limit, a worker killed at its
+    deadline) removes nothing, and in a memory-backed folder what it leaves takes memory; so
+    each new folder first removes those of its prefix whose process no longer runs."""
     memory = None
     try:
         if os.access(_MEMORY_FOLDER, os.W_OK | os.X_OK):
@@ -199,7 +205,44 @@ def rows_folder(prefix: str) -> tempfile.TemporaryDirectory:
                 memory = _MEMORY_FOLDER
     except OSError:   # no such folder (not Linux) or not readable: the temporary folder
         pass
-    return tempfile.TemporaryDirectory(prefix=prefix, dir=memory)
+    parent = memory or tempfile.gettempdir()
+    remove_orphans(parent, prefix)
+    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-", dir=parent)
+
+
+def remove_orphans(parent: str, prefix: str) -> list[str]:
+    """Remove the folders ``<prefix><pid>-*`` in ``parent`` that this user owns and whose
+    process ``pid`` no longer runs; their names."""
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid, dash, _ = name[len(prefix):].partition("-")
+        if not (dash and pid.isdigit()) or _running(int(pid)):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            if os.stat(path, follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # it runs (as another user)
+        return True
+    return True
 
 
 def load_commands(rows: dict[str, list[tuple]], folder: str) -> list[str]:
