@@ -268,8 +268,7 @@ def _explore_shared(program: Program, strategies, chosen, depth: int, max_progra
     with SharedMatcher(tuple(chosen), memory_limit) as matcher:
         space = _search_shared(program, strategies, matcher, depth, max_programs, deadline,
                                seed, progress)
-    space.cpu_seconds = (time.process_time() - cpu - matcher.compile_cpu_s
-                         + matcher.worker_cpu_s - matcher.worker_start_cpu_s)
+    space.cpu_seconds = time.process_time() - cpu - matcher.compile_cpu_s + matcher.worker_cpu_s
     return space
 
 

@@ -268,12 +268,11 @@ class SharedMatcher:
         self.alone = tuple(s for s in chosen if s not in self.shared)
         self.memory_mb = default_memory_mb() if memory_mb is None else memory_mb
         self.worker = None
-        # this process's CPU spent starting the database process and compiling engines (once
-        # per process and strategy set), and the database process's CPU before this
-        # exploration began: what an exploration's CPU leaves out (explorer._explore_shared)
+        # this process's CPU spent starting the database process and compiling engines, once
+        # per process and strategy set: what an exploration's CPU leaves out
+        # (explorer._explore_shared)
         self.compile_cpu_s = 0.0
-        self.worker_start_cpu_s = 0.0
-        self._closed_cpu_s = 0.0
+        self._worker_cpu = [0.0, 0.0]   # the database process's CPU at push, at pop
         self.classed: frozenset[str] = frozenset()
         self._facts = None
         if self.shared:   # the relations its database holds with a program column
@@ -286,7 +285,7 @@ class SharedMatcher:
             compiling = time.process_time()
             self.worker = worker_for(self.shared)
             self.compile_cpu_s += time.process_time() - compiling
-            self.worker_start_cpu_s = self.worker.cpu_s
+            self._worker_cpu = [self.worker.cpu_s] * 2
             self.worker.call("begin", (), None, None)
         compiling = time.process_time()
         self.fallback = engine_for(self.alone) if self.alone else None
@@ -313,9 +312,10 @@ class SharedMatcher:
 
     @property
     def worker_cpu_s(self) -> float:
-        """The CPU seconds of the database's process so far, its ``pop`` included once the
-        matcher is closed (0 without one)."""
-        return self.worker.cpu_s if self.worker is not None else self._closed_cpu_s
+        """The CPU seconds of the database's process for this exploration so far: from its
+        ``push`` on, its ``pop`` included once the matcher is closed (0 without one)."""
+        start, end = self._worker_cpu
+        return (self.worker.cpu_s if self.worker is not None else end) - start
 
     def close(self) -> None:
         """Drop this exploration's programs from the database (its process is kept for the
@@ -326,7 +326,7 @@ class SharedMatcher:
             except Stopped:   # it ended since its last reply: nothing left to drop
                 pass
         if self.worker is not None:
-            self._closed_cpu_s = self.worker.cpu_s
+            self._worker_cpu[1] = self.worker.cpu_s
         self.worker = None
 
     def __enter__(self) -> "SharedMatcher":
