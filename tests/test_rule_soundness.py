@@ -515,10 +515,12 @@ def test_a_split_before_a_normalisation_is_judged_where_it_acts(seed, m, s, veri
     assert rewritten(before, split) == ("G",) and rewritten(before, third) == ("G",)
     local = judge(verifier, before, split, 4, "bounded", seed=seed, scale="values")
     assert local.ok and not local.bitwise and local.ulps <= 4, local.failure
-    # what the check held before: the output, beyond 4 ULP of every value the program holds
+    # what the check held before: the output, beyond 4 ULP of every value the program holds,
+    # shown on fixed inputs (seed 0: 4.75-11.75 ULP over the four (m, s)); it is not so for
+    # every draw (m=8, s=0.1: 4.4-4.8 on most seeds, 3.875 on seed 1629)
     from leir_egraph.verify.inputs import random_inputs
     from leir_egraph.verify.soundness import exposed
-    inputs = random_inputs(before, seed, 0, {})
+    inputs = random_inputs(before, 0, 0, {})
     (b, a) = verifier.outputs([exposed(before), split], [inputs])["outputs"]
     at = value_scale([*inputs.values(), *b[0].values()])
     assert ulps_apart(b[0]["C"], a[0]["C"], scale=at).ulps > 4
