@@ -551,3 +551,30 @@ def test_unfactorable_spaces_fall_back_or_refuse():
     for strategy in resolve(KERNEL_LOCAL):
         heads = {c.head for r in strategy.rules for c in r.parsed_conditions}
         assert {h for h in heads if h[0].isupper() and not h.startswith("Mk")} <= KERNEL_LOCAL_RELATIONS
+
+
+def test_shared_engine_leaves_out_only_helper_rules_that_cannot_fire():
+    """``engine.reached_helpers``: a helper rule is kept when every prelude constructor its
+    query names is made by a strategy rule, by a command outside the helper rules or by a
+    kept helper rule (a fixpoint); one whose query needs a constructor nothing makes is left
+    out, and a string in a query names nothing."""
+    from types import SimpleNamespace
+
+    from leir_egraph.egraph.engine import reached_helpers
+    commands = ["(constructor Foo (Expr) Expr)", "(constructor Bar (Expr) Expr)",
+                "(constructor Baz (Expr) Expr)", "(constructor Qux (Expr) Expr)",
+                "(rewrite (Bar x) (Foo x) :ruleset helpers)",
+                "(rewrite (Foo x) x :ruleset helpers)",
+                "(rewrite (Baz x) (Qux x) :ruleset helpers)",
+                "(rewrite (Neg x) x :when ((= x (Qux y))) :ruleset helpers)",
+                '(rule ((= e (Neg x)) (= s "(Baz")) ((Neg e)) :ruleset helpers)',
+                "(rule ((= e (Exp x))) ((Neg e)) :ruleset analysis)"]
+    rule = SimpleNamespace(lhs="(Exp x)", rhs="(Bar x)", conditions=())
+    kept = reached_helpers(commands, [SimpleNamespace(rules=[rule])])
+    dropped = [c for c in commands if c not in kept]
+    assert dropped == ["(rewrite (Baz x) (Qux x) :ruleset helpers)",
+                       "(rewrite (Neg x) x :when ((= x (Qux y))) :ruleset helpers)"]
+    rule = SimpleNamespace(lhs="(Exp x)", rhs="(Baz x)", conditions=())
+    kept = reached_helpers(commands, [SimpleNamespace(rules=[rule])])
+    assert [c for c in commands if c not in kept] == [
+        "(rewrite (Bar x) (Foo x) :ruleset helpers)", "(rewrite (Foo x) x :ruleset helpers)"]

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .encoding import (Literal, SharedTerms, Term, from_termdag, named_declarations,
-                       shared_terms, to_egglog)
+from .encoding import (SORT_OF, Literal, SharedTerms, Term, from_termdag,
+                       named_declarations, shared_terms, to_egglog)
 from .facts import FactError
 from .frozen_rows import Ambiguous, FrozenReader, unextractable_constructors
 from .input_rows import (HELD_SUFFIX, RAW, References, load_commands, load_schema, rows_folder,
@@ -254,7 +254,7 @@ class Engine:
     through :meth:`matches`. Empty (default), nothing changes."""
 
     def __init__(self, strategies: list[Strategy] | tuple[Strategy, ...],
-                 context: frozenset[str] = frozenset()):
+                 context: frozenset[str] = frozenset(), reached_helpers_only: bool = False):
         from egglog import bindings
 
         self.strategies = tuple(strategies)
@@ -273,8 +273,11 @@ class Engine:
         self._fresh = fresh_rules(self.strategies)
         base = base_program(self.vocabulary, self.context)
         self._unextractable = unextractable_constructors(base)
+        commands = top_level_commands(base)
+        if reached_helpers_only:  # the helper rules that can never fire left out
+            commands = reached_helpers(commands, self.strategies)
         try:
-            self.send(top_level_commands(base))
+            self.send(commands)
         except Exception as err:  # egglog rejects a provider's egglog text
             message = str(err).splitlines()
             raise RuleFileError(" ".join(p for s in self.strategies for p in s.providers
@@ -749,6 +752,60 @@ def _printed_rows(output) -> list[tuple[str, list | None]]:
             continue
         out.append((row.name, [from_termdag(termdag, a, memo) for a in row.args]))
     return out
+
+
+_HELPER_RULE = re.compile(r":ruleset helpers\b")
+_HEADS = re.compile(r"\((\w+)")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_MADE = re.compile(r"^\((?:constructor|function) (\w+)", re.M)
+
+
+def reached_helpers(commands: list[str], strategies) -> list[str]:
+    """``commands`` (a base program's top-level commands) without the ``helpers`` rules that
+    can never fire for ``strategies``: a rule fires only when every constructor or function
+    its query names has a row, and a prelude constructor that is no LEIR term constructor
+    (``encoding.SORT_OF``) gets one only from an action that names it -- a strategy rule's, a
+    command outside the helper rules, or a helper rule that can fire (a fixpoint). Names are
+    read generously (every ``(name`` of the text, strings left out), so a rule is kept
+    whenever it might fire. Every helper constructor egglog holds costs each ``(push)``,
+    ``(pop)`` and helper iteration a little, whether it fires or not."""
+    def heads(text: str) -> set[str]:
+        return set(_HEADS.findall(_STRING.sub('""', text)))
+
+    made = {n for c in commands for n in _MADE.findall(c)
+            if n not in SORT_OF and not n.endswith("__")}   # not the terms Python sends
+    reached = heads(" ".join(text for s in strategies for r in s.rules
+                             for text in (r.lhs, r.rhs, *r.conditions)))
+    reached |= heads(" ".join(c for c in commands if not _HELPER_RULE.search(c)
+                              and not _MADE.match(c)))
+    waiting = {}   # helper rule -> the constructors its query needs
+    for c in commands:
+        if _HELPER_RULE.search(c):
+            waiting[c] = heads(_query(c)) & made
+    kept: set[str] = set()
+    while True:
+        fired = [c for c, needs in waiting.items() if needs <= reached]
+        if not fired:
+            break
+        for c in fired:
+            del waiting[c]
+            kept.add(c)
+            reached |= heads(c)
+    return [c for c in commands if c not in waiting]
+
+
+def _query(command: str) -> str:
+    """The query part of a ``rewrite`` or ``rule`` command (strings emptied): a rewrite's
+    left-hand side and its ``:when`` conditions, a rule's first list; of anything else,
+    nothing (it is kept)."""
+    text = _STRING.sub('""', command)
+    items = top_level_commands(text[1:-1])
+    if not items or not text.startswith(("(rewrite ", "(rule ")):
+        return ""
+    when = text.find(":when")
+    if text.startswith("(rewrite ") and when >= 0:
+        return items[0] + " " + top_level_commands(text[when:])[0]
+    return items[0]
 
 
 def top_level_commands(text: str) -> list[str]:

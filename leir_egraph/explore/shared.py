@@ -208,7 +208,7 @@ def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
     references' constructors and the one-iteration ruleset declared; an exploration works in a
     ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
     context = context_relations(vocabulary_of(strategies), strategies)
-    engine = Engine(strategies, context)
+    engine = Engine(strategies, context, reached_helpers_only=True)
     engine.declare(References.declarations())
     engine.send(load_schema(loaded_relations(engine.vocabulary, context)))
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
