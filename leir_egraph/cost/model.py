@@ -41,7 +41,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
-from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
+from ..leir.analysis import (accesses, accumulation_op, affine, merge_extent,
                              subscript_extent)
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
@@ -194,6 +194,14 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
     return cheap, simd, trans
 
 
+@lru_cache(maxsize=1 << 14)
+def _value_cycles(value, op_items: tuple) -> tuple[float, float, float]:
+    """``_op_cycles(value, dict(op_items))``, kept per value expression: a search node's new
+    nests restate the right-hand sides of their parent's (about 7,300 distinct among 16,300
+    equations of an attention node's steps)."""
+    return _op_cycles(value, dict(op_items))
+
+
 # ---------------------------------------------------------------- access patterns
 
 def _subscript_form(sub) -> tuple[dict[str, float], bool]:
@@ -230,6 +238,8 @@ class _Access:
     # garbage collector does not track): accesses with equal ``same`` move the same lines, and
     # ``_memory_cycles`` counts them once
     same: str = ""
+    names: frozenset = frozenset()   # the loop indices its forms read
+    # shared by the accesses of one layout (``_layout``): what they read of the access
     strides: dict = field(default_factory=dict)   # loop index -> _stride
     lines: dict = field(default_factory=dict)     # _span_number -> _lines
 
@@ -243,15 +253,43 @@ def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
 
 @lru_cache(maxsize=1 << 16)
 def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
-    forms, gather = [], False
-    for sub in var.subscripts:
-        form, _ = _subscript_form(sub)
-        forms.append(form)
-        gather = gather or any(isinstance(n, Var) for n in walk(sub))
-    shape = shape or tuple(1 for _ in var.subscripts)
-    return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
-                   var.dtype in HALF_DTYPES,
-                   repr((var.name, tuple(tuple(sorted(f.items())) for f in forms))))
+    forms, gather, same, names, layout = _var_forms(var)
+    shape = tuple(shape or (1 for _ in var.subscripts))
+    size = DTYPE_BYTES.get(var.dtype, 4)
+    strides, lines = _layout(layout, shape, size, gather)
+    return _Access(var.name, shape, size, forms, gather, var.dtype in HALF_DTYPES, same, names,
+                   strides, lines)
+
+
+@lru_cache(maxsize=1 << 16)
+def _var_forms(var: Var) -> tuple:
+    """``(forms, gather, same, names, layout)`` of ``_Access`` for ``var``, whatever its
+    shape: read per subscript (``_subscript_facts``), since a search node's accesses are a few
+    hundred distinct subscripts in new combinations. ``layout``: the forms' items in their
+    order, as a string."""
+    facts = [_subscript_facts(sub) for sub in var.subscripts]
+    forms = tuple(f[0] for f in facts)
+    return (forms, any(f[1] for f in facts), repr((var.name, tuple(f[2] for f in facts))),
+            frozenset(name for f in forms for name in f), repr(tuple(f[3] for f in facts)))
+
+
+@lru_cache(maxsize=1 << 14)
+def _subscript_facts(sub) -> tuple[dict[str, float], bool, tuple, tuple]:
+    """``(form, gather, sorted items of form, items of form)`` of one subscript: its
+    ``_subscript_form`` (shared by every access that has it, never changed), whether it reads
+    a tensor."""
+    form, _ = _subscript_form(sub)
+    return (form, any(isinstance(n, Var) for n in walk(sub)), tuple(sorted(form.items())),
+            tuple(form.items()))
+
+
+@lru_cache(maxsize=1 << 14)
+def _layout(layout: str, shape: tuple[int, ...], size: int, gather: bool) -> tuple[dict, dict]:
+    """The ``strides`` and ``lines`` dicts of every access with these forms (``layout``: their
+    items in order, which ``_lines_of`` adds in), shape, element size and gather flag: all that
+    ``_stride_of`` and ``_lines_of`` read of an access. Accesses of other tensors with the same
+    shape and subscripts (most of an attention program's) share what is read off them."""
+    return {}, {}
 
 
 def _stride(acc: _Access, index: str) -> float | None:
@@ -397,7 +435,15 @@ def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) ->
 
 def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
                ops: dict[str, float]) -> NestCost:
+    return NestCost(n, *_nest_terms(nest, shapes, m, ops))
+
+
+def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
+                ops: dict[str, float]) -> tuple:
+    """``NestCost``'s fields after ``nest`` (``SharedSeconds`` reads the seconds alone and builds
+    no ``NestCost``)."""
     cycle = 1e-9 / m.ghz
+    op_items = tuple(ops.items())
     compute = memory = overhead = 0.0
     any_vec = any_chain = False
     equations = _flatten(nest)
@@ -434,7 +480,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         # an explicit V loop around serial ones: TVM vectorises the whole body along its lanes
         # (the inner loops run once per group of lanes), its accesses strided along it gathers
         outer_v = _outer_vector_loop(loops) if not vec else None
-        cheap, simd, trans = _op_cycles(eq.value, ops)
+        cheap, simd, trans = _value_cycles(eq.value, op_items)
         cheap += ops["store"]
         # float16/bfloat16 accesses convert to and from float32, one instruction per vector
         cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
@@ -500,8 +546,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         launch = m.launch_cycles if m.cores > 1 else m.serial_launch_cycles
         seconds = seconds / max(ways, 1.0) + entries * launch * cycle
         overhead += entries * launch * cycle
-    return NestCost(n, total_iters, compute, memory, overhead, seconds, any_vec, parallel,
-                    any_chain)
+    return total_iters, compute, memory, overhead, seconds, any_vec, parallel, any_chain
 
 
 @lru_cache(maxsize=1 << 14)
@@ -537,26 +582,49 @@ def _equation_tensors(eq: Equation) -> frozenset[str]:
 
 @lru_cache(maxsize=1 << 16)
 def _equation_reads(eq: Equation) -> tuple[Var, ...]:
-    return tuple(equation_reads(eq))
+    """``analysis.equation_reads(eq)``: the accesses of its right-hand side, then the gathers in
+    its target's subscripts, each part kept per value expression and per target (equations
+    are new far more often than their parts)."""
+    return _value_reads(eq.value) + _target_reads(eq.target)
+
+
+@lru_cache(maxsize=1 << 14)
+def _value_reads(value) -> tuple[Var, ...]:
+    return tuple(accesses(value))
+
+
+@lru_cache(maxsize=1 << 14)
+def _target_reads(target: Var) -> tuple[Var, ...]:
+    return tuple(v for sub in target.subscripts for v in accesses(sub))
 
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
     """``analysis.written_extents`` of the nest's tensors, as ``(name, extent)`` pairs in the
     order of their first writes: each equation's target extent under its loops' ranges, kept
-    per (target, loop spans), since a step that changes a nest's loop kinds or other equations
-    leaves most targets' extents as they were."""
+    per (target, spans of the loops its subscripts name), since a step that changes a nest's
+    loop kinds, other equations or loops the target does not read leaves most targets' extents
+    as they were."""
     extents: dict[str, tuple[int, ...] | None] = {}
     for loops, eq in _flatten(nest):
-        merge_extent(extents, eq.target.name,
-                     _target_extent(eq.target, tuple((l.index, l.extent) for l in loops)))
+        names = _index_names(eq.target)
+        merge_extent(extents, eq.target.name, _target_extent(
+            eq.target, tuple((l.index, l.extent) for l in loops if l.index in names)))
     return tuple(extents.items())
+
+
+@lru_cache(maxsize=1 << 14)
+def _index_names(var: Var) -> frozenset[str]:
+    """Every loop index named in ``var``'s subscripts (gathers' included): its extent reads
+    the ranges of these alone."""
+    return frozenset(n.name for n in walk(var) if isinstance(n, IName))
 
 
 @lru_cache(maxsize=1 << 16)
 def _target_extent(target: Var, spans: tuple[tuple[str, int], ...]) -> tuple[int, ...] | None:
     """``analysis.subscript_extent`` of ``target`` with each loop index of ``spans`` (``(index,
-    extent)``, outermost first) ranging over ``0 .. extent - 1``."""
+    extent)``, outermost first) ranging over ``0 .. extent - 1`` (the others it does not
+    read)."""
     return subscript_extent(target, {index: (0, extent - 1) for index, extent in spans})
 
 
@@ -594,12 +662,10 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
     spans = tuple((l.index, l.extent) for l in loops)
-    per_acc = []
-    for k in range(d + 1):
-        number = _span_number(spans[k:], m.line_bytes)
-        per_acc.append([_lines(a, spans[k:], number, m.line_bytes) for a in accs])
-    foot = [sum(row) for row in per_acc]
-    trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
+    foot = [sum(row) for row in zip(*[_line_column(a, spans, m.line_bytes) for a in accs])]
+    trips = [1]
+    for l in loops:
+        trips.append(trips[-1] * l.extent)
     cycles = 0.0
     inner = loops[-1].index if loops else None
     conflicts = inner is not None and any(_set_conflict(a, inner, m) for a in accs)
@@ -616,6 +682,26 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
             moved = min(moved, foot[k - 1] * trips[k - 1])
         cycles += moved * line_cost
     return cycles
+
+
+def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int
+                 ) -> list[float]:
+    """``_lines`` of ``acc`` in each sub-nest ``spans[k:]``, for k = 0 .. len(spans). Lines
+    read only the loops whose index the access's forms hold, so each sub-nest is looked up
+    under those loops alone: a loop the access does not read (one split, added or reordered
+    elsewhere in the nest) leaves its lines as they were."""
+    d = len(spans)
+    names = acc.names
+    column = [0.0] * (d + 1)
+    read: tuple[tuple[str, int], ...] = ()
+    column[d] = lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+    for k in range(d - 1, -1, -1):
+        span = spans[k]
+        if span[0] in names:
+            read = (span, *read)
+            lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+        column[k] = lines
+    return column
 
 
 def _set_conflict(acc: _Access, index: str, m: Machine) -> bool:
@@ -700,7 +786,9 @@ class SharedSeconds:
         self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
         self._values: dict[tuple, tuple] = {}      # a nest's facts -> the first equal ones
-        self._shapes: dict[tuple, tuple] = {}      # extents numbers -> (shapes, their number)
+        # extents numbers -> (shapes, their number, changed tensors, reference number << 32)
+        self._shapes: dict[tuple, tuple] = {}
+        self._references: dict[int, tuple] = {}    # id(signature) -> (shapes, number) of the first
         # (shapes number << 32 | nest number) -> seconds: an int key is not tracked by the
         # garbage collector, a tuple is (about 100,000 of them per MHA node)
         self._by_shapes: dict[int, float] = {}
@@ -745,6 +833,19 @@ class SharedSeconds:
             self._held.append(nest)
         return hit
 
+    def _new_shapes(self, signature: int, shapes: dict) -> tuple:
+        """``(shapes, their number, the tensors whose shape differs from the signature's
+        reference shapes, the reference's number << 32)``; the reference is the first shapes
+        numbered for the signature. A step that changes what one nest writes changes the shape
+        of a tensor or two: the nests that touch none of them cost what they cost in the
+        reference (one look-up, no key built of their tensors' shapes)."""
+        number = len(self._shapes)
+        reference = self._references.setdefault(signature, (shapes, number))
+        ref_shapes, ref_number = reference
+        changed = frozenset(n for n in shapes.keys() | ref_shapes.keys()
+                            if shapes.get(n) != ref_shapes.get(n))
+        return shapes, number, changed, ref_number << 32
+
     def _one(self, value: tuple) -> tuple:
         """The first value equal to ``value`` seen (``value`` when it is the first)."""
         return self._values.setdefault(value, value)
@@ -755,28 +856,32 @@ class SharedSeconds:
             known = self._signatures[id(signature)] = (
                 signature, _signature_shapes(signature), set(signature.input_names))
         _, signature_shapes, inputs = known
-        facts = [self._nest(nest) for nest in nests]
+        known_nest = self._nests.get
+        facts = [known_nest(id(nest)) or self._nest(nest) for nest in nests]
         # A program's shapes depend only on its nests' written extents (and the signature):
         # the steps of one program mostly change nests without changing what they write, so
         # they share the merged shapes, each nest's seconds in them, and the fills' seconds.
         key = (id(signature), tuple(f[5] for f in facts))
         hit = self._shapes.get(key)
         if hit is None:
-            hit = self._shapes[key] = (
-                _merged_shapes(signature_shapes, (f[2] for f in facts)), len(self._shapes))
-        shapes, shapes_number = hit
+            hit = self._shapes[key] = self._new_shapes(
+                id(signature), _merged_shapes(signature_shapes, (f[2] for f in facts)))
+        shapes, shapes_number, changed, reference = hit
         parts = []
         high = shapes_number << 32   # fewer than 2**32 distinct nests: the pair is one int
         for nest, number, _, tensors, _, _, _ in facts:
             pair = high | number
             seconds = self._by_shapes.get(pair)
+            if seconds is None and changed.isdisjoint(tensors):
+                # its tensors have the reference shapes: its seconds in those, when known
+                seconds = self._by_shapes.get(reference | number)
             if seconds is None:
                 read = tuple((n, shapes.get(n)) for n in tensors)
                 key = self._reads.setdefault(read, len(self._reads)) << 32 | number
                 seconds = self._seconds.get(key)
                 if seconds is None:
-                    seconds = self._seconds[key] = _nest_cost(
-                        0, nest, dict(read), self.machine, self._ops).seconds
+                    seconds = self._seconds[key] = _nest_terms(
+                        nest, dict(read), self.machine, self._ops)[4]
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
         fills = (shapes_number, tuple(f[6] for f in facts))
