@@ -46,7 +46,7 @@ from ..leir.analysis import (accesses, accumulation_op, affine, merge_extent,
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
-from ..leir.traverse import walk
+from ..leir.traverse import walk, walk_values
 
 HALF_DTYPES = ("f16", "bf16")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
@@ -169,10 +169,14 @@ SIMD_MATH = ("exp", "log", "erf")   # the functions vector_math.py calls libmvec
 
 def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
     """(cycles of cheap operations, of SIMD_MATH calls, of the other transcendental one:
-    ``**``) of one evaluation."""
+    ``**``) of one evaluation. Every access is a load, the gathers in a subscript too; nothing
+    else in a subscript costs (so only the subscripts of a gather are walked)."""
     cheap = simd = trans = 0.0
-    for node in walk(expr):
-        if isinstance(node, Bin):
+    for node in walk_values(expr):
+        if isinstance(node, Var):
+            for _ in _accesses(node):
+                cheap += ops["load"]
+        elif isinstance(node, Bin):
             cheap += ops.get(node.op, 1.0) if node.op != "**" else 0.0
             trans += ops["**"] if node.op == "**" else 0.0
         elif isinstance(node, Neg):
@@ -189,8 +193,6 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
             cheap += ops["select"]
         elif isinstance(node, Logic):
             cheap += ops["logic"]
-        elif isinstance(node, Var):
-            cheap += ops["load"]
     return cheap, simd, trans
 
 
@@ -242,6 +244,7 @@ class _Access:
     # shared by the accesses of one layout (``_layout``): what they read of the access
     strides: dict = field(default_factory=dict)   # loop index -> _stride
     lines: dict = field(default_factory=dict)     # _span_number -> _lines
+    columns: dict = field(default_factory=dict)   # _span_number -> _line_column
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -256,9 +259,8 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
     forms, gather, same, names, layout = _var_forms(var)
     shape = tuple(shape or (1 for _ in var.subscripts))
     size = DTYPE_BYTES.get(var.dtype, 4)
-    strides, lines = _layout(layout, shape, size, gather)
     return _Access(var.name, shape, size, forms, gather, var.dtype in HALF_DTYPES, same, names,
-                   strides, lines)
+                   *_layout(layout, shape, size, gather))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -284,12 +286,13 @@ def _subscript_facts(sub) -> tuple[dict[str, float], bool, tuple, tuple]:
 
 
 @lru_cache(maxsize=1 << 14)
-def _layout(layout: str, shape: tuple[int, ...], size: int, gather: bool) -> tuple[dict, dict]:
-    """The ``strides`` and ``lines`` dicts of every access with these forms (``layout``: their
+def _layout(layout: str, shape: tuple[int, ...], size: int, gather: bool
+            ) -> tuple[dict, dict, dict]:
+    """The ``strides``, ``lines`` and ``columns`` dicts of every access with these forms (``layout``: their
     items in order, which ``_lines_of`` adds in), shape, element size and gather flag: all that
     ``_stride_of`` and ``_lines_of`` read of an access. Accesses of other tensors with the same
     shape and subscripts (most of an attention program's) share what is read off them."""
-    return {}, {}
+    return {}, {}, {}
 
 
 def _stride(acc: _Access, index: str) -> float | None:
@@ -590,7 +593,14 @@ def _equation_reads(eq: Equation) -> tuple[Var, ...]:
 
 @lru_cache(maxsize=1 << 14)
 def _value_reads(value) -> tuple[Var, ...]:
-    return tuple(accesses(value))
+    """``tuple(analysis.accesses(value))``, walking only the subscripts of gathers."""
+    return tuple(v for node in walk_values(value) if isinstance(node, Var)
+                 for v in _accesses(node))
+
+
+def _accesses(var: Var) -> Iterable[Var]:
+    """``analysis.accesses(var)``: ``var`` and the gathers in its subscripts (pre-order)."""
+    return accesses(var) if _var_forms(var)[1] else (var,)
 
 
 @lru_cache(maxsize=1 << 14)
@@ -662,7 +672,9 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
     spans = tuple((l.index, l.extent) for l in loops)
-    foot = [sum(row) for row in zip(*[_line_column(a, spans, m.line_bytes) for a in accs])]
+    number = _span_number(spans, m.line_bytes)
+    foot = [sum(row) for row in zip(*[_line_column(a, spans, number, m.line_bytes)
+                                      for a in accs])]
     trips = [1]
     for l in loops:
         trips.append(trips[-1] * l.extent)
@@ -684,12 +696,23 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     return cycles
 
 
-def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int
-                 ) -> list[float]:
-    """``_lines`` of ``acc`` in each sub-nest ``spans[k:]``, for k = 0 .. len(spans). Lines
-    read only the loops whose index the access's forms hold, so each sub-nest is looked up
-    under those loops alone: a loop the access does not read (one split, added or reordered
+def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], number: int,
+                 line_bytes: int) -> tuple[float, ...]:
+    """``_lines`` of ``acc`` in each sub-nest ``spans[k:]``, for k = 0 .. len(spans), kept per
+    layout and ``number``: ``_span_number(spans, line_bytes)`` (the accesses a step leaves
+    alone keep their loops' spans, and other tensors' accesses share a layout). Lines read
+    only the loops whose index the access's forms hold, so each sub-nest is looked up under
+    those loops alone: a loop the access does not read (one split, added or reordered
     elsewhere in the nest) leaves its lines as they were."""
+    try:
+        return acc.columns[number]
+    except KeyError:
+        column = acc.columns[number] = _line_column_of(acc, spans, line_bytes)
+        return column
+
+
+def _line_column_of(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int
+                    ) -> tuple[float, ...]:
     d = len(spans)
     names = acc.names
     column = [0.0] * (d + 1)
@@ -701,7 +724,7 @@ def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: i
             read = (span, *read)
             lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
         column[k] = lines
-    return column
+    return tuple(column)
 
 
 def _set_conflict(acc: _Access, index: str, m: Machine) -> bool:
