@@ -41,8 +41,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
-from ..leir.analysis import (accesses, accumulation_op, affine, merge_extent,
-                             subscript_extent)
+from ..leir.analysis import accesses, accumulation_op, affine, index_range, merge_extent
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
@@ -236,9 +235,9 @@ class _Access:
     forms: tuple[dict[str, float], ...]
     gather: bool
     half: bool = False   # float16/bfloat16: converted to float32 to compute
-    # name and subscript forms as a string (the repr of their sorted items, a value the
-    # garbage collector does not track): accesses with equal ``same`` move the same lines, and
-    # ``_memory_cycles`` counts them once
+    # name and subscript forms as a string (``_var_forms``; a value the garbage collector does
+    # not track): accesses with equal ``same`` move the same lines, and ``_memory_cycles``
+    # counts them once
     same: str = ""
     names: frozenset = frozenset()   # the loop indices its forms read
     # shared by the accesses of one layout (``_layout``): what they read of the access
@@ -267,22 +266,23 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
 def _var_forms(var: Var) -> tuple:
     """``(forms, gather, same, names, layout)`` of ``_Access`` for ``var``, whatever its
     shape: read per subscript (``_subscript_facts``), since a search node's accesses are a few
-    hundred distinct subscripts in new combinations. ``layout``: the forms' items in their
-    order, as a string."""
+    hundred distinct subscripts in new combinations. ``same``: the name and each form's
+    sorted items; ``layout``: each form's items in their order (strings joined by ``;``, which
+    neither a name nor the repr of a form holds)."""
     facts = [_subscript_facts(sub) for sub in var.subscripts]
     forms = tuple(f[0] for f in facts)
-    return (forms, any(f[1] for f in facts), repr((var.name, tuple(f[2] for f in facts))),
-            frozenset(name for f in forms for name in f), repr(tuple(f[3] for f in facts)))
+    return (forms, any(f[1] for f in facts), ";".join((var.name, *(f[2] for f in facts))),
+            frozenset(name for f in forms for name in f), ";".join(f[3] for f in facts))
 
 
 @lru_cache(maxsize=1 << 14)
-def _subscript_facts(sub) -> tuple[dict[str, float], bool, tuple, tuple]:
-    """``(form, gather, sorted items of form, items of form)`` of one subscript: its
-    ``_subscript_form`` (shared by every access that has it, never changed), whether it reads
-    a tensor."""
+def _subscript_facts(sub) -> tuple[dict[str, float], bool, str, str]:
+    """``(form, gather, repr of the sorted items of form, repr of its items)`` of one
+    subscript: its ``_subscript_form`` (shared by every access that has it, never changed),
+    whether it reads a tensor."""
     form, _ = _subscript_form(sub)
-    return (form, any(isinstance(n, Var) for n in walk(sub)), tuple(sorted(form.items())),
-            tuple(form.items()))
+    return (form, any(isinstance(n, Var) for n in walk(sub)), repr(sorted(form.items())),
+            repr(list(form.items())))
 
 
 @lru_cache(maxsize=1 << 14)
@@ -624,18 +624,34 @@ def _nest_written_extents(nest: LoopNest) -> tuple:
 
 
 @lru_cache(maxsize=1 << 14)
-def _index_names(var: Var) -> frozenset[str]:
-    """Every loop index named in ``var``'s subscripts (gathers' included): its extent reads
-    the ranges of these alone."""
-    return frozenset(n.name for n in walk(var) if isinstance(n, IName))
+def _index_names(node) -> frozenset[str]:
+    """Every loop index named in an access or a subscript (gathers' included): its extent
+    reads the ranges of these alone."""
+    return frozenset(n.name for n in walk(node) if isinstance(n, IName))
 
 
 @lru_cache(maxsize=1 << 16)
 def _target_extent(target: Var, spans: tuple[tuple[str, int], ...]) -> tuple[int, ...] | None:
     """``analysis.subscript_extent`` of ``target`` with each loop index of ``spans`` (``(index,
     extent)``, outermost first) ranging over ``0 .. extent - 1`` (the others it does not
-    read)."""
-    return subscript_extent(target, {index: (0, extent - 1) for index, extent in spans})
+    read), one subscript at a time: each under the spans of the loops it names alone, since
+    targets that differ in one subscript share the others' bounds."""
+    dims = []
+    for sub in target.subscripts:
+        names = _index_names(sub)
+        bound = _subscript_bound(sub, tuple(span for span in spans if span[0] in names))
+        if bound is None:
+            return None
+        dims.append(bound)
+    return tuple(dims)
+
+
+@lru_cache(maxsize=1 << 14)
+def _subscript_bound(sub, spans: tuple[tuple[str, int], ...]) -> int | None:
+    """The largest value of the subscript ``sub`` plus one (``subscript_extent``'s, per
+    dimension) with the loops of ``spans`` ranging over ``0 .. extent - 1``."""
+    r = index_range(sub, {index: (0, extent - 1) for index, extent in spans})
+    return None if r is None else r[1] + 1
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
