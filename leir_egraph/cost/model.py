@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from operator import itemgetter
 from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
@@ -805,6 +806,9 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
     return seconds
 
 
+_EXTENTS_NUMBER, _FILLS_NUMBER = itemgetter(5), itemgetter(6)   # of SharedSeconds._nest's facts
+
+
 class SharedSeconds:
     """``cost(p, machine).seconds`` of many programs that share most of their nests -- a search
     node's steps and their own steps -- for ranking thousands of them. What ``cost`` computes
@@ -900,7 +904,7 @@ class SharedSeconds:
         # A program's shapes depend only on its nests' written extents (and the signature):
         # the steps of one program mostly change nests without changing what they write, so
         # they share the merged shapes, each nest's seconds in them, and the fills' seconds.
-        key = (id(signature), tuple(f[5] for f in facts))
+        key = (id(signature), tuple(map(_EXTENTS_NUMBER, facts)))
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shapes(
@@ -923,7 +927,7 @@ class SharedSeconds:
                         nest, dict(read), self.machine, self._ops)[4]
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
-        fills = (shapes_number, tuple(f[6] for f in facts))
+        fills = (shapes_number, tuple(map(_FILLS_NUMBER, facts)))
         fill = self._fills.get(fills)
         if fill is None:
             fill = self._fills[fills] = _fill_seconds((t for f in facts for t in f[4]), inputs,
