@@ -37,16 +37,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from operator import itemgetter
 from functools import lru_cache
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
-from ..leir.analysis import (accumulation_op, affine, equation_reads, merge_extent,
-                             subscript_extent)
+from ..leir.analysis import accesses, accumulation_op, affine, index_range, merge_extent
 from ..leir.ast import (Bin, Call, Compare, Equation, IBin, IConst, IfThenElse, IName,
                         Logic, Loop, LoopNest, Neg, Var)
 from ..leir.program import Program
-from ..leir.traverse import walk
+from ..leir.traverse import walk, walk_values
 
 HALF_DTYPES = ("f16", "bf16")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
@@ -169,10 +169,14 @@ SIMD_MATH = ("exp", "log", "erf")   # the functions vector_math.py calls libmvec
 
 def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
     """(cycles of cheap operations, of SIMD_MATH calls, of the other transcendental one:
-    ``**``) of one evaluation."""
+    ``**``) of one evaluation. Every access is a load, the gathers in a subscript too; nothing
+    else in a subscript costs (so only the subscripts of a gather are walked)."""
     cheap = simd = trans = 0.0
-    for node in walk(expr):
-        if isinstance(node, Bin):
+    for node in walk_values(expr):
+        if isinstance(node, Var):
+            for _ in _accesses(node):
+                cheap += ops["load"]
+        elif isinstance(node, Bin):
             cheap += ops.get(node.op, 1.0) if node.op != "**" else 0.0
             trans += ops["**"] if node.op == "**" else 0.0
         elif isinstance(node, Neg):
@@ -189,9 +193,15 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
             cheap += ops["select"]
         elif isinstance(node, Logic):
             cheap += ops["logic"]
-        elif isinstance(node, Var):
-            cheap += ops["load"]
     return cheap, simd, trans
+
+
+@lru_cache(maxsize=1 << 14)
+def _value_cycles(value, op_items: tuple) -> tuple[float, float, float]:
+    """``_op_cycles(value, dict(op_items))``, kept per value expression: a search node's new
+    nests restate the right-hand sides of their parent's (about 7,300 distinct among 16,300
+    equations of an attention node's steps)."""
+    return _op_cycles(value, dict(op_items))
 
 
 # ---------------------------------------------------------------- access patterns
@@ -226,12 +236,15 @@ class _Access:
     forms: tuple[dict[str, float], ...]
     gather: bool
     half: bool = False   # float16/bfloat16: converted to float32 to compute
-    # name and subscript forms as a string (the repr of their sorted items, a value the
-    # garbage collector does not track): accesses with equal ``same`` move the same lines, and
-    # ``_memory_cycles`` counts them once
+    # name and subscript forms as a string (``_var_forms``; a value the garbage collector does
+    # not track): accesses with equal ``same`` move the same lines, and ``_memory_cycles``
+    # counts them once
     same: str = ""
+    names: frozenset = frozenset()   # the loop indices its forms read
+    # shared by the accesses of one layout (``_layout``): what they read of the access
     strides: dict = field(default_factory=dict)   # loop index -> _stride
     lines: dict = field(default_factory=dict)     # _span_number -> _lines
+    columns: dict = field(default_factory=dict)   # _span_number -> _line_column
 
 
 def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
@@ -243,15 +256,44 @@ def _access(var: Var, shapes: dict[str, tuple[int, ...]]) -> _Access:
 
 @lru_cache(maxsize=1 << 16)
 def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
-    forms, gather = [], False
-    for sub in var.subscripts:
-        form, _ = _subscript_form(sub)
-        forms.append(form)
-        gather = gather or any(isinstance(n, Var) for n in walk(sub))
-    shape = shape or tuple(1 for _ in var.subscripts)
-    return _Access(var.name, tuple(shape), DTYPE_BYTES.get(var.dtype, 4), tuple(forms), gather,
-                   var.dtype in HALF_DTYPES,
-                   repr((var.name, tuple(tuple(sorted(f.items())) for f in forms))))
+    forms, gather, same, names, layout = _var_forms(var)
+    shape = tuple(shape or (1 for _ in var.subscripts))
+    size = DTYPE_BYTES.get(var.dtype, 4)
+    return _Access(var.name, shape, size, forms, gather, var.dtype in HALF_DTYPES, same, names,
+                   *_layout(layout, shape, size, gather))
+
+
+@lru_cache(maxsize=1 << 16)
+def _var_forms(var: Var) -> tuple:
+    """``(forms, gather, same, names, layout)`` of ``_Access`` for ``var``, whatever its
+    shape: read per subscript (``_subscript_facts``), since a search node's accesses are a few
+    hundred distinct subscripts in new combinations. ``same``: the name and each form's
+    sorted items; ``layout``: each form's items in their order (strings joined by ``;``, which
+    neither a name nor the repr of a form holds)."""
+    facts = [_subscript_facts(sub) for sub in var.subscripts]
+    forms = tuple(f[0] for f in facts)
+    return (forms, any(f[1] for f in facts), ";".join((var.name, *(f[2] for f in facts))),
+            frozenset(name for f in forms for name in f), ";".join(f[3] for f in facts))
+
+
+@lru_cache(maxsize=1 << 14)
+def _subscript_facts(sub) -> tuple[dict[str, float], bool, str, str]:
+    """``(form, gather, repr of the sorted items of form, repr of its items)`` of one
+    subscript: its ``_subscript_form`` (shared by every access that has it, never changed),
+    whether it reads a tensor."""
+    form, _ = _subscript_form(sub)
+    return (form, any(isinstance(n, Var) for n in walk(sub)), repr(sorted(form.items())),
+            repr(list(form.items())))
+
+
+@lru_cache(maxsize=1 << 14)
+def _layout(layout: str, shape: tuple[int, ...], size: int, gather: bool
+            ) -> tuple[dict, dict, dict]:
+    """The ``strides``, ``lines`` and ``columns`` dicts of every access with these forms (``layout``: their
+    items in order, which ``_lines_of`` adds in), shape, element size and gather flag: all that
+    ``_stride_of`` and ``_lines_of`` read of an access. Accesses of other tensors with the same
+    shape and subscripts (most of an attention program's) share what is read off them."""
+    return {}, {}, {}
 
 
 def _stride(acc: _Access, index: str) -> float | None:
@@ -397,7 +439,15 @@ def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) ->
 
 def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
                ops: dict[str, float]) -> NestCost:
+    return NestCost(n, *_nest_terms(nest, shapes, m, ops))
+
+
+def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
+                ops: dict[str, float]) -> tuple:
+    """``NestCost``'s fields after ``nest`` (``SharedSeconds`` reads the seconds alone and builds
+    no ``NestCost``)."""
     cycle = 1e-9 / m.ghz
+    op_items = tuple(ops.items())
     compute = memory = overhead = 0.0
     any_vec = any_chain = False
     equations = _flatten(nest)
@@ -434,7 +484,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         # an explicit V loop around serial ones: TVM vectorises the whole body along its lanes
         # (the inner loops run once per group of lanes), its accesses strided along it gathers
         outer_v = _outer_vector_loop(loops) if not vec else None
-        cheap, simd, trans = _op_cycles(eq.value, ops)
+        cheap, simd, trans = _value_cycles(eq.value, op_items)
         cheap += ops["store"]
         # float16/bfloat16 accesses convert to and from float32, one instruction per vector
         cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
@@ -500,8 +550,7 @@ def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Ma
         launch = m.launch_cycles if m.cores > 1 else m.serial_launch_cycles
         seconds = seconds / max(ways, 1.0) + entries * launch * cycle
         overhead += entries * launch * cycle
-    return NestCost(n, total_iters, compute, memory, overhead, seconds, any_vec, parallel,
-                    any_chain)
+    return total_iters, compute, memory, overhead, seconds, any_vec, parallel, any_chain
 
 
 @lru_cache(maxsize=1 << 14)
@@ -537,27 +586,73 @@ def _equation_tensors(eq: Equation) -> frozenset[str]:
 
 @lru_cache(maxsize=1 << 16)
 def _equation_reads(eq: Equation) -> tuple[Var, ...]:
-    return tuple(equation_reads(eq))
+    """``analysis.equation_reads(eq)``: the accesses of its right-hand side, then the gathers in
+    its target's subscripts, each part kept per value expression and per target (equations
+    are new far more often than their parts)."""
+    return _value_reads(eq.value) + _target_reads(eq.target)
+
+
+@lru_cache(maxsize=1 << 14)
+def _value_reads(value) -> tuple[Var, ...]:
+    """``tuple(analysis.accesses(value))``, walking only the subscripts of gathers."""
+    return tuple(v for node in walk_values(value) if isinstance(node, Var)
+                 for v in _accesses(node))
+
+
+def _accesses(var: Var) -> Iterable[Var]:
+    """``analysis.accesses(var)``: ``var`` and the gathers in its subscripts (pre-order)."""
+    return accesses(var) if _var_forms(var)[1] else (var,)
+
+
+@lru_cache(maxsize=1 << 14)
+def _target_reads(target: Var) -> tuple[Var, ...]:
+    return tuple(v for sub in target.subscripts for v in accesses(sub))
 
 
 @lru_cache(maxsize=1 << 14)
 def _nest_written_extents(nest: LoopNest) -> tuple:
     """``analysis.written_extents`` of the nest's tensors, as ``(name, extent)`` pairs in the
     order of their first writes: each equation's target extent under its loops' ranges, kept
-    per (target, loop spans), since a step that changes a nest's loop kinds or other equations
-    leaves most targets' extents as they were."""
+    per (target, spans of the loops its subscripts name), since a step that changes a nest's
+    loop kinds, other equations or loops the target does not read leaves most targets' extents
+    as they were."""
     extents: dict[str, tuple[int, ...] | None] = {}
     for loops, eq in _flatten(nest):
-        merge_extent(extents, eq.target.name,
-                     _target_extent(eq.target, tuple((l.index, l.extent) for l in loops)))
+        names = _index_names(eq.target)
+        merge_extent(extents, eq.target.name, _target_extent(
+            eq.target, tuple((l.index, l.extent) for l in loops if l.index in names)))
     return tuple(extents.items())
+
+
+@lru_cache(maxsize=1 << 14)
+def _index_names(node) -> frozenset[str]:
+    """Every loop index named in an access or a subscript (gathers' included): its extent
+    reads the ranges of these alone."""
+    return frozenset(n.name for n in walk(node) if isinstance(n, IName))
 
 
 @lru_cache(maxsize=1 << 16)
 def _target_extent(target: Var, spans: tuple[tuple[str, int], ...]) -> tuple[int, ...] | None:
     """``analysis.subscript_extent`` of ``target`` with each loop index of ``spans`` (``(index,
-    extent)``, outermost first) ranging over ``0 .. extent - 1``."""
-    return subscript_extent(target, {index: (0, extent - 1) for index, extent in spans})
+    extent)``, outermost first) ranging over ``0 .. extent - 1`` (the others it does not
+    read), one subscript at a time: each under the spans of the loops it names alone, since
+    targets that differ in one subscript share the others' bounds."""
+    dims = []
+    for sub in target.subscripts:
+        names = _index_names(sub)
+        bound = _subscript_bound(sub, tuple(span for span in spans if span[0] in names))
+        if bound is None:
+            return None
+        dims.append(bound)
+    return tuple(dims)
+
+
+@lru_cache(maxsize=1 << 14)
+def _subscript_bound(sub, spans: tuple[tuple[str, int], ...]) -> int | None:
+    """The largest value of the subscript ``sub`` plus one (``subscript_extent``'s, per
+    dimension) with the loops of ``spans`` ranging over ``0 .. extent - 1``."""
+    r = index_range(sub, {index: (0, extent - 1) for index, extent in spans})
+    return None if r is None else r[1] + 1
 
 
 def _shapes(program: Program) -> dict[str, tuple[int, ...]]:
@@ -594,12 +689,12 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
     d = len(loops)
     # lines of each access in the sub-nest loops[k:], for k = d (one iteration) .. 0 (whole nest)
     spans = tuple((l.index, l.extent) for l in loops)
-    per_acc = []
-    for k in range(d + 1):
-        number = _span_number(spans[k:], m.line_bytes)
-        per_acc.append([_lines(a, spans[k:], number, m.line_bytes) for a in accs])
-    foot = [sum(row) for row in per_acc]
-    trips = [math.prod(l.extent for l in loops[:k]) for k in range(d + 1)]
+    number = _span_number(spans, m.line_bytes)
+    foot = [sum(row) for row in zip(*[_line_column(a, spans, number, m.line_bytes)
+                                      for a in accs])]
+    trips = [1]
+    for l in loops:
+        trips.append(trips[-1] * l.extent)
     cycles = 0.0
     inner = loops[-1].index if loops else None
     conflicts = inner is not None and any(_set_conflict(a, inner, m) for a in accs)
@@ -616,6 +711,37 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
             moved = min(moved, foot[k - 1] * trips[k - 1])
         cycles += moved * line_cost
     return cycles
+
+
+def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], number: int,
+                 line_bytes: int) -> tuple[float, ...]:
+    """``_lines`` of ``acc`` in each sub-nest ``spans[k:]``, for k = 0 .. len(spans), kept per
+    layout and ``number``: ``_span_number(spans, line_bytes)`` (the accesses a step leaves
+    alone keep their loops' spans, and other tensors' accesses share a layout). Lines read
+    only the loops whose index the access's forms hold, so each sub-nest is looked up under
+    those loops alone: a loop the access does not read (one split, added or reordered
+    elsewhere in the nest) leaves its lines as they were."""
+    try:
+        return acc.columns[number]
+    except KeyError:
+        column = acc.columns[number] = _line_column_of(acc, spans, line_bytes)
+        return column
+
+
+def _line_column_of(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int
+                    ) -> tuple[float, ...]:
+    d = len(spans)
+    names = acc.names
+    column = [0.0] * (d + 1)
+    read: tuple[tuple[str, int], ...] = ()
+    column[d] = lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+    for k in range(d - 1, -1, -1):
+        span = spans[k]
+        if span[0] in names:
+            read = (span, *read)
+            lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+        column[k] = lines
+    return tuple(column)
 
 
 def _set_conflict(acc: _Access, index: str, m: Machine) -> bool:
@@ -680,6 +806,9 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
     return seconds
 
 
+_EXTENTS_NUMBER, _FILLS_NUMBER = itemgetter(5), itemgetter(6)   # of SharedSeconds._nest's facts
+
+
 class SharedSeconds:
     """``cost(p, machine).seconds`` of many programs that share most of their nests -- a search
     node's steps and their own steps -- for ranking thousands of them. What ``cost`` computes
@@ -700,7 +829,9 @@ class SharedSeconds:
         self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
         self._values: dict[tuple, tuple] = {}      # a nest's facts -> the first equal ones
-        self._shapes: dict[tuple, tuple] = {}      # extents numbers -> (shapes, their number)
+        # extents numbers -> (shapes, their number, changed tensors, reference number << 32)
+        self._shapes: dict[tuple, tuple] = {}
+        self._references: dict[int, tuple] = {}    # id(signature) -> (shapes, number) of the first
         # (shapes number << 32 | nest number) -> seconds: an int key is not tracked by the
         # garbage collector, a tuple is (about 100,000 of them per MHA node)
         self._by_shapes: dict[int, float] = {}
@@ -745,6 +876,19 @@ class SharedSeconds:
             self._held.append(nest)
         return hit
 
+    def _new_shapes(self, signature: int, shapes: dict) -> tuple:
+        """``(shapes, their number, the tensors whose shape differs from the signature's
+        reference shapes, the reference's number << 32)``; the reference is the first shapes
+        numbered for the signature. A step that changes what one nest writes changes the shape
+        of a tensor or two: the nests that touch none of them cost what they cost in the
+        reference (one look-up, no key built of their tensors' shapes)."""
+        number = len(self._shapes)
+        reference = self._references.setdefault(signature, (shapes, number))
+        ref_shapes, ref_number = reference
+        changed = frozenset(n for n in shapes.keys() | ref_shapes.keys()
+                            if shapes.get(n) != ref_shapes.get(n))
+        return shapes, number, changed, ref_number << 32
+
     def _one(self, value: tuple) -> tuple:
         """The first value equal to ``value`` seen (``value`` when it is the first)."""
         return self._values.setdefault(value, value)
@@ -755,31 +899,35 @@ class SharedSeconds:
             known = self._signatures[id(signature)] = (
                 signature, _signature_shapes(signature), set(signature.input_names))
         _, signature_shapes, inputs = known
-        facts = [self._nest(nest) for nest in nests]
+        known_nest = self._nests.get
+        facts = [known_nest(id(nest)) or self._nest(nest) for nest in nests]
         # A program's shapes depend only on its nests' written extents (and the signature):
         # the steps of one program mostly change nests without changing what they write, so
         # they share the merged shapes, each nest's seconds in them, and the fills' seconds.
-        key = (id(signature), tuple(f[5] for f in facts))
+        key = (id(signature), tuple(map(_EXTENTS_NUMBER, facts)))
         hit = self._shapes.get(key)
         if hit is None:
-            hit = self._shapes[key] = (
-                _merged_shapes(signature_shapes, (f[2] for f in facts)), len(self._shapes))
-        shapes, shapes_number = hit
+            hit = self._shapes[key] = self._new_shapes(
+                id(signature), _merged_shapes(signature_shapes, (f[2] for f in facts)))
+        shapes, shapes_number, changed, reference = hit
         parts = []
         high = shapes_number << 32   # fewer than 2**32 distinct nests: the pair is one int
         for nest, number, _, tensors, _, _, _ in facts:
             pair = high | number
             seconds = self._by_shapes.get(pair)
+            if seconds is None and changed.isdisjoint(tensors):
+                # its tensors have the reference shapes: its seconds in those, when known
+                seconds = self._by_shapes.get(reference | number)
             if seconds is None:
                 read = tuple((n, shapes.get(n)) for n in tensors)
                 key = self._reads.setdefault(read, len(self._reads)) << 32 | number
                 seconds = self._seconds.get(key)
                 if seconds is None:
-                    seconds = self._seconds[key] = _nest_cost(
-                        0, nest, dict(read), self.machine, self._ops).seconds
+                    seconds = self._seconds[key] = _nest_terms(
+                        nest, dict(read), self.machine, self._ops)[4]
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
-        fills = (shapes_number, tuple(f[6] for f in facts))
+        fills = (shapes_number, tuple(map(_FILLS_NUMBER, facts)))
         fill = self._fills.get(fills)
         if fill is None:
             fill = self._fills[fills] = _fill_seconds((t for f in facts for t in f[4]), inputs,
