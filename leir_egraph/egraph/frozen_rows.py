@@ -96,18 +96,40 @@ class FrozenReader:
         read = _PRIMITIVE.get(sort)
         if read is not None:
             return read(self._egraph, value)
-        terms = self._terms
-        hit = terms.get(value, _MISSING)
+        hit = self._terms.get(value, _MISSING)
         if hit is not _MISSING:
             return None if hit is _VISITING else hit   # _VISITING: a cycle, no finite term
+        return self._read(value)
+
+    def _read(self, value) -> Term | None:
+        """:meth:`term` of an e-class not read yet. Each argument is read (the memo looked up
+        here, not in a call per argument: most arguments are e-classes read before), all of
+        them even after one without a term, so that an ambiguous e-class anywhere in the term
+        raises as :meth:`node` would."""
+        terms = self._terms
         terms[value] = _VISITING
         node = self.node(value)
         if node is None:
-            result = None
-        else:
-            name, inputs, sorts = node
-            args = [self.term(v, s) for v, s in zip(inputs, sorts)]
-            result = None if None in args else (name, *args)
+            terms[value] = None
+            return None
+        name, inputs, sorts = node
+        args = [name]
+        finite = True
+        egraph = self._egraph
+        for v, s in zip(inputs, sorts):
+            read = _PRIMITIVE.get(s)
+            if read is not None:
+                arg = read(egraph, v)
+            else:
+                arg = terms.get(v, _MISSING)
+                if arg is _MISSING:
+                    arg = self._read(v)
+                elif arg is _VISITING:
+                    arg = None
+            if arg is None:
+                finite = False
+            args.append(arg)
+        result = tuple(args) if finite else None
         terms[value] = result
         return result
 
