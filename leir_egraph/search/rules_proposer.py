@@ -137,7 +137,9 @@ class RulesProposer:
         offered."""
         if program.text not in self._steps:
             seen, out = {program.text}, []
-            for t in all_steps(program, self.strategies):
+            kernels = self._shared_kernels()
+            known = kernels.node_matches(program) if kernels is not None else None
+            for t in all_steps(program, self.strategies, known=known):
                 if t.after.text not in seen:
                     seen.add(t.after.text)
                     out.append(t)
@@ -187,7 +189,7 @@ class RulesProposer:
         if self._kernel_steps is None:
             chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
                       else self.strategies)
-            self._kernel_steps = KernelSteps(resolve(chosen))
+            self._kernel_steps = KernelSteps(resolve(chosen), resolve(self.strategies))
         return self._kernel_steps
 
     def ranked(self, program: Program) -> list[Transition]:
