@@ -26,7 +26,7 @@ SLOW_MODULES = frozenset({
     "test_lower_golden.py", "test_lower_segments.py", "test_packaging.py",
     "test_recall_checks.py", "test_sample_pipeline.py", "test_search.py",
     "test_soundness_core.py", "test_workloads.py", "test_dataset_splits.py",
-    "test_dataset_trajectories.py",
+    "test_dataset_trajectories.py", "test_search_node_steps.py",
 })
 SLOW_FIXTURES = frozenset({"verifier", "golden_rows"})
 SLOW_TESTS = frozenset({

@@ -177,9 +177,31 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
 
 
-def all_steps(program: Program, strategies=None, *, broken: list | None = None) -> list[Transition]:
-    """Every distinct one-site application of every given strategy (default: all)."""
-    return steps_many([program], strategies, broken=broken)[0]
+def all_steps(program: Program, strategies=None, *, broken: list | None = None,
+              known: dict[str, list[RawMatch]] | None = None) -> list[Transition]:
+    """Every distinct one-site application of every given strategy (default: all).
+
+    ``known``: the raw matches on ``program`` of some of the strategies, found elsewhere (by
+    strategy id; the search's ``KernelSteps.node_matches``, matched once per kernel): those
+    strategies are not matched again, their matches are placed with the others'. The steps are
+    those of matching every strategy, in the same order, when ``known`` holds exactly the
+    matches the engine records for them on ``program`` in the engine's order within each rule
+    (its matches of one rule may come in another order where no two of them make the same
+    program at the same path: only then does the order decide which one a step is)."""
+    if not known:
+        return steps_many([program], strategies, broken=broken)[0]
+    chosen = resolve(strategies)
+    engine = engine_for(default_strategies() if strategies is None else chosen)
+    rest = [s for s in chosen if s.id not in known]
+    order = {(s.id, r.name): i for i, (s, r) in enumerate((s, r) for s in chosen
+                                                          for r in s.rules)}
+    with gc_paused():  # (leir_egraph/gcpause.py) one program's garbage has no cycles
+        found = engine.matches(program, rest) if rest else []
+        found += [m for s in chosen if s.id in known for m in known[s.id]]
+        # in rule order, as the engine sorts one run's matches (stable: a rule's own order
+        # kept); a strategy that could not be extracted (rule names joined) last, as there
+        found.sort(key=lambda m: order.get((m.strategy, m.rule), len(order)))
+        return transitions_from(program, found, {s.id: s for s in chosen}, broken)
 
 
 def steps_many(programs: Iterable[Program], strategies=None, *, broken: list | None = None

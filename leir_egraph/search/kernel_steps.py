@@ -28,7 +28,8 @@ a caller that only costs them (``cost.SharedSeconds.of``).
 from __future__ import annotations
 
 from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
-from ..egraph.engine import engine_for
+from ..egraph.engine import RawMatch, engine_for
+from ..egraph.parameters import fresh_rules
 from ..egraph.strategy import Strategy
 from ..egraph.kernel_batches import disjoint_batches, member_of
 from ..egraph.windows import WindowMatches, window_reason
@@ -44,9 +45,18 @@ class KernelSteps:
     """The kernel-local strategies among ``strategies`` (``local``; the others are ``rest``),
     their steps kept per kernel (top-level nest) as the distinct nests each step makes of it."""
 
-    def __init__(self, strategies: tuple[Strategy, ...]):
+    def __init__(self, strategies: tuple[Strategy, ...], node: tuple[Strategy, ...] = ()):
         self.local = tuple(s for s in strategies if nonlocal_reason(s) is None)
         self.rest = tuple(s for s in strategies if nonlocal_reason(s) is not None)
+        # the kernel-local strategies among a node's own (``node``): their raw matches are
+        # kept per kernel (``node_matches``), each node's kernel matched once with all of
+        # them; not when a rule names fresh tensors (its matches depend on the program)
+        node_local = tuple(s for s in node if nonlocal_reason(s) is None)
+        self.node_local = node_local if not fresh_rules(node_local) else ()
+        self._matched = self.local + tuple(s for s in self.node_local if s not in self.local)
+        self._local_ids = frozenset(s.id for s in self.local)
+        # (signature, kernel term) -> the raw matches on it (None: one could not be built)
+        self._raw: dict[tuple, tuple[RawMatch, ...] | None] = {}
         engine = engine_for(self.rest) if self.rest else None
         windowed = tuple(s for s in self.rest if window_reason(s, engine) is None)
         # the rest strategies whose matches are kept per window (egraph/windows.py)
@@ -59,8 +69,10 @@ class KernelSteps:
     def applies(self, program: Program) -> bool:
         """Whether ``successors`` gives exactly the local strategies' steps of ``program``:
         there are local strategies and no nest term occurs in two of its kernels."""
-        if not self.local:
-            return False
+        return bool(self.local) and self._disjoint(program)
+
+    def _disjoint(self, program: Program) -> bool:
+        """Whether no nest term occurs in two kernels of ``program``."""
         seen: set = set()
         for kernel in program.leir.nests:
             inner = self._inner.get(kernel)
@@ -70,6 +82,39 @@ class KernelSteps:
                 return False
             seen |= inner
         return True
+
+    def node_matches(self, program: Program) -> dict[str, list[RawMatch]] | None:
+        """The raw matches of the node's kernel-local strategies (``node_local``) on
+        ``program``, by strategy id, for ``all_steps(known=)``: the union of its kernels'
+        matches, each kernel matched once per proposer (with the lookahead's, in the same
+        batches), in rule order and, within a rule, by kernel. None where that is not exactly
+        what matching the program would give, or might not be: a nest term in two kernels,
+        a match that could not be built, or two matches of one rule at one term with the same
+        replacement (then the engine's order of the two would decide which one a step is)."""
+        if not self.node_local or not program.leir.nests or not self._disjoint(program):
+            return None
+        nests = program.leir.nests
+        terms = uncons(encode(program.leir), "PCons")
+        todo = [n for n, t in dict(zip(nests, terms)).items()
+                if (program.signature, t) not in self._raw]
+        for batch in disjoint_batches(todo):
+            self._match(program, batch, node=True)
+        found: dict = {}
+        for t in terms:
+            raw = self._raw.get((program.signature, t))
+            if raw is None:
+                return None
+            found.update(dict.fromkeys(raw))
+        order = {(s.id, r.name): i for i, (s, r) in enumerate((s, r) for s in self.node_local
+                                                              for r in s.rules)}
+        wanted = sorted((m for m in found if (m.strategy, m.rule) in order),
+                        key=lambda m: order[m.strategy, m.rule])
+        if len({(m.strategy, m.rule, m.lhs, m.rhs) for m in wanted}) < len(wanted):
+            return None
+        out: dict[str, list[RawMatch]] = {s.id: [] for s in self.node_local}
+        for m in wanted:
+            out[m.strategy].append(m)
+        return out
 
     def successors(self, program: Program) -> list[tuple[LoopNest, ...]]:
         """The nests of every program one step of a local strategy away from ``program``
@@ -128,21 +173,37 @@ class KernelSteps:
                 out.append(tuple(self._decoder(n) for n in new))
         return out
 
-    def _match(self, program: Program, batch: list[LoopNest]) -> None:
+    def _match(self, program: Program, batch: list[LoopNest], node: bool = False) -> None:
         """Match the kernels of ``batch`` (no nest term in two of them) in one engine run, as
-        one program with ``program``'s signature, and keep each one's distinct successors."""
+        one program with ``program``'s signature, and keep each one's distinct successors
+        (``local`` strategies only); with ``node``, match the node's local strategies too and
+        keep each kernel's raw matches (those whose matched term it holds). A kernel of the
+        lookahead's programs is matched with the ``local`` strategies only: most of those
+        programs are never ranked as nodes, and the node's own strategies cost twice as much
+        per kernel again."""
         together = program.with_leir(Leir(tuple(batch)))
         term = encode(together.leir)
         index = OccurrenceIndex(term)
         members = uncons(term, "PCons")
         found: list[dict] = [{} for _ in batch]
-        for m in engine_for(self.local).matches(together, list(self.local)):
-            if m.rhs is None or m.rhs == m.lhs:
+        raw: list[dict] = [{} for _ in batch]
+        stuck = False
+        chosen = self._matched if node else self.local
+        for m in engine_for(chosen).matches(together, list(chosen)):
+            if m.rhs is None:
+                stuck = True
+                continue
+            if m.rhs == m.lhs:
                 continue
             for path in index.paths(m.lhs):
                 member, inner = member_of(path)
+                raw[member].setdefault(m)
+                if m.strategy not in self._local_ids:
+                    continue
                 new = replace_at(members[member], inner, m.rhs)
                 if new != members[member]:
                     found[member].setdefault(new)
-        for nest, news in zip(batch, found):
+        for nest, member, news, own in zip(batch, members, found, raw):
             self._next[nest] = tuple(self._decoder(t) for t in news)
+            if node:
+                self._raw[program.signature, member] = None if stuck else tuple(own)

@@ -23,7 +23,9 @@ machine has the cores the timings run on (``lower.threads.wanted``: ``LEIR_NUM_T
 only if no step equal to it up to renaming was judged in this run or offered before it.
 
 Steps and costs are memoised per program text, so algorithms run one after another on the
-same workload share the enumeration work. Costs are computed by ``cost.SharedSeconds``, which
+same workload share the enumeration work. With ``shared=True`` a node's kernel-local steps
+come from matches kept per kernel (``KernelSteps.node_matches``): a child matches only the
+kernels its parent did not have. Costs are computed by ``cost.SharedSeconds``, which
 costs each nest once for all the programs holding it. The lookahead's second steps are only
 costed, never offered, so with ``shared=True`` (the default) the kernel-local ones among them
 (the loop strategies) come from ``KernelSteps``: each distinct kernel of the lookahead's
@@ -137,7 +139,9 @@ class RulesProposer:
         offered."""
         if program.text not in self._steps:
             seen, out = {program.text}, []
-            for t in all_steps(program, self.strategies):
+            kernels = self._shared_kernels()
+            known = kernels.node_matches(program) if kernels is not None else None
+            for t in all_steps(program, self.strategies, known=known):
                 if t.after.text not in seen:
                     seen.add(t.after.text)
                     out.append(t)
@@ -187,7 +191,7 @@ class RulesProposer:
         if self._kernel_steps is None:
             chosen = (tuple(self._lookahead_set()) if self.lookahead_strategies is not None
                       else self.strategies)
-            self._kernel_steps = KernelSteps(resolve(chosen))
+            self._kernel_steps = KernelSteps(resolve(chosen), resolve(self.strategies))
         return self._kernel_steps
 
     def ranked(self, program: Program) -> list[Transition]:
