@@ -87,7 +87,7 @@ class KernelSteps:
         """The raw matches of the node's kernel-local strategies (``node_local``) on
         ``program``, by strategy id, for ``all_steps(known=)``: the union of its kernels'
         matches, each kernel matched once per proposer (with the lookahead's, in the same
-        batches), in rule order and, within a rule, by kernel. None where that is not exactly
+        batches), by kernel (``all_steps`` puts them in rule order). None where that is not exactly
         what matching the program would give, or might not be: a nest term in two kernels,
         a match that could not be built, or two matches of one rule at one term with the same
         replacement (then the engine's order of the two would decide which one a step is)."""
@@ -105,13 +105,10 @@ class KernelSteps:
             if raw is None:
                 return None
             found.update(dict.fromkeys(raw))
-        order = {(s.id, r.name): i for i, (s, r) in enumerate((s, r) for s in self.node_local
-                                                              for r in s.rules)}
-        wanted = sorted((m for m in found if (m.strategy, m.rule) in order),
-                        key=lambda m: order[m.strategy, m.rule])
+        out: dict[str, list[RawMatch]] = {s.id: [] for s in self.node_local}
+        wanted = [m for m in found if m.strategy in out]
         if len({(m.strategy, m.rule, m.lhs, m.rhs) for m in wanted}) < len(wanted):
             return None
-        out: dict[str, list[RawMatch]] = {s.id: [] for s in self.node_local}
         for m in wanted:
             out[m.strategy].append(m)
         return out
