@@ -782,14 +782,12 @@ def reached_helpers(commands: list[str], strategies) -> list[str]:
     for c in commands:
         if _HELPER_RULE.search(c):
             waiting[c] = heads(_query(c)) & made
-    kept: set[str] = set()
     while True:
         fired = [c for c, needs in waiting.items() if needs <= reached]
         if not fired:
             break
         for c in fired:
             del waiting[c]
-            kept.add(c)
             reached |= heads(c)
     return [c for c in commands if c not in waiting]
 
