@@ -174,6 +174,10 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
                                   path, strategy.score, strategy.difficulty,
                                   partial(render, strategy, rule, m, path, after_nests),
                                   partial(bind, m))
+    # the steps' lazy renders (a few of them; each prints only its changed nests) start with
+    # empty memos: the loop's hold every step's program term and printed nests, which a
+    # search would keep alive (and its garbage collections walk) with its steps
+    decoder, texts, printed = Decoder(), {}, {}
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
 
 
