@@ -195,7 +195,9 @@ class WindowMatches:
             self.reason = "a strategy runs alone (Engine.groups)"
         self._reads = _reads(self.strategies, self.engine)
         self._keyed = [_atom_keyed(s, self.engine) for s in self.strategies]
-        self._atoms: dict[int, tuple] = {}   # id(nest term) -> (term, its strings and ints)
+        # id(top-level nest) -> (nest, its term's strings and ints): keyed by the nest, which
+        # the programs holding it keep alive, not by its term, which only this would
+        self._atoms: dict[int, tuple] = {}
         self._edits: dict[tuple, tuple[Edit, ...]] = {}   # per strategy and window key
         self._decoder = Decoder()
         self._rows = {match_relation(s, r): (s, r) for s in self.strategies for r in s.rules}
@@ -375,14 +377,28 @@ class WindowMatches:
             plain = frozenset(f for f, need in read if need is None)
             named = [(f, need) for f, need in read if need is not None]
             per_strategy.append((reads, bool(keyed), needs, plain, named))
+        # per window, the anchored facts it holds (their nests in its two, their suffixes
+        # from its first on), in order, with their suffixes placed relative to it
+        where: dict[LoopNest, set[int]] = {}   # nest -> the windows holding it
+        for k, held in enumerate(inside):
+            for nest in held:
+                where.setdefault(nest, set()).update((k, k - 1))
+        per_window: list[list] = [[] for _ in range(n)]
+        for name, held, suffixes, values in anchored:
+            windows = None
+            for nest in held:
+                at = where.get(nest, set())
+                windows = at if windows is None else windows & at
+            for i in suffixes:
+                windows = ({i, i - 1, i - 2} if windows is None
+                           else windows & {i, i - 1, i - 2})
+            for j in windows:
+                if 0 <= j < n:
+                    per_window[j].append((name, values))
         keys = []
         for j in range(n):
-            window = inside[j] | (inside[j + 1] if j + 1 < n else frozenset())
-            places = {j: 0, j + 1: 1, j + 2: 2}
-            own = [(name, tuple(_Suffix(places[v.at]) if type(v) is _Suffix else v
-                                for v in values))
-                   for name, held, suffixes, values in anchored
-                   if held <= window and all(i in places for i in suffixes)]
+            own = [(name, tuple(_Suffix(v.at - j) if type(v) is _Suffix else v
+                                for v in values)) for name, values in per_window[j]]
             head = (nests[j], nests[j + 1] if j + 1 < n else None, j + 2 >= n)
             there = None   # the strings and integers of the window's nests
             key = []
@@ -402,10 +418,10 @@ class WindowMatches:
     def _held(self, loaded: LoadedProgram, j: int) -> frozenset:
         """The strings and integers of top-level nest ``j``'s term (names, dtypes, extents,
         ...)."""
-        term = loaded.nest_terms[loaded.top_level[j]]
-        hit = self._atoms.get(id(term))
-        if hit is None or hit[0] is not term:
-            hit = self._atoms[id(term)] = (term, _leaves(term))
+        nest = loaded.program.leir.nests[j]
+        hit = self._atoms.get(id(nest))
+        if hit is None or hit[0] is not nest:
+            hit = self._atoms[id(nest)] = (nest, _leaves(loaded.nest_terms[loaded.top_level[j]]))
         return hit[1]
 
     # ------------------------------------------------------------ matching
