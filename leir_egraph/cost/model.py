@@ -806,7 +806,7 @@ def kernel_cost(program: Program, machine: Machine = CPU) -> Callable[[LoopNest]
     return seconds
 
 
-_EXTENTS_NUMBER, _FILLS_NUMBER = itemgetter(5), itemgetter(6)   # of SharedSeconds._nest's facts
+_EXTENTS_NUMBER, _FILLS_NUMBER = itemgetter(4), itemgetter(5)   # of SharedSeconds._nest's facts
 
 
 class SharedSeconds:
@@ -826,7 +826,10 @@ class SharedSeconds:
         self._nests: dict[int, tuple] = {}        # id(nest) -> facts of the first equal nest
         self._held: list[LoopNest] = []           # the nests _nests is keyed by (their ids)
         self._canonical: dict[LoopNest, int] = {}  # nest -> number of the first equal nest
-        self._facts: list[tuple] = []              # by nest number: (nest, facts of it)
+        # by nest number: its facts, (number, ...) of ints, strings and tuples of them, which
+        # the garbage collector untracks; and the first nest of that number
+        self._facts: list[tuple] = []
+        self._first: list[LoopNest] = []
         self._numbers: dict[tuple, int] = {}       # written extents, fill targets -> number
         self._values: dict[tuple, tuple] = {}      # a nest's facts -> the first equal ones
         # extents numbers -> (shapes, their number, changed tensors, reference number << 32)
@@ -853,12 +856,12 @@ class SharedSeconds:
             return math.inf
 
     def _nest(self, nest: LoopNest) -> tuple:
-        """``(the first nest equal to it, its number, written extents, tensors, fill
-        targets, ...)``, the facts computed once per distinct nest: a search node's steps are
-        decoded afresh, so most of its nest objects equal one costed before (a child node
-        shares all but one nest with its parent). Each object is kept in ``_held``, so that its
-        id is not reused while it is a key; the entry is the first equal nest's own tuple (no
-        tuple per object for the garbage collector to walk)."""
+        """``(its number, written extents, tensors, fill targets, ...)``, the facts computed
+        once per distinct nest: a search node's steps are decoded afresh, so most of its nest
+        objects equal one costed before (a child node shares all but one nest with its
+        parent). Each object is kept in ``_held``, so that its id is not reused while it is a
+        key; the entry is the first equal nest's own tuple (no tuple per object for the garbage
+        collector to walk; it holds no nest, so the collector untracks it)."""
         hit = self._nests.get(id(nest))
         if hit is None:
             number = self._canonical.setdefault(nest, len(self._canonical))
@@ -869,7 +872,8 @@ class SharedSeconds:
                 extents = self._one(_nest_written_extents.__wrapped__(nest))
                 fills = self._one(_fill_targets.__wrapped__(nest))
                 tensors = self._one(_nest_tensors.__wrapped__(nest))
-                self._facts.append((nest, number, extents, tensors, fills,
+                self._first.append(nest)
+                self._facts.append((number, extents, tensors, fills,
                                     self._numbers.setdefault(extents, len(self._numbers)),
                                     self._numbers.setdefault(fills, len(self._numbers))))
             hit = self._nests[id(nest)] = self._facts[number]
@@ -908,11 +912,11 @@ class SharedSeconds:
         hit = self._shapes.get(key)
         if hit is None:
             hit = self._shapes[key] = self._new_shapes(
-                id(signature), _merged_shapes(signature_shapes, (f[2] for f in facts)))
+                id(signature), _merged_shapes(signature_shapes, (f[1] for f in facts)))
         shapes, shapes_number, changed, reference = hit
         parts = []
         high = shapes_number << 32   # fewer than 2**32 distinct nests: the pair is one int
-        for nest, number, _, tensors, _, _, _ in facts:
+        for number, _, tensors, _, _, _ in facts:
             pair = high | number
             seconds = self._by_shapes.get(pair)
             if seconds is None and changed.isdisjoint(tensors):
@@ -924,13 +928,13 @@ class SharedSeconds:
                 seconds = self._seconds.get(key)
                 if seconds is None:
                     seconds = self._seconds[key] = _nest_terms(
-                        nest, dict(read), self.machine, self._ops)[4]
+                        self._first[number], dict(read), self.machine, self._ops)[4]
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
         fills = (shapes_number, tuple(map(_FILLS_NUMBER, facts)))
         fill = self._fills.get(fills)
         if fill is None:
-            fill = self._fills[fills] = _fill_seconds((t for f in facts for t in f[4]), inputs,
+            fill = self._fills[fills] = _fill_seconds((t for f in facts for t in f[3]), inputs,
                                                       shapes, self.machine)
         return sum(parts) + fill
 
