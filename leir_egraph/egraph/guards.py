@@ -18,7 +18,7 @@ from itertools import combinations
 from typing import Callable, Iterable
 
 from ..leir.analysis import (Range, equation_reads, equation_sites, index_range,
-                             program_shapes, reads_and_writes, tensor_names)
+                             program_shapes, reads, tensor_names, writes)
 from ..leir.ast import Leir
 from ..leir.hardware import MAX_SHARED_BYTES
 from ..leir.legality import determined_loops, fusible, independent_iterations, loops_swappable
@@ -59,7 +59,7 @@ PATTERN_MATCH = Guard(
 def _pair_facts(loaded: LoadedProgram) -> Facts:
     """Independent, DisjointWrites and Fusible: what two top-level nests allow."""
     nests = list(loaded.top_nests())
-    rw = [reads_and_writes(n) for _, _, n in nests]
+    rw = [(reads(n), writes(n)) for _, _, n in nests]
     for (i, ni, a), (j, nj, b) in combinations(nests, 2):
         (ra, wa), (rb, wb) = rw[i], rw[j]
         if not (wa & rb or ra & wb or wa & wb):
@@ -81,15 +81,15 @@ def _swappable_facts(loaded: LoadedProgram) -> Facts:
 
 
 def _unread_facts(loaded: LoadedProgram) -> Facts:
-    nests = [reads_and_writes(nest) for nest in loaded.program.leir.nests]  # once per nest
+    leir = loaded.program.leir
     read_after: set[str] = set()
-    names = sorted(frozenset().union(*(read | written for read, written in nests)))
-    for i in reversed(range(len(nests) + 1)):
+    names = sorted(reads(leir) | writes(leir))
+    for i in reversed(range(len(leir.nests) + 1)):
         for name in names:
             if name not in read_after:
                 yield UNREAD_IN(name, loaded.suffix_terms[i])
         if i > 0:
-            read_after |= nests[i - 1][0]
+            read_after |= reads(leir.nests[i - 1])
 
 
 def _write_boxes(nest, tensor: str) -> list[list[Range]] | None:
@@ -123,7 +123,7 @@ def _first_write_facts(loaded: LoadedProgram) -> Facts:
     written_before: set[str] = set()
     common: dict = {}
     for i, term, nest in loaded.top_nests():
-        written = reads_and_writes(nest)[1]
+        written = writes(nest)
         first = {t for t in written if t not in inputs and t not in written_before}
         written_before |= written
         key = common.setdefault(nest, [term, first])

@@ -118,18 +118,13 @@ def writes(node) -> frozenset[str]:
 
 
 @lru_cache(maxsize=1 << 14)
-def reads_and_writes(nest: LoopNest) -> tuple[frozenset[str], frozenset[str]]:
-    """``(reads(nest), writes(nest))``, memoized on the nest (structural key, its hash computed
-    once; the entry holds the nest): providers ask it of every top-level nest of every program
-    of an exploration, and programs that share a nest share the answer."""
-    return reads(nest), writes(nest)
-
-
 def inputs_and_writes(nest: LoopNest) -> tuple[frozenset[str], frozenset[str]]:
     """``(reads(nest) - writes(nest), writes(nest))``: what a nest reads without writing it
-    itself, and what it writes (:func:`reads_and_writes`' memo)."""
-    read, written = reads_and_writes(nest)
-    return read - written, written
+    itself, and what it writes. Memoized on the nest (structural key, its hash computed once;
+    the entry holds the nest): providers ask it of every pair of a program's top-level nests,
+    and programs that share a nest share the answer."""
+    written = writes(nest)
+    return reads(nest) - written, written
 
 
 def changed_span(a, b, same=None) -> tuple[int, int, int, int]:
