@@ -69,6 +69,23 @@ def test_explorer_equals_naive_at_depth_2(kind):
     assert all(k == canonical_text(p) for k, p in fast.programs.items())
 
 
+def test_back_to_back_explorations_each_equal_the_oracle():
+    """What an exploration leaves in the process for the next (the strategy set's database
+    process, its set-up derived once per set, memoised analyses of the nests it saw) changes
+    nothing: a program of the first space (sharing all but one nest with the first root),
+    then an unrelated program, explored right after it, each equal the oracle."""
+    root = zoo_program("softmax")
+    first = explore(root, STRATEGIES, depth=2)
+    child = first.programs[sorted(first.keys(1) - first.keys(0))[0]]
+    other = zoo_program("Max_reduction_over_a_dimension")
+    for program, space in ((root, first), (child, explore(child, STRATEGIES, depth=2)),
+                           (other, explore(other, STRATEGIES, depth=2))):
+        slow = naive(program, STRATEGIES, depth=2)
+        assert space.method == "shared" and len(space) >= 10
+        assert space.keys() == slow.keys() and space.counts() == slow.counts()
+        assert step_labels(space) == step_labels(slow)
+
+
 def test_the_suite_is_not_trivial():
     """At least most programs grow at depth 2, so the equality above has something to say."""
     grown = [k for k in KINDS if len(both(k, 2)[0].counts()) == 3 and both(k, 2)[0].counts()[2]]
