@@ -146,14 +146,20 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
         return site, rendered, tuple(facts), cot
 
     out: dict[tuple, Transition] = {}
+    rules: dict[tuple[str, str], tuple] = {}
     for m in matches:
         if m.rhs is None:
             if broken is not None:
                 broken.append(BrokenMatch(m.strategy, m.rule, "(not extractable)" if m.lhs is None
                                           else fragment_text(m.lhs)))
             continue
-        strategy = strategies[m.strategy]
-        rule = next(r for r in strategy.rules if r.name == m.rule)
+        found = rules.get((m.strategy, m.rule))
+        if found is None:  # a strategy's score and class are computed properties: once each
+            strategy = strategies[m.strategy]
+            found = rules[m.strategy, m.rule] = (
+                strategy, next(r for r in strategy.rules if r.name == m.rule),
+                strategy.score, strategy.difficulty)
+        strategy, rule, score, difficulty = found
         if m.rhs == m.lhs:
             continue
         if term is None:
@@ -190,7 +196,7 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
                                            + nests[end:]))
             after.__dict__["text"] = text  # already printed, nest by nest
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
-                                  path, strategy.score, strategy.difficulty,
+                                  path, score, difficulty,
                                   partial(render, strategy, rule, m, path, after_nests),
                                   partial(bind, m))
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
