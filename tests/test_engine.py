@@ -242,6 +242,44 @@ def test_batched_per_strategy_and_per_program_enumeration_agree(golden_rows):
                 t for t in everything if t.strategy == s.id), (program.name, s.id)
 
 
+def test_placing_a_match_by_its_nest_is_placing_it_in_the_whole_program(golden_rows):
+    """``transitions_from`` prints and decodes only the nest or suffix a site replaces, the
+    rest kept from the program: every transition is the one the whole program term with the
+    replacement spliced in gives (text and AST), and every such splice that changes the program
+    is a transition. Seeded golden programs, every strategy (whole-suffix rewriters included)."""
+    import random
+
+    from leir_egraph.egraph.encoding import OccurrenceIndex, replace_at
+    from leir_egraph.egraph.engine import engine_for
+    from leir_egraph.egraph.steps import default_strategies, transitions_from
+
+    strategies = default_strategies()
+    engine = engine_for(strategies)
+    rows = random.Random(5).sample([r for r in golden_rows if len(r["leir"]) <= 900], 3)
+    suffixes = 0
+    for row in rows:
+        program = Program.parse(row["leir"], row["signature"], row["name"])
+        matches = engine.matches(program)
+        placed = {(t.strategy, t.path): t for t in
+                  transitions_from(program, matches, {s.id: s for s in strategies})}
+        term = encode(program.leir)
+        index = OccurrenceIndex(term)
+        whole = {}
+        for m in matches:
+            if m.rhs is None or m.rhs == m.lhs:
+                continue
+            for path in index.paths(m.lhs):
+                after = decode(replace_at(term, path, m.rhs))
+                if to_text(after) != program.text:
+                    whole.setdefault((m.strategy, path), set()).add(to_text(after))
+                    suffixes += set(path) <= {2}
+        assert placed.keys() == whole.keys(), program.name
+        for key, t in placed.items():
+            assert t.after.text in whole[key] and to_text(t.after.leir) == t.after.text
+            assert t.after.leir == parse(t.after.text)
+    assert suffixes > 0  # a whole-suffix replacement was placed
+
+
 def test_drawn_steps_are_a_seeded_draw_from_the_full_enumeration(golden_rows):
     """The capped path (queries first, replacements built only for the drawn applications)
     draws from exactly the transitions the full enumeration makes: every drawn transition is one

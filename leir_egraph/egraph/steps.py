@@ -16,6 +16,7 @@ from functools import partial
 from typing import Callable, Iterable
 
 from ..gcpause import gc_paused
+from ..leir.ast import Leir
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
 from ..leir.printer import to_text
@@ -145,33 +146,57 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
         return site, rendered, tuple(facts), cot
 
     out: dict[tuple, Transition] = {}
+    rules: dict[tuple[str, str], tuple] = {}
     for m in matches:
         if m.rhs is None:
             if broken is not None:
                 broken.append(BrokenMatch(m.strategy, m.rule, "(not extractable)" if m.lhs is None
                                           else fragment_text(m.lhs)))
             continue
-        strategy = strategies[m.strategy]
-        rule = next(r for r in strategy.rules if r.name == m.rule)
+        found = rules.get((m.strategy, m.rule))
+        if found is None:  # a strategy's score and class are computed properties: once each
+            strategy = strategies[m.strategy]
+            found = rules[m.strategy, m.rule] = (
+                strategy, next(r for r in strategy.rules if r.name == m.rule),
+                strategy.score, strategy.difficulty)
+        strategy, rule, score, difficulty = found
         if m.rhs == m.lhs:
             continue
         if term is None:
             term = encode(program.leir)
             index = OccurrenceIndex(term)
             before_nests = uncons(term, "PCons")
+            # the text before nest k and from nest k on: a placed match changes one nest or
+            # one suffix, and the rest of the program is printed once, here
+            before_texts = [nest_text(n) for n in before_nests]
+            heads = [""]
+            for t in before_texts:
+                heads.append(heads[-1] + t)
+            tails = [heads[-1][len(h):] for h in heads]
         for path in index.paths(m.lhs):
-            new_term = replace_at(term, path, m.rhs)
-            after_nests = uncons(new_term, "PCons")
-            text = "".join(nest_text(n) for n in after_nests)
+            # the nest (or the suffix from nest k on) that the path replaces
+            k = 0
+            while k < len(path) and path[k] == 2:
+                k += 1
+            if k == len(path):  # a program suffix: its nests are the replacement's
+                new_nests = uncons(m.rhs, "PCons")
+                end = len(before_nests)
+            else:
+                new_nests = [replace_at(before_nests[k], path[k + 1:], m.rhs)]
+                end = k + 1
+            after_nests = before_nests[:k] + new_nests + before_nests[end:]
+            text = heads[k] + "".join(nest_text(n) for n in new_nests) + tails[end]
             if text == program.text:
                 continue
             key = (m.strategy, path, text)
             if key in out:
                 continue
-            after = program.with_leir(decoder(new_term))
+            nests = program.leir.nests
+            after = program.with_leir(Leir(nests[:k] + tuple(decoder(n) for n in new_nests)
+                                           + nests[end:]))
             after.__dict__["text"] = text  # already printed, nest by nest
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
-                                  path, strategy.score, strategy.difficulty,
+                                  path, score, difficulty,
                                   partial(render, strategy, rule, m, path, after_nests),
                                   partial(bind, m))
     # the steps' lazy renders (a few of them; each prints only its changed nests) start with
