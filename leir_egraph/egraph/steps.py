@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import accumulate
 from typing import Callable, Iterable
 
 from ..gcpause import gc_paused
@@ -166,13 +167,11 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             term = encode(program.leir)
             index = OccurrenceIndex(term)
             before_nests = uncons(term, "PCons")
-            # the text before nest k and from nest k on: a placed match changes one nest or
-            # one suffix, and the rest of the program is printed once, here
+            # a placed match changes one nest or one suffix: the rest of the program is
+            # printed once, here, and sliced at nest k's start
             before_texts = [nest_text(n) for n in before_nests]
-            heads = [""]
-            for t in before_texts:
-                heads.append(heads[-1] + t)
-            tails = [heads[-1][len(h):] for h in heads]
+            whole = "".join(before_texts)
+            starts = [0, *accumulate(map(len, before_texts))]
         for path in index.paths(m.lhs):
             # the nest (or the suffix from nest k on) that the path replaces
             k = 0
@@ -185,7 +184,8 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
                 new_nests = [replace_at(before_nests[k], path[k + 1:], m.rhs)]
                 end = k + 1
             after_nests = before_nests[:k] + new_nests + before_nests[end:]
-            text = heads[k] + "".join(nest_text(n) for n in new_nests) + tails[end]
+            text = (whole[:starts[k]] + "".join(nest_text(n) for n in new_nests)
+                    + whole[starts[end]:])
             if text == program.text:
                 continue
             key = (m.strategy, path, text)
