@@ -59,6 +59,28 @@ def schema_constructors() -> tuple[tuple[str, tuple[str, ...], str], ...]:
                  for c in commands if type(c).__name__ == "Constructor")
 
 
+def contained_sorts(sort: str) -> set[str]:
+    """``sort`` and every schema sort its terms can contain (strings and integers left out)."""
+    constructors = schema_constructors()
+    needed, grew = {sort}, True
+    while grew:
+        inner = {s for _, ins, out in constructors if out in needed for s in ins
+                 if s not in ("String", "i64")}
+        grew = not inner <= needed
+        needed |= inner
+    return needed
+
+
+def traversed_sorts(helper: MapHelper) -> tuple[str, ...]:
+    """The sorts a helper walks: all its ``sorts``; for one that replaces subterms of its
+    ``match_sort``, only those whose terms can contain such a subterm. A term of any other
+    sort (a ``Var``, its subscripts and their index expressions hold no ``Expr``) is left as
+    it is, so no helper constructor of that sort is declared and no rewrite walks it."""
+    if not helper.match_sort:
+        return helper.sorts
+    return tuple(s for s in helper.sorts if helper.match_sort in contained_sorts(s))
+
+
 def evaluated_program(sort: str) -> list[str]:
     """``Evaluated<S> t``: the class of ``t`` holds a term of schema constructors only, for
     ``sort`` and every sort its terms contain (ruleset ``helpers``).
@@ -71,12 +93,7 @@ def evaluated_program(sort: str) -> list[str]:
     between them.
     """
     constructors = schema_constructors()
-    needed, grew = {sort}, True
-    while grew:
-        inner = {s for _, ins, out in constructors if out in needed for s in ins
-                 if s not in ("String", "i64")}
-        grew = not inner <= needed
-        needed |= inner
+    needed = contained_sorts(sort)
     lines = [f"(relation Evaluated{s} ({s}))" for s in sorted(needed)]
     for name, inputs, output in constructors:
         if output not in needed:
@@ -95,15 +112,16 @@ def helper_program() -> str:
         lines.extend(evaluated_program(sort))
     for helper in MAP_HELPERS:
         extras = " ".join(helper.extra_sorts)
+        sorts = traversed_sorts(helper)
         lines.append(f";; {helper.prefix}<Sort>: {helper.doc}")
-        for sort in helper.sorts:
+        for sort in sorts:
             lines.append(f"(constructor {helper.prefix}{sort} ({sort} {extras}) {sort} :unextractable)")
         params = " ".join(f"p{i}" for i in range(len(helper.extra_sorts)))
         for name, inputs, output in schema_constructors():
-            if output not in helper.sorts or name in helper.special:
+            if output not in sorts or name in helper.special:
                 continue
             args = [f"x{i}" for i in range(len(inputs))]
-            mapped = [f"({helper.prefix}{s} {a} {params})" if s in helper.sorts else a
+            mapped = [f"({helper.prefix}{s} {a} {params})" if s in sorts else a
                       for a, s in zip(args, inputs)]
             lhs = f"({name}{''.join(' ' + a for a in args)})"
             rhs = f"({name}{''.join(' ' + m for m in mapped)})"
