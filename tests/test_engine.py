@@ -506,6 +506,24 @@ def test_replace_over_an_unevaluated_replace_keeps_terms_apart():
         run(f"(check (= {read('E')} {read('G')}))")
 
 
+
+def test_replace_keeps_accesses_whole_even_where_a_gather_reads_the_old_expression():
+    """Replace<Sort> replaces Expr subterms and walks no Var, Subs or IExpr (none holds an
+    Expr): a gather reading tensor E in another access's subscripts is an index expression, not
+    the expression (Read E), so it stays, while the Read E beside it is replaced."""
+    from egglog import bindings
+    from leir_egraph.egraph.engine import base_program
+
+    egraph = bindings.EGraph()
+    run = lambda text: egraph.run_program(*egraph.parse_program(text))  # noqa: E731
+    var = lambda n, subs="(SNil)": f'(MkVar "{n}" "f32" "g" {subs})'  # noqa: E731
+    gather = var("X", f'(SCons (IAdd (IRead {var("E")}) (IName "i")) (SNil))')
+    run(base_program())
+    run(f"(let $q (ReplaceExpr (Mul (Read {gather}) (Read {var('E')})) (Read {var('E')}) "
+        f"(Read {var('G')})))")
+    run("(run-schedule (saturate (run helpers)))")
+    run(f"(check (= $q (Mul (Read {gather}) (Read {var('G')}))))")
+
 def test_loader_rejects_duplicate_ids(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "loop_split.toml").write_text(

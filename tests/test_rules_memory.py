@@ -80,6 +80,22 @@ def test_hand_written_walks_cover_every_schema_constructor(helper, sorts):
             assert re.search(rf"\(rewrite \({helper}{out} \({name}[ )]", text), (helper, out, name)
 
 
+
+def test_relayout_readdresses_an_intermediate_read_inside_another_tensors_subscripts():
+    """set_storage_layout keeps another tensor's subscripts whole only where they hold no gather
+    (GatherInSubs): X's subscript reads G through a gather, so every layout of G re-addresses
+    that read as it does G's own accesses, and I's plain access is kept."""
+    p = program("B^{4}_{tx=0}L^{2}_{a=0}[G^{i64,g}_{tx,a}=I^{i64,g}_{tx,a}+1;];"
+                "B^{4}_{tx=0}L^{2}_{a=0}[C^{f32,g}_{tx,a}=X^{f32,g}_{G^{i64,g}_{tx,a}}*I^{i64,g}_{tx,a};];",
+                "I:i64[4,2] X:f32[8] -> C:f32[4,2]")
+    broken: list = []
+    steps = single_steps(p, STRATEGIES["set_storage_layout"], broken=broken)
+    assert not broken and len(steps) >= 3
+    for step in steps:
+        accesses = re.findall(r"G\^\{i64,g\}_\{([^{}]*)\}", step.after.text)
+        assert len(accesses) == 2 and accesses[0] == accesses[1] != "tx,a", step.after.text
+        assert step.after.text.count("I^{i64,g}_{tx,a}") == 2, step.after.text
+
 # ---------------------------------------------------------------- layouts and regions
 
 def _elements(shape):
