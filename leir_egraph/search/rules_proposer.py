@@ -141,8 +141,12 @@ class RulesProposer:
         if program.text not in self._steps:
             seen, out = {program.text}, []
             kernels = self._shared_kernels()
-            known = kernels.node_matches(program) if kernels is not None else None
-            for t in all_steps(program, self.strategies, known=known):
+            # the node's engine run (``node_matches`` makes it for ``all_steps``) under the
+            # collector's pause ``all_steps`` makes it under (leir_egraph/gcpause.py)
+            with gc_paused():
+                known = kernels.node_matches(program) if kernels is not None else None
+                steps = all_steps(program, self.strategies, known=known)
+            for t in steps:
                 if t.after.text not in seen:
                     seen.add(t.after.text)
                     out.append(t)
