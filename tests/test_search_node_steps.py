@@ -1,5 +1,6 @@
 """search/kernel_steps.py ``node_matches`` and ``all_steps(known=)``: a search node's own steps,
-its kernel-local strategies' matches reused per kernel from the nodes ranked before it, are
+its kernel-local strategies' matches reused per kernel and its window-local ones' per window
+key (egraph/windows.py, ``raw``) from the nodes ranked before it, are
 exactly the steps of enumerating it from scratch -- programs, strategies, rules, paths,
 bindings, guard facts, chains of thought, and their order (issue 34: "search ranks a node from
 the matches of the terms it shares with its parent plus the new ones")."""
@@ -53,10 +54,14 @@ def _walk(index: int, data, depth: int) -> None:
     entry = next(e for e in steptp.load() if e.index == index)
     program = steptp.program(entry, "cpu", seed=0)
     proposer = _proposer(index)
+    windows = proposer._shared_kernels()._node_windows
     for step in range(depth + 1):
+        reused = windows.reused_programs
         steps = proposer.steps(program)
-        assert proposer._shared_kernels().node_matches(program) is not None, program.text
+        assert proposer._shared_kernels()._kernel_matches(program) is not None, program.text
         assert said(steps) == scratch(program), program.text
+        if index == 67 and step:   # a child of the MHA node: most windows' matches kept
+            assert windows.reused_programs == reused + 1, windows.reason
         if step == depth or not steps:
             break
         windowed = [t for t in steps if t.strategy in WINDOWED]

@@ -44,6 +44,15 @@ whole-program matching, and the strategies are matched whole from then on. The e
 program are exactly those of matching it whole (``tests/test_windows.py`` checks it on the
 lookahead programs of real workloads).
 
+With ``raw=True`` the matches themselves are kept, for a search node's own steps (their rules,
+bindings and chains of thought): relative to their window (``Relative``: the rule, the nests
+replaced, the new nests' terms, the bindings with each program suffix named by its place
+relative to the window), placed on another program's own suffixes by ``reused``, which
+matches per strategy: a strategy with more new windows than ``NEW_SHARE`` of a program's nests
+is left for the caller to match whole with its other strategies, and ``keep_whole`` keeps
+that run's matches per window. ``tests/test_search_node_steps.py`` checks that a node's steps
+are exactly those of enumerating it from scratch.
+
     >>> from leir_egraph import Program
     >>> from leir_egraph.egraph.steps import resolve
     >>> sig = {"inputs": [{"name": "A", "dtype": "float32", "shape": [4, 8]}],
@@ -64,7 +73,7 @@ from ..leir.program import Program
 from ..leir.traverse import nests_in
 from .encoding import SORT_OF, Decoder, shared_terms, uncons
 from .kernel_batches import BATCH_NESTS
-from .engine import Engine, engine_for, match_relation, provider_errors, ruleset_name
+from .engine import Engine, RawMatch, engine_for, match_relation, provider_errors, ruleset_name
 from .facts import Fact
 from .loaded import LoadedProgram
 from .parameters import FreshNames, fresh_rules
@@ -79,6 +88,10 @@ NEW_SHARE = 0.5
 
 # (nests replaced at the window's head, new nests, whether they may hold fresh-name placeholders)
 Edit = tuple[int, tuple[LoopNest, ...], bool]
+# a raw match relative to its window (``raw=True``): rule, nests replaced at the window's head,
+# the terms of the new nests, the bindings with each program suffix as a ``_Suffix`` of its
+# place relative to the window
+Relative = tuple[str, int, tuple, tuple]
 
 
 def window_reason(strategy: Strategy, engine: Engine) -> str | None:
@@ -109,6 +122,17 @@ def _reads(strategies: tuple[Strategy, ...], engine: Engine) -> list[frozenset[s
 
 def _mentioned(engine: Engine) -> set[str]:
     """The provided relations an egglog rule of the engine mentions."""
+    hit = _MENTIONED.get(id(engine))
+    if hit is None or hit[0] is not engine:
+        hit = _MENTIONED[id(engine)] = (engine, frozenset(_mentioned_in(engine)))
+    return set(hit[1])
+
+
+# id(engine) -> (engine, _mentioned(engine)): the regular expressions run once per engine
+_MENTIONED: dict[int, tuple] = {}
+
+
+def _mentioned_in(engine: Engine) -> set[str]:
     provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
     text = _base_text(engine)
     return {name for name in provided if re.search(rf"\({re.escape(name)}[ )]", text)}
@@ -185,9 +209,13 @@ def _base_text(engine: Engine) -> str:
 class WindowMatches:
     """The matches of window-local strategies (:func:`window_reason`), kept per window key."""
 
-    def __init__(self, strategies: tuple[Strategy, ...] | list[Strategy]):
+    def __init__(self, strategies: tuple[Strategy, ...] | list[Strategy], raw: bool = False):
         self.strategies = tuple(strategies)
+        # keep raw matches (``Relative``, for ``reused``) rather than edits (for ``edits``)
+        self.raw = raw
+        self._ids = frozenset(s.id for s in self.strategies)
         self.engine = engine_for(self.strategies)
+        self._heads = _prog_heads(self.engine) if raw else (frozenset(), frozenset())
         reasons = [window_reason(s, self.engine) for s in self.strategies]
         # None: every program is matched whole (a strategy is not window-local)
         self.reason = next((r for r in reasons if r), None)
@@ -208,6 +236,7 @@ class WindowMatches:
         self._renamed: dict[tuple, tuple] = {}   # (id(nest), fresh names) -> (nest, renamed)
         self._prepared: dict[str, tuple] = {}   # program text -> (loaded, facts, keys), prefetch
         self.matched_whole = 0    # programs matched whole
+        self.reused_programs = 0  # (raw) programs some strategies' matches came from keys of
         self.regions = 0          # regions matched
         self.runs = 0             # engine runs (a batch of regions, or a whole program)
 
@@ -228,6 +257,69 @@ class WindowMatches:
                 return self._named(program, self._whole(loaded, keys=keys))
         return self._named(program, [(j, *edit) for j, per in enumerate(keys) for key in per
                                      for edit in self._edits[key]])
+
+    def reused(self, program: Program) -> tuple[list[RawMatch], tuple[Strategy, ...]] | None:
+        """(``raw``) The raw matches on ``program`` of the strategies whose windows are known
+        or few new, named as ``Engine.matches`` names them (each window's from its key, the
+        new windows matched as regions), and the strategies to match whole instead (those
+        with more new windows than ``NEW_SHARE`` of the nests, or every one where a region
+        could not be matched): their whole run's matches are for ``keep_whole``. The matches
+        are those of matching ``program`` whole, in window order (the engine's order within a
+        rule may differ: None is returned when two matches of one rule at one window make
+        the same replacement, where that order would decide which one a step is, or when
+        no key is kept any more)."""
+        nests = program.leir.nests
+        if not self.raw or self.reason is not None or not nests:
+            return None
+        loaded, facts, keys = prepared = (self._prepared.pop(program.text, None)
+                                          or self._prepare(program))
+        n = len(nests)
+        known = [[keys[j][i] in self._edits for j in range(n)] for i in range(len(keys[0]))]
+        parts = tuple(i for i, there in enumerate(known)
+                      if n - sum(there) <= NEW_SHARE * n and any(there))
+        whole = tuple(i for i in range(len(known)) if i not in parts)
+        new = [j for j in range(n) if any(not known[i][j] for i in parts)]
+        if not all(self._match_regions([(loaded, facts, keys, a, b)], parts)
+                   for a, b in _runs(new)):
+            parts, whole = (), tuple(range(len(known)))
+        if self.reason is not None:
+            return None
+        if whole:
+            self._prepared[program.text] = prepared
+        suffixes = loaded.suffix_terms
+        out, seen = [], set()
+        for j, per in enumerate(keys):
+            for i in parts:
+                for entry in self._edits[per[i]]:
+                    same = (i, entry[0], j, entry[1], entry[2])
+                    if same in seen:
+                        self._prepared.pop(program.text, None)
+                        return None
+                    seen.add(same)
+                    out.append(_placed(self.strategies[i].id, entry, j, suffixes))
+        self.reused_programs += bool(parts)
+        return self.engine.named(program, out), tuple(self.strategies[i] for i in whole)
+
+    def keep_whole(self, program: Program, found: list[RawMatch], matched) -> None:
+        """(``raw``) Keep per window key the matches among ``found`` (a run of the
+        strategies ``matched`` on the whole of ``program``, fresh names not put in) of those
+        of the strategies among ``matched``, unless one could not be built or reaches past
+        its window (then nothing is kept from now on)."""
+        if not self.raw or self.reason is not None or not program.leir.nests:
+            return
+        loaded, _, keys = self._prepared.pop(program.text, None) or self._prepare(program)
+        ran = {s.id for s in matched}
+        only = tuple(i for i, s in enumerate(self.strategies) if s.id in ran)
+        mine = [m for m in found if m.strategy in ran and m.strategy in self._ids]
+        if not only or any(m.lhs is None or m.rhs is None for m in mine):
+            return
+        n = len(keys)
+        self.matched_whole += 1
+        per = self._per_window(mine, n, 0, n, suffixes=loaded.suffix_terms)
+        if per is None:
+            self.reason = "a replacement or binding reaches past its window"
+            return
+        self._keep(per, keys, range(n), 0, only)
 
     def _named(self, program: Program, edits: list[tuple]) -> list[tuple[int, int, tuple]]:
         """``(j, width, new)`` of ``edits`` (``(j, width, new, fresh)``), the program's fresh
@@ -288,13 +380,14 @@ class WindowMatches:
         """The facts naming no term in a program's keys (the same in all its windows)."""
         return tuple(key[-1] for key in keys[0])
 
-    def _match_regions(self, batch: list[tuple]) -> bool:
+    def _match_regions(self, batch: list[tuple], only: tuple[int, ...] | None = None) -> bool:
         """Match the regions of ``batch`` (``(loaded, facts, keys, a, b)``: windows ``a`` to
         ``b`` of a program, new keys; several from ``_region_batches``) in one engine run and
-        keep their windows' edits. False when a replacement could not be built (nothing kept:
-        ``edits`` matches the program whole) or reaches past its window (no edits are kept
-        from now on)."""
+        keep their windows' edits (of the strategies numbered ``only``, None: all). False
+        when a replacement could not be built (nothing kept: ``edits`` matches the program
+        whole) or reaches past its window (no edits are kept from now on)."""
         engine = self.engine
+        chosen = self.strategies if only is None else tuple(self.strategies[i] for i in only)
         nests: list[LoopNest] = []
         placed = []   # (region's first nest in the batch program, loaded, facts, keys, a, b, stop)
         for k, (loaded, facts, keys, a, b) in enumerate(batch):
@@ -305,7 +398,7 @@ class WindowMatches:
             if stop < len(program_nests) or k < len(batch) - 1:
                 nests.append(_separator(k))
         together = LoadedProgram(batch[0][0].program.with_leir(Leir(tuple(nests))))
-        step = engine.one_iteration(self.strategies, ruleset_name)   # outside the push
+        step = engine.one_iteration(chosen, ruleset_name)   # outside the push
         self.regions += len(batch)
         self.runs += 1
         commands = together.declarations().splitlines()
@@ -319,7 +412,8 @@ class WindowMatches:
         try:
             engine.send(commands + ["(run-schedule (saturate (run analysis)))", step,
                                     "(run-schedule (saturate (run helpers)))"])
-            found, stuck = engine.read_rows(self._rows)
+            found, stuck = engine.read_rows(self._rows if only is None else {
+                match_relation(s, r): (s, r) for s in chosen for r in s.rules})
         finally:
             engine.run("(pop)")
         if stuck:
@@ -330,11 +424,11 @@ class WindowMatches:
             # take the separator for a nest
             ends = stop == len(loaded.program.leir.nests) and k < len(placed) - 1
             per = self._per_window(found, len(nests), at, b - a + 1,
-                                   last=b - a if ends else None)
+                                   last=b - a if ends else None, suffixes=together.suffix_terms)
             if per is None:
                 self.reason = "a replacement rewrites more than its window"
                 return False
-            self._keep(per, keys, range(a, b + 1), a)
+            self._keep(per, keys, range(a, b + 1), a, only)
         return True
 
     # ------------------------------------------------------------ keys
@@ -434,7 +528,7 @@ class WindowMatches:
         self.runs += 1
         n = len(loaded.program.leir.nests)
         found = self.engine.matches(loaded.program, list(self.strategies), named=False)
-        per = self._per_window(found, n, 0, n, bounded=bounded)
+        per = self._per_window(found, n, 0, n, bounded=bounded, suffixes=loaded.suffix_terms)
         if per is None:
             self.reason = "a replacement rewrites more than its window"
             per = self._per_window(found, n, 0, n, bounded=False)
@@ -442,21 +536,25 @@ class WindowMatches:
             self._keep(per, keys, range(n), 0)
         return [(j, *edit) for (j, _), edits in sorted(per.items()) for edit in edits]
 
-    def _keep(self, per: dict, keys: list[tuple], windows, first: int) -> None:
+    def _keep(self, per: dict, keys: list[tuple], windows, first: int,
+              only: tuple[int, ...] | None = None) -> None:
         """Keep the edits ``per`` found (by window relative to ``first`` and strategy) under
-        the keys of ``windows``."""
+        the keys of ``windows`` (of the strategies numbered ``only``, None: all)."""
         for j in windows:
-            for strategy, key in zip(self.strategies, keys[j]):
-                self._edits[key] = tuple(per.get((j - first, strategy.id), ()))
+            for i in range(len(self.strategies)) if only is None else only:
+                self._edits[keys[j][i]] = tuple(per.get((j - first, self.strategies[i].id), ()))
 
     def _per_window(self, found, n: int, first: int, count: int, bounded: bool = True,
-                    last: int | None = None) -> dict[tuple[int, str], list[Edit]] | None:
-        """The edits of ``found`` (matches on a program of ``n`` nests) by the position of
-        their window (relative to ``first``) and their strategy, for windows ``first`` to
-        ``first+count-1``; None when ``bounded`` and a replacement reaches past its window.
-        At window ``last`` (relative), the last nest of its program, only the matches of
-        one-nest rules are kept."""
-        per: dict[tuple[int, str], list[Edit]] = {}
+                    last: int | None = None, suffixes: list | None = None
+                    ) -> dict[tuple[int, str], list] | None:
+        """The edits of ``found`` (matches on a program of ``n`` nests, whose suffix terms are
+        ``suffixes``) by the position of their window (relative to ``first``) and their
+        strategy, for windows ``first`` to ``first+count-1`` (with ``raw``, the matches
+        relative to their windows, ``Relative``); None when ``bounded`` and a replacement
+        reaches past its window, or with ``raw`` when a binding holds a program suffix other
+        than those starting in the window or right after it. At window ``last`` (relative),
+        the last nest of its program, only the matches of one-nest rules are kept."""
+        per: dict[tuple[int, str], list] = {}
         for m in found:
             if m.lhs is None or m.rhs is None or m.rhs == m.lhs:
                 continue
@@ -473,6 +571,13 @@ class WindowMatches:
             width = len(old) - keep
             if bounded and width > WIDTH:
                 return None
+            if self.raw:
+                bindings = _relative(m.bindings, j, suffixes, m.lhs, self._heads)
+                if bindings is None:
+                    return None
+                per.setdefault((j - first, m.strategy), []).append(
+                    (m.rule, width, tuple(new[:len(new) - keep]), bindings))
+                continue
             repl = tuple(self._decoder(t) for t in new[:len(new) - keep])
             per.setdefault((j - first, m.strategy), []).append(
                 (width, repl, (m.strategy, m.rule) in self._fresh))
@@ -615,6 +720,77 @@ class _Suffix(tuple):
     @property
     def at(self) -> int:
         return self[1]
+
+
+def _relative(bindings: tuple, j: int, suffixes: list, lhs: tuple, heads: tuple
+              ) -> tuple | None:
+    """A match's bindings at window ``j`` (its left-hand side ``lhs``) of a program whose
+    suffix terms are ``suffixes``, each value that is the suffix starting at nest ``j+k``
+    (``k`` <= ``WIDTH``) as ``_Suffix(k)`` (:func:`_placed` puts another program's suffix
+    there); None when a value is another program suffix or holds one (it would not be decided
+    by the window's key). ``heads`` (:func:`_prog_heads`) says which terms may hold one."""
+    holding, known = heads
+    out, moved = [], False
+    for name, value in bindings:
+        if type(value) is tuple and value[0] in _PROG:
+            i = len(suffixes) - 1 - len(uncons(value, "PCons"))
+            if not j <= i <= j + WIDTH:
+                return None
+            inside = lhs   # the engine's terms share objects: the lhs's own suffix first
+            for _ in range(i - j):
+                inside = inside[2] if inside[0] == "PCons" else inside
+            if value is not inside and value != suffixes[i]:
+                return None
+            value, moved = _Suffix(i - j), True
+        elif type(value) is tuple and (value[0] in holding or value[0] not in known
+                                       and _holds_prog(value)):
+            return None
+        out.append((name, value))
+    return tuple(out) if moved else bindings   # the match's own, where no suffix moves
+
+
+def _placed(strategy: str, entry: Relative, j: int, suffixes: list) -> RawMatch:
+    """The raw match ``entry`` (:func:`_relative`) at window ``j`` of a program whose suffix
+    terms are ``suffixes``."""
+    rule, width, repl, bindings = entry
+    rhs = suffixes[j + width]
+    for term in reversed(repl):
+        rhs = ("PCons", term, rhs)
+    if any(type(v) is _Suffix for _, v in bindings):
+        bindings = tuple((name, suffixes[j + v.at] if type(v) is _Suffix else v)
+                         for name, v in bindings)
+    return RawMatch(strategy, rule, suffixes[j], rhs, bindings)
+
+
+_PROG = ("PCons", "PNil")
+
+
+def _prog_heads(engine: Engine) -> tuple[frozenset, frozenset]:
+    """The constructors of the engine's program whose terms may hold a program (``Prog``)
+    term -- those of a sort that is ``Prog`` or has a constructor taking such a sort -- and
+    every constructor it declares."""
+    declared = re.findall(r"\(constructor (\S+) \(([^()]*)\) (\w+)", _base_text(engine))
+    holds = {"Prog"}
+    grew = True
+    while grew:
+        grew = False
+        for _, args, sort in declared:
+            if sort not in holds and holds & set(args.split()):
+                holds.add(sort)
+                grew = True
+    return (frozenset(name for name, _, sort in declared if sort in holds),
+            frozenset(name for name, _, _ in declared))
+
+
+def _holds_prog(term: tuple) -> bool:
+    """Whether a term holds a program (``Prog``) term."""
+    todo = [term]
+    while todo:
+        t = todo.pop()
+        if t[0] in _PROG:
+            return True
+        todo.extend(a for a in t[1:] if type(a) is tuple)
+    return False
 
 
 def _runs(positions: list[int]) -> list[tuple[int, int]]:

@@ -54,6 +54,14 @@ class KernelSteps:
         node_local = tuple(s for s in node if nonlocal_reason(s) is None)
         self.node_local = node_local if not fresh_rules(node_local) else ()
         self._matched = self.local + tuple(s for s in self.node_local if s not in self.local)
+        # the node's own strategies that are window-local (egraph/windows.py; not one that
+        # runs alone): their raw matches are kept per window key (``node_matches``)
+        self.node = tuple(node)
+        node_rest = tuple(s for s in node if nonlocal_reason(s) is not None)
+        node_engine = engine_for(node_rest) if node_rest else None
+        node_windowed = tuple(s for s in node_rest if not s.run_alone
+                              and window_reason(s, node_engine) is None)
+        self._node_windows = WindowMatches(node_windowed, raw=True) if node_windowed else None
         self._local_ids = frozenset(s.id for s in self.local)
         # (signature, kernel term) -> the raw matches on it (None: one could not be built)
         self._raw: dict[tuple, tuple[RawMatch, ...] | None] = {}
@@ -84,13 +92,38 @@ class KernelSteps:
         return True
 
     def node_matches(self, program: Program) -> dict[str, list[RawMatch]] | None:
-        """The raw matches of the node's kernel-local strategies (``node_local``) on
-        ``program``, by strategy id, for ``all_steps(known=)``: the union of its kernels'
-        matches, each kernel matched once per proposer (with the lookahead's, in the same
-        batches), by kernel (``all_steps`` puts them in rule order). None where that is not exactly
-        what matching the program would give, or might not be: a nest term in two kernels,
-        a match that could not be built, or two matches of one rule at one term with the same
-        replacement (then the engine's order of the two would decide which one a step is)."""
+        """The raw matches of the node's strategies on ``program``, by strategy id, for
+        ``all_steps(known=)``: the kernel-local ones' (``node_local``) the union of its
+        kernels' matches, each kernel matched once per proposer (with the lookahead's, in the
+        same batches), by kernel; the window-local ones' from their window keys
+        (``WindowMatches.reused``, new windows matched as regions), by window; every other
+        strategy's (and a window-local one's with too many new windows) from one engine run
+        on the program, as ``all_steps`` would make it, the window-local ones' among them kept
+        per window (``all_steps`` puts them all in rule order). None where the kernels'
+        matches are not exactly what matching the program would give, or might not be: a nest
+        term in two kernels, a match that could not be built, or two matches of one rule at
+        one term with the same replacement (then the engine's order of the two would decide
+        which one a step is); then ``all_steps`` matches every other strategy itself."""
+        out = self._kernel_matches(program)
+        windows = self._node_windows
+        if out is None or windows is None:
+            return out
+        got = windows.reused(program)
+        found, whole = got if got is not None else ([], windows.strategies)
+        # the node's other strategies matched here, in one run (as ``all_steps`` would), the
+        # window-local ones among them kept per window
+        chosen = [s for s in self.node if s.id not in out
+                  and (s not in windows.strategies or s in whole)]
+        engine = engine_for(self.node)
+        ran = engine.matches(program, chosen, named=False) if chosen else []
+        windows.keep_whole(program, ran, whole)
+        out.update((s.id, []) for s in self.node if s.id not in out)
+        for m in found + engine.named(program, ran):
+            out[m.strategy].append(m)
+        return out
+
+    def _kernel_matches(self, program: Program) -> dict[str, list[RawMatch]] | None:
+        """``node_matches`` of the kernel-local strategies alone."""
         if not self.node_local or not program.leir.nests or not self._disjoint(program):
             return None
         nests = program.leir.nests

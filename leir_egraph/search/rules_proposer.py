@@ -24,8 +24,9 @@ only if no step equal to it up to renaming was judged in this run or offered bef
 
 Steps and costs are memoised per program text, so algorithms run one after another on the
 same workload share the enumeration work. With ``shared=True`` a node's kernel-local steps
-come from matches kept per kernel (``KernelSteps.node_matches``): a child matches only the
-kernels its parent did not have. Costs are computed by ``cost.SharedSeconds``, which
+come from matches kept per kernel and its window-local ones from matches kept per window key
+(``KernelSteps.node_matches``): a child matches only the kernels and windows its parent did
+not have. Costs are computed by ``cost.SharedSeconds``, which
 costs each nest once for all the programs holding it. The lookahead's second steps are only
 costed, never offered, so with ``shared=True`` (the default) the kernel-local ones among them
 (the loop strategies) come from ``KernelSteps``: each distinct kernel of the lookahead's
@@ -140,8 +141,12 @@ class RulesProposer:
         if program.text not in self._steps:
             seen, out = {program.text}, []
             kernels = self._shared_kernels()
-            known = kernels.node_matches(program) if kernels is not None else None
-            for t in all_steps(program, self.strategies, known=known):
+            # the node's engine run (``node_matches`` makes it for ``all_steps``) under the
+            # collector's pause ``all_steps`` makes it under (leir_egraph/gcpause.py)
+            with gc_paused():
+                known = kernels.node_matches(program) if kernels is not None else None
+                steps = all_steps(program, self.strategies, known=known)
+            for t in steps:
                 if t.after.text not in seen:
                     seen.add(t.after.text)
                     out.append(t)
