@@ -263,6 +263,8 @@ def test_facts_made_per_new_nest_are_the_whole_programs_facts(data):
     assert every.per_nest, "no producer is made per nest: the test has nothing to check"
     assert every.whole   # the context producers' facts are made for each program, whole
     wanted = {name for _, declared in every.per_nest for name in declared}
+    # the producers marked as making only nest-keyed relations (facts.making) among them
+    assert {"Swappable", "IndependentAxis"} <= wanted
     programs = data.draw(st.lists(st.sampled_from(adjacent_pool()), min_size=2, max_size=4),
                          label="programs")
     memo = NestFacts(vocab, wanted)

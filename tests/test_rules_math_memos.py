@@ -5,6 +5,7 @@ its facts computed after other programs sharing its nests and equations filled t
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -95,3 +96,50 @@ def test_facts_do_not_follow_a_program_spelled_otherwise_seen_before():
     _clear_memos()
     _facts(vocab, wanted, braced)
     assert _facts(vocab, wanted, bare) == cold
+    _clear_memos()
+    with analysis.exploration_memos():   # nor an exploration's per-nest memos
+        _facts(vocab, wanted, braced)
+        assert _facts(vocab, wanted, bare) == cold
+
+
+@lru_cache(maxsize=None)
+def _explored(kind: str) -> tuple[Program, ...]:
+    """A zoo program's programs to depth 2 (depth 1 for RMSNorm) under the benchmark's mixed
+    strategies, in discovery order: each differs from its parent in a nest or two."""
+    from leir_egraph.explore import explore
+    from leir_egraph.frontend import from_torch
+    from leir_egraph.workloads import instantiate
+    module, inputs, _ = instantiate(kind, seed=0)
+    root = from_torch(module, inputs, name=kind)
+    space = explore(root, MIXED, depth=1 if kind == "RMSNorm" else 2)
+    return tuple(space.programs.values())
+
+
+MIXED = ["loop_reorder", "loop_fusion", "loop_parallelization", "loop_vectorization",
+         "loop_unrolling", "compute_inline", "set_storage_scope", "expression_splitting",
+         "exponential_split", "operator_fission"]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_facts_in_an_exploration_scope_equal_each_programs_cold_facts(data):
+    """Inside ``analysis.exploration_memos`` (an exploration's scope) the providers reuse
+    what they computed about a nest for an earlier program asking the same of the program
+    around it: every program's facts, one after another in the scope, are its facts computed
+    alone and cold -- the same facts in the same order (math, memory and graph providers)."""
+    vocab = vocabulary_of([s for s in load_strategies() if s.id in MIXED] + MATH)
+    wanted = {name for _, declared in vocab.producers for name in declared}
+    pool = _explored(data.draw(st.sampled_from(["softmax", "MSELoss", "LayerNorm",
+                                                "RMSNorm"]), label="kind"))
+    programs = data.draw(st.lists(st.sampled_from(pool), min_size=2, max_size=6),
+                         label="programs")
+    _clear_memos()
+    cold = []
+    for p in programs:
+        _clear_memos()
+        cold.append(_facts(vocab, wanted, p))
+    _clear_memos()
+    with analysis.exploration_memos():
+        warm = [_facts(vocab, wanted, p) for p in programs]
+    assert warm == cold
+    assert any(name == "ExtraSplitBy" for facts in cold for name, _ in facts)

@@ -306,7 +306,7 @@ REDUCTION_AXIS = Guard(
     relations=(
         INDEPENDENT_AXIS,
     ),
-    facts=_axis_facts)
+    facts=making(_axis_facts, INDEPENDENT_AXIS))
 
 
 # ---------------------------------------------------------------- 9. intermediate variable

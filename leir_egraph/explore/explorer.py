@@ -27,6 +27,7 @@ from typing import Callable
 from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
+from ..leir.analysis import exploration_memos
 from ..leir.canonical import CanonicalNests, canonical
 from ..leir.program import Program
 from .space import Deadline, Exploration, Pace, Round, frozen_heap, peak_rss_mb
@@ -265,7 +266,8 @@ def _explore_shared(program: Program, strategies, chosen, depth: int, max_progra
     # strategy set (starting the database process and compiling the rules; the per-program
     # method's compiled engine is cached the same way)
     cpu = time.process_time()
-    with SharedMatcher(tuple(chosen), memory_limit) as matcher:
+    # the providers' per-nest memos (analysis.exploration_memo) live for this call alone
+    with exploration_memos(), SharedMatcher(tuple(chosen), memory_limit) as matcher:
         space = _search_shared(program, strategies, matcher, depth, max_programs, deadline,
                                seed, progress)
     space.cpu_seconds = time.process_time() - cpu - matcher.compile_cpu_s + matcher.worker_cpu_s

@@ -7,6 +7,7 @@ All functions take AST values and return plain values; nothing here mutates or p
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import Callable, Iterator, Mapping
@@ -86,6 +87,62 @@ def memoized_as_spelled(maxsize: int) -> Callable:
         call.cache_clear = cached.cache_clear
         return call
     return wrap
+
+
+# The memos of :func:`exploration_memo`, one dict per open :func:`exploration_memos` scope.
+_EXPLORATION_MEMOS: list[dict[str, dict]] = []
+# At most this many keys per memo and answers per key: a scope holds a bounded memo.
+MEMO_KEYS, MEMO_PER_KEY = 1 << 14, 8
+
+
+@contextmanager
+def exploration_memos():
+    """A scope in which :func:`exploration_memo` keeps what it computes (an exploration opens
+    one for its whole call, explore/explorer.py: its programs differ from their parents in a
+    nest or two). Outside every scope nothing is kept: a program alone is computed whole."""
+    _EXPLORATION_MEMOS.append({})
+    try:
+        yield
+    finally:
+        _EXPLORATION_MEMOS.pop()
+
+
+def _spelled(answer):
+    # an answer holding accesses is compared with their spelling (empty_subscripts)
+    if isinstance(answer, (list, tuple)):
+        return tuple((a, getattr(a, "empty_subscript", None)) for a in answer)
+    return answer
+
+
+def exploration_memo(memo: str, key, ask: Callable, compute: Callable):
+    """``compute(ask)`` -- a deterministic function of ``key`` (a term: what it holds decides
+    everything ``compute`` reads of it) and of the answers ``ask(question)`` gives it, with
+    the spelling of the accesses they hold -- memoised in the innermost
+    :func:`exploration_memos` scope under ``key`` **and the questions it asked with their
+    answers**: a value is reused only where ``ask`` answers every question it asked the
+    same, in order, so it is the value ``compute`` would give (it would ask the same
+    questions and compute the same). Outside a scope, ``compute(ask)``."""
+    if not _EXPLORATION_MEMOS:
+        return compute(ask)
+    table = _EXPLORATION_MEMOS[-1].setdefault(memo, {})
+    entries = table.get(key)
+    if entries is not None:
+        for trace, value in entries:
+            if all(_spelled(ask(q)) == a for q, a in trace):
+                return value
+    trace: list = []
+
+    def recording(question):
+        answer = ask(question)
+        trace.append((question, _spelled(answer)))
+        return answer
+    value = compute(recording)
+    if entries is None:
+        if len(table) < MEMO_KEYS:
+            table[key] = [(tuple(trace), value)]
+    elif len(entries) < MEMO_PER_KEY:
+        entries.append((tuple(trace), value))
+    return value
 
 
 def accesses_by_name(node) -> dict[str, list[Var]]:

@@ -29,7 +29,7 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import encode_value
 from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.analysis import program_shapes
+from leir_egraph.leir.analysis import exploration_memo, inputs_and_writes, program_shapes
 from leir_egraph.leir.ast import Idx, IName, Loop
 from leir_egraph.leir.subexpressions import SCALAR_FRAME, hoistable, subexpressions
 from leir_egraph.leir.traverse import rebuild
@@ -85,9 +85,18 @@ def _split_parameters(loaded: LoadedProgram) -> Iterable[Fact]:
 def _hoistable_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     shapes = program_shapes(loaded.program)
     for i, term, nest in loaded.top_nests():
-        for sub in subexpressions(nest):
-            if hoistable(nest, sub.expr, shapes):
-                yield HOISTABLE(term, sub.expr)
+        def ask(_, nest=nest):   # the shapes of the tensors the nest accesses
+            return {n: shapes[n] for n in sorted(frozenset().union(*inputs_and_writes(nest)))
+                    if n in shapes}
+        yield from exploration_memo("expression_splitting.hoistable", term, ask,
+                                    lambda ask, term=term, nest=nest:
+                                    _nest_hoistable(term, nest, ask("shapes")))
+
+
+def _nest_hoistable(term, nest, shapes) -> tuple[Fact, ...]:
+    """``Hoistable`` about one top-level nest, given the shapes of the tensors it accesses."""
+    return tuple(HOISTABLE(term, sub.expr) for sub in subexpressions(nest)
+                 if hoistable(nest, sub.expr, shapes))
 
 
 SUBEXPRESSION_FRAME = Relation(

@@ -50,7 +50,8 @@ from typing import Iterable
 from leir_egraph.egraph.encoding import encode, encode_value
 from leir_egraph.egraph.vocabulary import (Fact, GuardExtension, LoadedProgram, ParameterSet,
                                            Relation)
-from leir_egraph.leir.analysis import accesses, memoized_as_spelled, program_shapes
+from leir_egraph.leir.analysis import (accesses, exploration_memo, memoized_as_spelled,
+                                      program_shapes)
 from leir_egraph.leir.ast import (Bin, Call, Compare, IBin, IConst, IfThenElse, IName, LoopNest,
                                   Neg, Num, Var)
 from leir_egraph.leir.memory import covers_shape, has_gather, subscript_index_names
@@ -170,89 +171,125 @@ def _extra(loaded: LoadedProgram):
     splitting value of a split of that kind ("exp": exponential_split's, the add-form
     neighbour and earlier results the equation already reads); m is one of the values
     ``spans`` describe."""
+    for rows, _, _ in _extra_parts(loaded):
+        yield from rows
+
+
+def _extra_parts(loaded: LoadedProgram) -> list[tuple]:
+    """Per flat top-level nest, in order, ``(its rows of _extra, its ExtraSplitBy facts, its
+    FiniteOperand / NonZeroOperand facts)``: a function of the nest term and of what
+    :func:`_nest_parts` asks of the program around it, memoised per exploration on exactly
+    that (``analysis.exploration_memo``: a depth-2 program differs from its parent in a nest
+    or two)."""
     ranges = _analysis(loaded.program)
     earlier = _earlier_results(loaded)
     defined = _defined_elements(loaded)
     positions = {id(n): i for i, n in enumerate(loaded.program.leir.nests)}
+    out = []
     for name, nest in _flat_nests(loaded):
-        written = {eq.target.name for eq in nest.equations}
-        results = earlier.get(positions[id(nest)], [])
-        for eq in nest.equations:
-            if not is_float(eq.target.dtype):
+        position = positions[id(nest)]
+
+        def ask(question, position=position):
+            what, about = question
+            if what == "after":      # the range a tensor holds once the program ran
+                return ranges.after.get(about, ANY)
+            if what == "results":    # results of earlier nests with the same loops
+                return earlier.get(position, [])
+            if what == "elements":   # defined elements for these target subscripts
+                return defined(position, about)
+            return whole_value(loaded.program, about)   # "whole": split the whole value
+
+        out.append(exploration_memo("value_splits.extra", name, ask,
+                                    lambda ask, name=name, nest=nest:
+                                    _nest_parts(name, nest, ask)))
+    return out
+
+
+def _nest_parts(name, nest, ask) -> tuple:
+    """One flat top-level nest's part of :func:`_extra_parts`, asking ``ask`` what it needs
+    of the program around the nest."""
+    rows = tuple(_nest_rows(name, nest, ask))
+    split: dict[Fact, None] = {}
+    finite: dict[Fact, None] = {}
+    # the same value objects come back for every read and kind they split: each is made into
+    # facts once (the objects are held by the rows, so their ids are theirs)
+    seen: set[tuple] = set()
+    for _, eq, x, m, kind, spans in rows:
+        split[EXTRA_SPLIT_BY(name, eq, x, m, kind)] = None
+        if all(s.real for s in spans):
+            nonzero = all(s.nonzero for s in spans)
+            key = (id(m), nonzero)
+            if key in seen:
                 continue
-            target_names = subscript_index_names(eq.target.subscripts)
-            reads = _evaluated_reads(eq)
-            # exponential_split splits exp(x), exp(x+r), exp(x-r) and exp(-x) of a read x: only
-            # those reads get "exp" values (most equations have no exponential at all)
-            in_exp = _exponent_reads(eq)
+            seen.add(key)
+            finite[FINITE_OPERAND(name, m)] = None
+            if nonzero:
+                finite[NON_ZERO_OPERAND(name, m)] = None
+    return rows, tuple(split), tuple(finite)
+
+
+def _nest_rows(name, nest, ask):
+    """The rows of :func:`_extra` about one flat top-level nest ``name``."""
+    written = {eq.target.name for eq in nest.equations}
+    results = ask(("results", None))
+    for eq in nest.equations:
+        if not is_float(eq.target.dtype):
+            continue
+        target_names = subscript_index_names(eq.target.subscripts)
+        reads = _evaluated_reads(eq)
+        # exponential_split splits exp(x), exp(x+r), exp(x-r) and exp(-x) of a read x: only
+        # those reads get "exp" values (most equations have no exponential at all)
+        in_exp = _exponent_reads(eq)
+        for x in reads:
+            known = ANY if x.name in written else ask(("after", x.name))
+            kinds = ("add", "mul", "exp") if x in in_exp else ("add", "mul")
+            for kind in ("add", "mul"):
+                m = neighbour(x, kind)
+                if m is not None:
+                    # the value is x's neighbour or the identity (0 or 1)
+                    spans = (known, point(float(IDENTITY[kind])))
+                    for k in (("add", "exp") if kind == "add" else ("mul",)):
+                        if k in kinds:
+                            yield name, eq, x, m, k, spans
+            for v in results:
+                # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
+                if (v.name not in written
+                        and target_names <= subscript_index_names(v.subscripts)):
+                    for kind in kinds:
+                        yield name, eq, x, v, kind, (ask(("after", v.name)),)
+        elements = ask(("elements", eq.target))
+        whole = (eq.value,) if ask(("whole", eq)) else ()
+        for x in (*reads, *whole):
+            for v in elements:
+                yield name, eq, x, v, "add", (ask(("after", v.name)),)
+        for x in reads:
+            if x not in in_exp:
+                continue
+            # an exponential of x split by a defined element (exp(x-m)*exp(m)): offered,
+            # and refused by ExpSafeOperand unless the element is small in magnitude
+            for v in elements:
+                yield name, eq, x, v, "exp", (ask(("after", v.name)),)
+        for v in whole:
+            # the whole value split by the neighbour of one of its reads, v+n-n
             for x in reads:
-                known = ANY if x.name in written else ranges.after.get(x.name, ANY)
-                kinds = ("add", "mul", "exp") if x in in_exp else ("add", "mul")
-                for kind in ("add", "mul"):
-                    m = neighbour(x, kind)
-                    if m is not None:
-                        # the value is x's neighbour or the identity (0 or 1)
-                        spans = (known, point(float(IDENTITY[kind])))
-                        for k in (("add", "exp") if kind == "add" else ("mul",)):
-                            if k in kinds:
-                                yield name, eq, x, m, k, spans
-                for v in results:
-                    # v may be x itself: x+x-x and x/x*x are x for a finite (non-zero) x
-                    if (v.name not in written
-                            and target_names <= subscript_index_names(v.subscripts)):
-                        for kind in kinds:
-                            yield name, eq, x, v, kind, (ranges.after.get(v.name, ANY),)
-            elements = defined(positions[id(nest)], eq.target)
-            whole = (eq.value,) if whole_value(loaded.program, eq) else ()
-            for x in (*reads, *whole):
-                for v in elements:
-                    yield name, eq, x, v, "add", (ranges.after.get(v.name, ANY),)
-            for x in reads:
-                if x not in in_exp:
-                    continue
-                # an exponential of x split by a defined element (exp(x-m)*exp(m)): offered,
-                # and refused by ExpSafeOperand unless the element is small in magnitude
-                for v in elements:
-                    yield name, eq, x, v, "exp", (ranges.after.get(v.name, ANY),)
-            for v in whole:
-                # the whole value split by the neighbour of one of its reads, v+n-n
-                for x in reads:
-                    m = neighbour(x, "add")
-                    if m is not None:
-                        known = ANY if x.name in written else ranges.after.get(x.name, ANY)
-                        yield name, eq, v, m, "add", (known, point(0.0))
+                m = neighbour(x, "add")
+                if m is not None:
+                    known = ANY if x.name in written else ask(("after", x.name))
+                    yield name, eq, v, m, "add", (known, point(0.0))
 
 
 @lru_cache(maxsize=16)
 def _extra_of(program) -> tuple:
-    """``_extra`` of a program, computed once for both fact producers below."""
-    return tuple(_extra(LoadedProgram(program)))
+    """``_extra_parts`` of a program, computed once for the fact producers below."""
+    return tuple(_extra_parts(LoadedProgram(program)))
 
 
 def _split_facts(loaded: LoadedProgram) -> Iterable[Fact]:
-    out: dict[Fact, None] = {}
-    for name, eq, x, m, kind, _ in _extra_of(loaded.program):
-        out[EXTRA_SPLIT_BY(name, eq, x, m, kind)] = None
-    return list(out)
+    return list(dict.fromkeys(f for _, split, _ in _extra_of(loaded.program) for f in split))
 
 
 def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
-    out: dict[Fact, None] = {}
-    # the same nest and value objects come back for every read and kind they split (a third
-    # of a million rows, a quarter of a million facts fewer on the zoo): each is made into
-    # facts once (the objects are held by _extra_of's rows, so their ids are theirs)
-    seen: set[tuple] = set()
-    for name, _, x, m, _, spans in _extra_of(loaded.program):
-        if all(s.real for s in spans):
-            nonzero = all(s.nonzero for s in spans)
-            key = (id(name), id(m), nonzero)
-            if key in seen:
-                continue
-            seen.add(key)
-            out[FINITE_OPERAND(name, m)] = None
-            if nonzero:
-                out[NON_ZERO_OPERAND(name, m)] = None
-    return list(out)
+    return list(dict.fromkeys(f for _, _, finite in _extra_of(loaded.program) for f in finite))
 
 
 # The largest |value| ExpSafeOperand admits in any dtype (``_exp_facts``): a split argument
@@ -303,9 +340,10 @@ def _exp_facts(loaded: LoadedProgram) -> Iterable[Fact]:
         return all(small(v, half) for v in walk_values(m) if isinstance(v, (Var, Num)))
 
     extra: dict[tuple, list] = {}
-    for name, eq, _, m, kind, _ in _extra_of(loaded.program):
-        if kind == "exp":
-            extra.setdefault((name, eq), []).append(m)
+    for rows, _, _ in _extra_of(loaded.program):
+        for name, eq, _, m, kind, _ in rows:
+            if kind == "exp":
+                extra.setdefault((name, eq), []).append(m)
     out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
         for eq in nest.equations:

@@ -31,7 +31,8 @@ from typing import Iterable, Iterator
 from leir_egraph.egraph.encoding import encode
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation)
-from leir_egraph.leir.analysis import equation_sites, reads
+from leir_egraph.leir.analysis import (equation_sites, exploration_memo, inputs_and_writes,
+                                      reads)
 from leir_egraph.leir.ast import Bin, Call, Compare, Equation, IfThenElse, Logic, LoopNest, Neg, Num, Var
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.ranges import ANY, FINITE, analyse, expression_range
@@ -114,26 +115,43 @@ def _finite_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     ranges = _analysis(loaded.program)
     out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
-        reads = ranges.reads_outside({eq.target.name for eq in nest.equations})
-        loops = {l.index: (0, l.extent - 1) for l in nest.loops}
-        for eq in nest.equations:
-            if not is_float(eq.target.dtype):
-                continue
-            sites, splitters = split_sites(eq)
-            e = encode(eq)
-            for m in splitters:
-                known = reads.get(m.name, ANY)
-                if known.real:
-                    out[FINITE_OPERAND(name, m)] = None
-                if known.real and known.nonzero:
-                    out[NON_ZERO_OPERAND(name, m)] = None
-            for site in sites:
-                if not site.singular:
-                    out[SHIFTABLE_OPERAND(name, e, site.node)] = None
-                if all(_positive(expression_range(d, reads, loops, FINITE))
-                       for d in site.singular):
-                    out[SCALABLE_OPERAND(name, e, site.node)] = None
+        def ask(_, nest=nest):   # the spans of what the nest reads and does not write
+            read, written = inputs_and_writes(nest)   # memoised per nest
+            return ranges.reads_outside(written, among=read | written)
+        out.update(dict.fromkeys(exploration_memo("value_splits.finite", name, ask,
+                                                  lambda ask, name=name, nest=nest:
+                                                  _nest_finite_facts(name, nest, ask))))
     return list(out)
+
+
+def _split_equations(nest):
+    """``(eq, its term, its sites, its splitters)`` for each floating-point equation of a flat
+    nest (an integer target's division truncates: left alone)."""
+    for eq in nest.equations:
+        if is_float(eq.target.dtype):
+            yield (eq, encode(eq), *split_sites(eq))
+
+
+def _nest_finite_facts(name, nest, ask) -> tuple[Fact, ...]:
+    """``_finite_facts`` about one flat top-level nest (``ask`` gives the spans of the
+    tensors it reads and does not write)."""
+    reads = ask("reads")
+    loops = {l.index: (0, l.extent - 1) for l in nest.loops}
+    out: dict[Fact, None] = {}
+    for eq, e, sites, splitters in _split_equations(nest):
+        for m in splitters:
+            known = reads.get(m.name, ANY)
+            if known.real:
+                out[FINITE_OPERAND(name, m)] = None
+            if known.real and known.nonzero:
+                out[NON_ZERO_OPERAND(name, m)] = None
+        for site in sites:
+            if not site.singular:
+                out[SHIFTABLE_OPERAND(name, e, site.node)] = None
+            if all(_positive(expression_range(d, reads, loops, FINITE))
+                   for d in site.singular):
+                out[SCALABLE_OPERAND(name, e, site.node)] = None
+    return tuple(out)
 
 
 FINITE_OPERAND = Relation(
@@ -201,18 +219,23 @@ def whole_value(program: Program, eq: Equation) -> bool:
 def _site_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     out: dict[Fact, None] = {}
     for name, nest in _flat_nests(loaded):
-        for eq in nest.equations:
-            if not is_float(eq.target.dtype):
-                continue
-            sites, splitters = split_sites(eq)
-            e = encode(eq)
-            for site in sites:
-                out[SPLIT_SITE(name, e, site.node)] = None
-            for m in splitters:
-                out[SPLIT_BY(name, e, m)] = None
-            if whole_value(loaded.program, eq):   # no accumulation from an initial value
-                out[WHOLE_VALUE_SITE(name, e, eq.value)] = None
+        out.update(dict.fromkeys(exploration_memo(
+            "value_splits.sites", name, lambda eq: whole_value(loaded.program, eq),
+            lambda ask, name=name, nest=nest: _nest_site_facts(name, nest, ask))))
     return list(out)
+
+
+def _nest_site_facts(name, nest, whole) -> tuple[Fact, ...]:
+    """``_site_facts`` about one flat top-level nest (``whole(eq)``: ``whole_value``)."""
+    out: dict[Fact, None] = {}
+    for eq, e, sites, splitters in _split_equations(nest):
+        for site in sites:
+            out[SPLIT_SITE(name, e, site.node)] = None
+        for m in splitters:
+            out[SPLIT_BY(name, e, m)] = None
+        if whole(eq):   # no accumulation from an initial value
+            out[WHOLE_VALUE_SITE(name, e, eq.value)] = None
+    return tuple(out)
 
 
 SPLIT_SITE = Relation(
