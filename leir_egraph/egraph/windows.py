@@ -67,6 +67,7 @@ are exactly those of enumerating it from scratch.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..leir.ast import Leir, Loop, LoopNest
 from ..leir.program import Program
@@ -120,22 +121,13 @@ def _reads(strategies: tuple[Strategy, ...], engine: Engine) -> list[frozenset[s
                       | _mentioned(engine)) for s in strategies]
 
 
-def _mentioned(engine: Engine) -> set[str]:
+@lru_cache(maxsize=None)   # the regular expressions run once per engine
+def _mentioned(engine: Engine) -> frozenset[str]:
     """The provided relations an egglog rule of the engine mentions."""
-    hit = _MENTIONED.get(id(engine))
-    if hit is None or hit[0] is not engine:
-        hit = _MENTIONED[id(engine)] = (engine, frozenset(_mentioned_in(engine)))
-    return set(hit[1])
-
-
-# id(engine) -> (engine, _mentioned(engine)): the regular expressions run once per engine
-_MENTIONED: dict[int, tuple] = {}
-
-
-def _mentioned_in(engine: Engine) -> set[str]:
     provided = set(engine.vocabulary.relations) | set(engine.vocabulary.parameters)
     text = _base_text(engine)
-    return {name for name in provided if re.search(rf"\({re.escape(name)}[ )]", text)}
+    return frozenset(name for name in provided
+                     if re.search(rf"\({re.escape(name)}[ )]", text))
 
 
 # egglog relations of the prelude whose second column is an element of their first

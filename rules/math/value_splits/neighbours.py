@@ -166,17 +166,8 @@ def _defined_elements(loaded: LoadedProgram):
     return elements
 
 
-def _extra(loaded: LoadedProgram):
-    """``(nest name, eq, site, m, "add" | "mul" | "exp", spans of m)`` for every extra
-    splitting value of a split of that kind ("exp": exponential_split's, the add-form
-    neighbour and earlier results the equation already reads); m is one of the values
-    ``spans`` describe."""
-    for rows, _, _ in _extra_parts(loaded):
-        yield from rows
-
-
 def _extra_parts(loaded: LoadedProgram) -> list[tuple]:
-    """Per flat top-level nest, in order, ``(its rows of _extra, its ExtraSplitBy facts, its
+    """Per flat top-level nest, in order, ``(its rows, its ExtraSplitBy facts, its
     FiniteOperand / NonZeroOperand facts)``: a function of the nest term and of what
     :func:`_nest_parts` asks of the program around it, memoised per exploration on exactly
     that (``analysis.exploration_memo``: a depth-2 program differs from its parent in a nest
@@ -229,7 +220,10 @@ def _nest_parts(name, nest, ask) -> tuple:
 
 
 def _nest_rows(name, nest, ask):
-    """The rows of :func:`_extra` about one flat top-level nest ``name``."""
+    """``(name, eq, site, m, "add" | "mul" | "exp", spans of m)`` for every extra splitting
+    value of a split of that kind in the flat top-level nest ``name`` ("exp":
+    exponential_split's, the add-form neighbour and earlier results the equation already
+    reads); m is one of the values ``spans`` describe."""
     written = {eq.target.name for eq in nest.equations}
     results = ask(("results", None))
     for eq in nest.equations:
