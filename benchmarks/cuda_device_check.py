@@ -269,10 +269,16 @@ def describe(program) -> dict:
         kernel["bound"] = decl["bound"]
     for launch in interp.launches:
         for arg, param in zip(launch["args"], kernels[launch["kernel"]]["params"]):
-            if "buffer" in arg and interp.buffers[arg["buffer"]]["dtype"] != param["dtype"]:
-                raise Unsupported(f"{launch['kernel']}: {arg['buffer']} is "
-                                  f"{interp.buffers[arg['buffer']]['dtype']}, parameter "
-                                  f"{param['name']} {param['dtype']}")
+            if "buffer" not in arg:
+                continue
+            buf = interp.buffers[arg["buffer"]]
+            if buf["dtype"] != param["dtype"]:
+                # TVM's storage rewrite reuses a dead intermediate's memory for another one of
+                # another type; the kernel takes that memory as a pointer of its own type
+                if buf["role"] != "intermediate":
+                    raise Unsupported(f"{launch['kernel']}: {arg['buffer']} is {buf['dtype']}, "
+                                      f"parameter {param['name']} {param['dtype']}")
+                arg["as"] = param["dtype"]
     return {"source": source, "kernels": kernels, "launches": interp.launches,
             "buffers": interp.buffers}
 
@@ -396,7 +402,7 @@ def prepare(record: dict, bundle: Path):
     for name, buf in record["buffers"].items():
         dtype = np.dtype(buf["dtype"])
         if buf["role"] == "input":
-            array = np.ascontiguousarray(np.asarray(data[name]).astype(dtype))
+            array = np.asarray(data[name]).astype(dtype, order="C")   # keeps a 0-d shape
             if list(array.shape) != buf["shape"]:
                 raise Unsupported(f"input {name}: shape {list(array.shape)} vs {buf['shape']}")
             arrays[name] = array
@@ -505,7 +511,7 @@ def gpu_program(record: dict, bundle: Path, options, compare) -> dict:
     return out
 
 
-def _worker(bundle: str, records: list, tasks, results):
+def _worker(bundle: str, records: list, tasks, results, trace: bool = False):
     bundle = Path(bundle)
     compare = _compare_module(bundle)
     options, _ = nvrtc_options()
@@ -514,6 +520,8 @@ def _worker(bundle: str, records: list, tasks, results):
         if index is None:
             return
         results.put(("start", index, os.getpid()))
+        if trace:   # under compute-sanitizer: its reports follow the program they are about
+            print(f"start {records[index]['id']}", file=sys.stderr, flush=True)
         try:
             result = gpu_program(records[index], bundle, options, compare)
         except Unsupported as err:
@@ -551,6 +559,10 @@ def run(args) -> int:
     bundle = Path(args.bundle)
     with open(bundle / "programs.jsonl") as f:
         records = [json.loads(line) for line in f]
+    if args.shared_only:   # kernels that use shared memory (compute-sanitizer's racecheck)
+        records = [r for r in records if "__shared__" in r["source"]]
+    if args.kind:
+        records = [r for r in records if r["kind"] == args.kind]
     records = records[: args.limit]
     out = open(args.out, "w")
     if args.dry:
@@ -578,7 +590,8 @@ def run(args) -> int:
     workers: dict[int, object] = {}
 
     def spawn():
-        p = ctx.Process(target=_worker, args=(str(bundle), records, tasks, results), daemon=True)
+        p = ctx.Process(target=_worker, args=(str(bundle), records, tasks, results, args.trace),
+                        daemon=True)
         p.start()
         workers[p.pid] = p
 
@@ -734,6 +747,11 @@ def main(argv=None) -> int:
     rn.add_argument("--out", required=True)
     rn.add_argument("--limit", type=int)
     rn.add_argument("--dry", action="store_true", help="everything except the CuPy calls")
+    rn.add_argument("--shared-only", action="store_true",
+                    help="only programs whose kernels use shared memory")
+    rn.add_argument("--kind", choices=("golden", "step"), help="only these programs")
+    rn.add_argument("--trace", action="store_true",
+                    help="print each program's id before it runs (for compute-sanitizer logs)")
     rn.add_argument("--workers", type=int, default=8)
     rn.add_argument("--timeout", type=float, default=30.0, help="seconds per program")
     rn.add_argument("--budget", type=float, default=170.0, help="seconds for the whole run")

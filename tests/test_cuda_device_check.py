@@ -1,4 +1,4 @@
-"""benchmarks/cuda_device_check.py, the half that runs here: a bundle exported from three small
+"""benchmarks/cuda_device_check.py, the half that runs here: a bundle exported from four small
 golden programs and one single-step rewrite maps every kernel argument to a buffer of the
 program, launches each nest's kernel with the extents of its B loops, and passes the run
 half's dry mode (everything but the CuPy calls). The GPU half itself needs a CUDA device and
@@ -30,9 +30,9 @@ AXES = {"threadIdx.x": ("block", 0), "threadIdx.y": ("block", 1), "threadIdx.z":
 def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("bundle")
     # softmax (two global intermediates), Hingeloss (a 0-d output, a kernel given one buffer
-    # twice), Matmul3D; one step of the shortest of them
+    # twice), Matmul3D, gold-0029 (a 0-d input); one step of the shortest of them
     assert check.main(["export", "--out", str(out), "--dir", str(GOLDEN_DIR),
-                       "--ids", "gold-0000,gold-0002,gold-0003", "--steps", "1",
+                       "--ids", "gold-0000,gold-0002,gold-0003,gold-0029", "--steps", "1",
                        "--step-roots", "1", "--seed", "0"]) == 0
     with open(out / "programs.jsonl") as f:
         return out, [json.loads(line) for line in f]
@@ -56,9 +56,9 @@ def _is_subsequence(wanted: list, seen: list) -> bool:
 def test_every_argument_is_a_buffer_and_launches_follow_the_b_loops(bundle):
     out, records = bundle
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["skipped"] == [] and manifest["golden"] == 3 and manifest["steps"] == 1
+    assert manifest["skipped"] == [] and manifest["golden"] == 4 and manifest["steps"] == 1
     step = next(r for r in records if r["kind"] == "step")
-    assert step["root"] in ("gold-0000", "gold-0002", "gold-0003") and step["strategy"] in check.GPU_STRATEGIES
+    assert step["root"] in ("gold-0000", "gold-0002", "gold-0003", "gold-0029") and step["strategy"] in check.GPU_STRATEGIES
     for record in records:
         program = Program.parse(record["leir"], record["signature"])
         buffers = record["buffers"]
@@ -94,7 +94,10 @@ def test_the_dry_run_prepares_every_program(bundle, tmp_path):
     lines = [json.loads(line) for line in result.read_text().splitlines()]
     assert [line["id"] for line in lines] == [r["id"] for r in records]
     assert all(line["status"] == "dry" for line in lines)
-    arrays, expected, launches = check.prepare(records[1], out)       # softmax
+    softmax = next(r for r in records if r["id"] == "gold-0002")
+    arrays, expected, launches = check.prepare(softmax, out)
     assert np.isnan(arrays["D"]).all() and np.isnan(arrays["C"]).all() and set(expected) == {"C"}
     assert [k for k, *_ in launches] == [f"main_kernel{s}" for s in ("", "_1", "_2", "_3", "_4")]
+    arrays, _, _ = check.prepare(next(r for r in records if r["id"] == "gold-0029"), out)
+    assert arrays["H"].shape == ()       # a 0-d input stays 0-d
 
