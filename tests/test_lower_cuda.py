@@ -4,6 +4,7 @@ kernels (no GPU needed)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,46 @@ def test_cuda_source_is_what_a_full_tvm_build_prints():
         assert cuda_source(p) == source  # now answered by the built module
         compared += 1
     assert compared >= 4
+
+
+# a reinterpret of a constant as TVM's C code generator prints it, ``*(int *)(&(0x0p+0f))``:
+# the address of a literal, which NVRTC refuses ("expression must be an lvalue or a function
+# designator"); an SSA variable (``&(v_1)``) is fine
+CONSTANT_ADDRESS = re.compile(r"\(&\(\s*[-+(]*[0-9]")
+
+
+def test_no_reinterpret_of_a_constant_static_stand_in_for_nvrtc(golden_rows):
+    """A static stand-in for compiling with NVRTC (no GPU here): no CUDA source takes the
+    address of a constant. A float max/min's NaN test on a literal operand (SELU's ``max(0,x)``,
+    HardSigmoid's clamp, the average pools' divisor ``min(2,16-c*2)``) and a hidden divisor
+    (``A/0.0``, an index that a loop of one iteration makes 0) used to print one; 20 sources of
+    the H200 run (benchmarks/results/cuda_device_check.md) failed to compile for it."""
+    f32 = [("A", "f32", (8,))], [("C", "f32", (8,))]
+    f64 = [("A", "f64", (8,))], [("C", "f64", (8,))]
+    f16 = [("A", "f16", (8,))], [("C", "f16", (8,))]
+    texts = [("B^{8}_{tx=0}[C^{f32,g}_{tx}=max(0,A^{f32,g}_{tx});];", f32),
+             ("B^{8}_{tx=0}[C^{f64,g}_{tx}=min(1,max(0,A^{f64,g}_{tx}));];", f64),
+             ("B^{8}_{tx=0}[C^{f16,g}_{tx}=max(0,A^{f16,g}_{tx})/0.0;];", f16),
+             ("B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}/0.0;];", f32),
+             ("B^{8}_{tx=0}[C^{f64,g}_{tx}=A^{f64,g}_{tx}*(1-1)-(A^{f64,g}_{tx}-A^{f64,g}_{tx});];",
+              f64),
+             ("L^{1}_{a=0}B^{8}_{tx=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}/a+max(a,A^{f32,g}_{tx});];",
+              f32),
+             ("B^{8}_{tx=0}U^{2}_{a=0}[C^{f32,g}_{tx}=A^{f32,g}_{tx}/a;];", f32)]
+    programs = [program(text, *io) for text, io in texts]
+    programs += [Program.parse(r["leir"], r["signature"], r["id"]) for r in golden_rows
+                 if "max(" in r["leir"] or "min(" in r["leir"] or "/" in r["leir"]]
+    checked = 0
+    for p in programs:
+        try:
+            source = cuda_source(p)
+        except CudaInvalid:
+            continue
+        assert not CONSTANT_ADDRESS.search(source), (p.name or p.text,
+                                                     CONSTANT_ADDRESS.search(source))
+        checked += 1
+    assert checked >= len(texts) + 150
+    # the hand-written ones go through CUDA's own bit casts
+    assert "__int_as_float(__float_as_int(" in cuda_source(programs[3])
+    assert "__double_as_longlong(" in cuda_source(programs[1])
+
