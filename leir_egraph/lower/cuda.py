@@ -6,7 +6,9 @@ threads per block, 64 KB of shared memory), so validity is checked twice:
 1. statically on the LEIR (``check_launch``, with the limits and rules of
    ``leir/hardware.py``): at most 1024 threads per block, threadIdx.x/y <= 1024, threadIdx.z
    <= 64, blockIdx.y/z <= 65535, one B loop per hardware axis per nest, shared/local
-   intermediates confined to one kernel;
+   intermediates confined to one kernel, and no B loop two of whose iterations may write one
+   element (``race_problems``: the iterations are the GPU's threads, which would race; the LLVM
+   build runs B loops serially, so only this check sees it);
 2. on the lowered device kernels (``verify_device_kernels``) with TVM's
    ``s_tir.analysis.verify_gpu_code`` (shared memory per block among others), after TVM's
    default pipeline with the target bound.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from ..leir.analysis import equation_sites, tensor_names
+from ..leir.analysis import equation_sites, tensor_names, write_conflicts
 from ..leir.hardware import AXIS_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_problems
 from ..leir.program import Program
 from .expr import LoweringError
@@ -34,7 +36,8 @@ GPU_CONSTRAINTS = {
     "max_vthread": 8,
     "max_vector_bytes": 16,
 }
-__all__ = ["CudaInvalid", "check_launch", "launch_problems", "kernel_scoped_intermediates",
+__all__ = ["CudaInvalid", "check_launch", "launch_problems", "race_problems",
+           "kernel_scoped_intermediates",
            "verify_device_kernels", "device_modules", "device_source", "MAX_SHARED_BYTES"]
 
 
@@ -47,10 +50,30 @@ class CudaInvalid(LoweringError):
 
 
 def check_launch(program: Program) -> None:
-    """Raise :class:`CudaInvalid` if the launch configuration of any nest is impossible."""
-    problems = launch_problems(program)
+    """Raise :class:`CudaInvalid` if the launch configuration of any nest is impossible or a
+    B loop's threads would race (``race_problems``)."""
+    problems = launch_problems(program) + race_problems(program)
     if problems:
         raise CudaInvalid("; ".join(problems))
+
+
+def race_problems(program: Program) -> list[str]:
+    """One sentence per B loop and tensor that two of its iterations -- two GPU threads or
+    blocks -- may write at one element (``leir.analysis.write_conflicts`` on the B loops),
+    followed by what it means on the GPU. A local (``l``) tensor is each thread's own, a shared
+    (``s``) one each block's own: only a thread axis' iterations share it. The reference translator's reductions into a scalar
+    are the case seen (a lost update per thread on an H200)::
+
+        B^{64}_{tx=0}[H^{f32,g}=H^{f32,g}+F^{f32,g}_{tx};]
+        -> every iteration of B^{64}_{tx=0} writes the scalar H^{f32,g}: the GPU's threads
+           would race
+
+    Not part of ``launch_problems``, which the strategies read as a precondition: a rewrite
+    is enumerated whatever its claim of independence (the verifier judges it)."""
+    def one_copy(loop, target) -> bool:
+        return target.scope == "g" or (target.scope == "s" and loop.index[0] == "t")
+    return [f"{sentence}: the GPU's threads would race"
+            for sentence in write_conflicts(program.leir, "B", one_copy)]
 
 
 def kernel_scoped_intermediates(program: Program, scopes: dict[str, str]) -> dict[int, list[str]]:

@@ -9,6 +9,10 @@
   evaluated, so a guarded out-of-range read never executes.
 * ``max``/``min`` on floats propagate NaN (like PyTorch's ``maximum``/``relu``); TVM's own
   ``max(NaN, 0)`` returns 0. The NaN test reads the bits (``_isnan``), which LLVM vectorises.
+* A bit reinterpret (the NaN test, ``_opaque``) is TVM's ``reinterpret`` for LLVM and CUDA's
+  ``__float_as_int``-family intrinsics for CUDA (``_bits``/``_from_bits``): TVM's C code
+  generator prints ``reinterpret`` as ``*(int *)(&(x))``, which NVRTC refuses when ``x`` is a
+  constant (a literal operand, or a loop index that unrolling made one).
 * float division follows IEEE like PyTorch: ``A/0.0`` is inf, -inf or NaN (a divisor TVM would
   constant-fold to zero is hidden from its folder, see ``ExprLowering._divisor``).
 
@@ -78,14 +82,16 @@ class ExprLowering:
     """Lowers the expressions of one equation.
 
     ``env`` maps loop index names to their TIR values (a loop variable, or ``extent-1-v`` for a
-    loop run in reverse); ``buffers`` maps tensor names to TIR buffers.
+    loop run in reverse); ``buffers`` maps tensor names to TIR buffers; ``cuda``: the
+    expressions are for the CUDA target (bit reinterprets through CUDA's intrinsics).
     """
 
-    def __init__(self, env: Mapping, buffers: Mapping):
+    def __init__(self, env: Mapping, buffers: Mapping, cuda: bool = False):
         from tvm import tirx
         self.tirx = tirx
         self.env = env
         self.buffers = buffers
+        self.cuda = cuda
 
     # ------------------------------------------------------------ tensor access and subscripts
 
@@ -233,12 +239,29 @@ class ExprLowering:
         constant folder cannot see through (free in LLVM and CUDA); ``minus``: two round
         trips, so that an operand hidden where it is subtracted never equals one hidden where
         it is added (``(A+h(A))-h(A)`` would cancel to ``A``, which is finite where A+A
-        overflows)."""
-        bits = {"float16": "int16", "bfloat16": "int16", "float32": "int32",
-                "float64": "int64"}[dtype]
+        overflows). For CUDA a 16-bit float makes its round trip as the float32 it widens to
+        exactly (NaN stays NaN, ±0, ±inf and subnormals keep their value), so that only the
+        32- and 64-bit intrinsics are used."""
+        if self.cuda and dtype in ("float16", "bfloat16"):
+            return self.tirx.Cast(dtype, self._opaque(self.tirx.Cast("float32", b), "float32",
+                                                      minus))
         for _ in range(2 if minus else 1):
-            b = self.tirx.reinterpret(dtype, self.tirx.reinterpret(bits, b))
+            b = self._from_bits(self._bits(b, dtype), dtype)
         return b
+
+    def _bits(self, x, dtype: str):
+        """The bits of float ``x`` as the same-width signed integer (``_BIT_CASTS``)."""
+        bits, to_bits, _ = _BIT_CASTS[dtype]
+        if self.cuda:
+            return self.tirx.call_pure_extern(bits, to_bits, x)
+        return self.tirx.reinterpret(bits, x)
+
+    def _from_bits(self, n, dtype: str):
+        """The float of ``dtype`` whose bits are the integer ``n`` (inverse of ``_bits``)."""
+        _, _, from_bits = _BIT_CASTS[dtype]
+        if self.cuda:
+            return self.tirx.call_pure_extern(dtype, from_bits, n)
+        return self.tirx.reinterpret(dtype, n)
 
     def _isnan(self, x, dtype: str):
         """``x`` is a NaN, asked of its bits: exponent all ones and a nonzero fraction, i.e.
@@ -246,15 +269,15 @@ class ExprLowering:
         ``isnan`` on float16 became scalar code, 80x slower on a max pool) and neither TVM's
         folder nor LLVM can assume it false (``x != x`` is folded away on this build)."""
         tirx = self.tirx
-        if dtype == "bfloat16":
+        if dtype == "bfloat16" or (self.cuda and dtype == "float16"):
             # TVM legalises bfloat16 arithmetic to float32 before LLVM, where a 16-bit
             # reinterpret of the legalised value is an invalid bitcast: asked of the exact
-            # float32 value (the cast keeps NaN a NaN)
+            # float32 value (the cast keeps NaN a NaN); for CUDA float16 too (``_opaque``)
             x, dtype = tirx.Cast("float32", x), "float32"
         bits, width, inf = {"float16": ("int16", 16, 0x7C00),
                             "float32": ("int32", 32, 0x7F800000),
                             "float64": ("int64", 64, 0x7FF0000000000000)}[dtype]
-        magnitude = tirx.reinterpret(bits, x) & tirx.const((1 << (width - 1)) - 1, bits)
+        magnitude = self._bits(x, dtype) & tirx.const((1 << (width - 1)) - 1, bits)
         return magnitude > tirx.const(inf, bits)
 
     def _divisor(self, rhs, b, dtype: str):
@@ -344,6 +367,12 @@ class ExprLowering:
         """The dtype the comparison is evaluated in (``leir.dtypes.comparison_dtype``)."""
         return comparison_dtype(e)
 
+
+# float dtype -> (same-width integer, CUDA's float-to-bits and bits-to-float intrinsics; the
+# 16-bit floats' are not used: ``_opaque``/``_isnan`` widen them to float32 for CUDA)
+_BIT_CASTS = {"float16": ("int16", None, None), "bfloat16": ("int16", None, None),
+              "float32": ("int32", "__float_as_int", "__int_as_float"),
+              "float64": ("int64", "__double_as_longlong", "__longlong_as_double")}
 
 _COMPARE_NODES = {"<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "==": "EQ", "!=": "NE"}
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..leir.program import Program
 from ..leir.validate import LeirValidationError, check
+from .compare import compare_outputs
 
 DEFAULT_DIR = Path(os.environ.get("LEIR_GOLDEN_DIR",
                                   Path(__file__).resolve().parents[2] / "tests" / "data" / "golden"))
@@ -89,26 +90,6 @@ def check_entry(entry: dict, directory: Path | str = DEFAULT_DIR, *,
     except Exception as err:  # noqa: BLE001 -- reported as an outcome
         from ..verify.session import describe_error
         return GoldenOutcome(ident, name, dtype, "error", describe_error(err))
-    rtol = GOLDEN_RTOL.get(dtype, 1e-5)
-    worst = 0.0
-    for spec in program.signature.outputs:
-        got, want = outputs[spec.name].astype(np.float64), data[spec.name].astype(np.float64)
-        if got.shape != want.shape:
-            return GoldenOutcome(ident, name, dtype, "mismatch",
-                                 f"{spec.name}: shape {got.shape} vs {want.shape}", None, seconds)
-        if not np.array_equal(np.isnan(got), np.isnan(want)):
-            return GoldenOutcome(ident, name, dtype, "mismatch",
-                                 f"{spec.name}: NaN at different positions", None, seconds)
-        if not (np.array_equal(np.isposinf(got), np.isposinf(want))
-                and np.array_equal(np.isneginf(got), np.isneginf(want))):
-            return GoldenOutcome(ident, name, dtype, "mismatch",
-                                 f"{spec.name}: inf at different positions", None, seconds)
-        finite = np.isfinite(got)
-        diff = np.abs(got - want)[finite]
-        worst = max(worst, float(diff.max()) if diff.size else 0.0)
-        bad = diff > rtol + rtol * np.abs(want[finite])
-        if bad.any():
-            return GoldenOutcome(ident, name, dtype, "mismatch",
-                                 f"{spec.name}: {int(bad.sum())} element(s) beyond rtol=atol="
-                                 f"{rtol:g}, max abs error {worst:.3g}", worst, seconds)
-    return GoldenOutcome(ident, name, dtype, "equal", "", worst, seconds)
+    names = [spec.name for spec in program.signature.outputs]
+    status, detail, worst = compare_outputs(outputs, data, names, GOLDEN_RTOL.get(dtype, 1e-5))
+    return GoldenOutcome(ident, name, dtype, status, detail, worst, seconds)

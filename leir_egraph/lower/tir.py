@@ -336,7 +336,7 @@ class _Lowering:
     def _equation(self, eq: Equation, env):
         target = eq.target
         dtype = self.plan.dtypes.get(target.name) or tvm_dtype(target.dtype)
-        lowering = ExprLowering(env, self.buffers)
+        lowering = ExprLowering(env, self.buffers, self.cuda)
         value = lowering.value(eq.value, dtype)
         indices = [lowering.index(s) for s in target.subscripts]
         self.T.buffer_store(self.buffers[target.name], value, indices)

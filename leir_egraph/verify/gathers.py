@@ -21,7 +21,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..leir.analysis import equation_sites, guarded_accesses, intermediate_shapes
+from ..leir.analysis import equation_sites, guarded_accesses, has_gather, intermediate_shapes
 from ..leir.ast import IConst, IfThenElse, IName, Var, evaluate_index
 from ..leir.printer import to_text
 from ..leir.program import Program
@@ -33,11 +33,6 @@ ENUMERATION_LIMIT = 1 << 20
 class _OutOfBounds(Exception):
     def __init__(self, var: Var, dim: int, value: int, size: int, where: int):
         self.var, self.dim, self.value, self.size, self.where = var, dim, value, size, where
-
-
-def has_gather(sub) -> bool:
-    """Whether an index expression reads a tensor."""
-    return any(isinstance(node, Var) for node in walk(sub))
 
 
 def index_values(sub, env: Mapping[str, np.ndarray],
