@@ -2,7 +2,7 @@
 
     python benchmarks/single_step_throughput.py [--programs 60] [--seed 0]
         [--corpus reference|golden] [--modes per,all,rendered,many] [--verify 0]
-        [--vs-reference --reference-dir DIR]
+        [--vs-reference --reference-dir DIR [--repeats 3]]
 
 Modes (each over the same programs, each engine compiled outside the timed region):
 
@@ -28,6 +28,9 @@ the 30 structural strategies and on all 42 shared ones. A transition counts once
 strategy, resulting text), and only if the text parses against the program's signature and
 passes validation (ours: our result trees are validated directly, see
 ``valid_programs``). Ours is timed batched (``all_steps`` over the strategy set, one engine).
+Each side does its whole run ``--repeats`` times (default 3); the CPU seconds are printed as the
+fastest and the median run, and the ratio both ways (the reference's structural run is well under
+a CPU second and varies by a third from one run to the next, so a single run decides nothing).
 Without a reference directory it prints our figures alone.
 
 With ``--verify N`` it also verifies the first N transitions of each strategy on TVM (llvm) and
@@ -149,40 +152,71 @@ def run_mode(mode: str, programs: list[Program]) -> tuple[Clock, int, int]:
     return clock, len(programs) if mode != "many" else 1, count
 
 
-def versus_reference(programs: list[Program], reference_dir: str | None, seed: int) -> None:
+def versus_reference(programs: list[Program], reference_dir: str | None, seed: int,
+                     repeats: int = 3) -> None:
     """Ours against the reference on the 30 structural and the 42 shared strategies; without
-    ``reference_dir``, our figures alone (the reference's columns empty)."""
+    ``reference_dir``, our figures alone (the reference's columns empty).
+
+    Both sides do the same work ``repeats`` times; each side's CPU seconds are given as the
+    fastest and the median of its runs, and the ratio is printed both ways (fastest against
+    fastest, median against median). The reference's whole structural run takes well under a
+    second of CPU, so one run of it varies by a third from run to run."""
+    from statistics import median
+
     from reference_steptp import SHARED_STRATEGIES, STRUCTURAL, ReferenceStrategies
 
     reference = ReferenceStrategies(reference_dir) if reference_dir else None
     print(f"\nreference: {reference.root if reference else 'none (our figures alone)'}; one "
-          f"call per program and strategy, seed {seed}; distinct valid transitions per CPU second")
-    head = (f"{'strategies':<14}{'ours trans':>11}{'ours cpu s':>11}{'ours /s':>10}"
-            f"{'ref trans':>11}{'ref cpu s':>11}{'ref /s':>10}{'ref errors':>11}{'ours/ref':>10}")
+          f"call per program and strategy, seed {seed}; distinct valid transitions per CPU "
+          f"second; each side run {repeats} times: CPU s fastest / median")
+    head = (f"{'strategies':<14}{'ours trans':>11}{'ours cpu s':>16}{'ref trans':>11}"
+            f"{'ref cpu s':>16}{'ref errors':>11}{'ours/ref fastest':>18}{'ours/ref median':>17}")
     print(head)
     for label, ids in (("structural", STRUCTURAL), ("shared", SHARED_STRATEGIES)):
         ids = [s for s in ids if reference is None or reference.has(s)]
         chosen = resolve(ids)
         engine_for(chosen)
+        ours_cpu, found = [], None
+        for _ in range(repeats):
+            with Clock() as ours:
+                again = [all_steps(p, chosen) for p in programs]
+            ours_cpu.append(ours.cpu)
+            if found is None:
+                found = again
+            elif list(map(len, again)) != list(map(len, found)):
+                raise RuntimeError(f"{label}: a repeated run found other transitions")
+            del again
         ours_count = 0
-        with Clock() as ours:
-            found = [all_steps(p, chosen) for p in programs]
         for transitions in found:
             for sid in ids:
                 ours_count += len(valid_programs(t.after for t in transitions
                                                  if t.strategy == sid))
-        ref_count = ref_cpu = errors = 0
-        for p in programs if reference else ():
-            for sid in ids:
-                result = reference.steps(p.text, p.signature.names, sid, seed=seed)
-                ref_cpu += result.seconds
-                errors += result.error is not None
-                ref_count += len(valid_texts(p, result.outputs))
-        ours_rate = ours_count / ours.cpu if ours.cpu else 0.0
-        ref_rate = ref_count / ref_cpu if ref_cpu else 0.0
-        print(f"{label + f' ({len(ids)})':<14}{ours_count:>11}{ours.cpu:>11.2f}{ours_rate:>10.1f}"
-              f"{ref_count:>11}{ref_cpu:>11.2f}{ref_rate:>10.1f}{errors:>11}"
-              f"{(ours_rate / ref_rate if ref_rate else float('nan')):>10.2f}")
+        ref_count = errors = 0
+        ref_cpu = []
+        for run in range(repeats if reference else 0):
+            seconds = 0.0
+            for p in programs:
+                for sid in ids:
+                    result = reference.steps(p.text, p.signature.names, sid, seed=seed)
+                    seconds += result.seconds
+                    if run == 0:
+                        errors += result.error is not None
+                        ref_count += len(valid_texts(p, result.outputs))
+            ref_cpu.append(seconds)
+
+        def ratio(ours_s, ref_s):
+            if not ours_s or not ref_s or not ref_count:
+                return float("nan")
+            return (ours_count / ours_s) / (ref_count / ref_s)
+
+        ref_text = (f"{min(ref_cpu):.2f} / {median(ref_cpu):.2f}" if ref_cpu else "-")
+        print(f"{label + f' ({len(ids)})':<14}{ours_count:>11}"
+              f"{f'{min(ours_cpu):.2f} / {median(ours_cpu):.2f}':>16}{ref_count:>11}"
+              f"{ref_text:>16}{errors:>11}"
+              f"{ratio(min(ours_cpu), min(ref_cpu) if ref_cpu else 0):>18.2f}"
+              f"{ratio(median(ours_cpu), median(ref_cpu) if ref_cpu else 0):>17.2f}")
+        print(f"{'':<14}ours runs: {' '.join(f'{c:.2f}' for c in ours_cpu)}; reference runs: "
+              f"{' '.join(f'{c:.3f}' for c in ref_cpu) or '-'}")
 
 
 def main() -> int:
@@ -196,6 +230,8 @@ def main() -> int:
     ap.add_argument("--vs-reference", action="store_true",
                     help="also run the authors' reference strategies (needs --reference-dir)")
     ap.add_argument("--reference-dir", help="a checkout of github.com/LIUMENGFAN-gif/StepTP")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="--vs-reference: runs of each side (fastest and median reported)")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if set(modes) - {"per", "all", "rendered", "many"}:
@@ -258,7 +294,7 @@ def main() -> int:
               f"{clock.cpu / calls * 1000 if calls else 0:>9.1f}"
               f"{count / clock.cpu if clock.cpu else 0:>13.1f}")
     if args.vs_reference:
-        versus_reference(programs, args.reference_dir, args.seed)
+        versus_reference(programs, args.reference_dir, args.seed, args.repeats)
     print(f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
