@@ -182,3 +182,21 @@ def test_a_b_loop_whose_threads_write_one_element_is_refused():
     assert "__global__" in cuda_source(program(staged.replace("{scope}", "l"), *io))
     with pytest.raises(CudaInvalid, match=r"B\^\{8\}_\{tx=0\} writes S\^\{f32,s\}_\{a\}"):
         cuda_source(program(staged.replace("{scope}", "s"), *io))
+
+
+def test_an_equation_outside_the_b_loops_of_its_nest_is_refused():
+    """TVM keeps the loops and equations around a nest's B loops in the host function, so
+    ``C`` below would be missing from the CUDA source (it was, silently, before the check);
+    the same equation in a nest of its own is a single-thread kernel, and the LLVM lowering
+    takes both."""
+    io = [("A", "f32", (4,))], [("C", "f32", (2,)), ("D", "f32", (4,))]
+    inside = program("L^{2}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};"
+                     "B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx};];];", *io)
+    with pytest.raises(CudaInvalid) as info:
+        cuda_source(inside)
+    assert info.value.reason == ("nest 1: C^{f32,g}_{a}=A^{f32,g}_{a} is outside every B loop "
+                                 "of its nest: TVM would run it on the host, not in a kernel")
+    lower(inside, "llvm")
+    apart = program("L^{2}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};];"
+                    "B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx};];", *io)
+    assert "C_ptr[a] = A_ptr[a];" in cuda_source(apart)

@@ -6,9 +6,10 @@ threads per block, 64 KB of shared memory), so validity is checked twice:
 1. statically on the LEIR (``check_launch``, with the limits and rules of
    ``leir/hardware.py``): at most 1024 threads per block, threadIdx.x/y <= 1024, threadIdx.z
    <= 64, blockIdx.y/z <= 65535, one B loop per hardware axis per nest, shared/local
-   intermediates confined to one kernel, and no B loop two of whose iterations may write one
+   intermediates confined to one kernel, no B loop two of whose iterations may write one
    element (``race_problems``: the iterations are the GPU's threads, which would race; the LLVM
-   build runs B loops serially, so only this check sees it);
+   build runs B loops serially, so only this check sees it), and no equation outside every B
+   loop of a nest that has one (``host_problems``: TVM would leave it on the host);
 2. on the lowered device kernels (``verify_device_kernels``) with TVM's
    ``s_tir.analysis.verify_gpu_code`` (shared memory per block among others), after TVM's
    default pipeline with the target bound.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from ..leir.analysis import equation_sites, tensor_names, write_conflicts
+from ..leir.analysis import equation_sites, nest_loops, tensor_names, write_conflicts
 from ..leir.hardware import AXIS_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_problems
 from ..leir.program import Program
 from .expr import LoweringError
@@ -36,7 +37,7 @@ GPU_CONSTRAINTS = {
     "max_vthread": 8,
     "max_vector_bytes": 16,
 }
-__all__ = ["CudaInvalid", "check_launch", "launch_problems", "race_problems",
+__all__ = ["CudaInvalid", "check_launch", "launch_problems", "race_problems", "host_problems",
            "kernel_scoped_intermediates",
            "verify_device_kernels", "device_modules", "device_source", "MAX_SHARED_BYTES"]
 
@@ -50,9 +51,10 @@ class CudaInvalid(LoweringError):
 
 
 def check_launch(program: Program) -> None:
-    """Raise :class:`CudaInvalid` if the launch configuration of any nest is impossible or a
-    B loop's threads would race (``race_problems``)."""
-    problems = launch_problems(program) + race_problems(program)
+    """Raise :class:`CudaInvalid` if the launch configuration of any nest is impossible, a
+    B loop's threads would race (``race_problems``) or an equation would run on the host
+    (``host_problems``)."""
+    problems = launch_problems(program) + race_problems(program) + host_problems(program)
     if problems:
         raise CudaInvalid("; ".join(problems))
 
@@ -74,6 +76,27 @@ def race_problems(program: Program) -> list[str]:
         return target.scope == "g" or (target.scope == "s" and loop.index[0] == "t")
     return [f"{sentence}: the GPU's threads would race"
             for sentence in write_conflicts(program.leir, "B", one_copy)]
+
+
+def host_problems(program: Program) -> list[str]:
+    """One sentence per equation that sits outside every B loop of a top-level nest that has
+    one. TVM makes the nest's B loops one kernel and keeps the loops and equations around them
+    in the host function, so such an equation is not in the CUDA source at all and, on a GPU,
+    would have to write device memory from the host::
+
+        L^{2}_{a=0}[C^{f32,g}_{a}=A^{f32,g}_{a};B^{4}_{tx=0}[D^{f32,g}_{tx}=A^{f32,g}_{tx};];];
+        -> nest 1: C^{f32,g}_{a}=A^{f32,g}_{a} is outside every B loop of its nest: TVM would
+           run it on the host, not in a kernel
+
+    A nest with no B loop at all is one single-thread kernel (its loops run in the kernel)."""
+    from ..leir.printer import to_text
+
+    bound = {n for n, nest in enumerate(program.leir.nests)
+             if any(loop.kind == "B" for loop in nest_loops(nest))}
+    return [f"nest {site.nest + 1}: {to_text(site.equation).rstrip(';')} is outside every B "
+            "loop of its nest: TVM would run it on the host, not in a kernel"
+            for site in equation_sites(program.leir)
+            if site.nest in bound and not any(loop.kind == "B" for loop in site.loops)]
 
 
 def kernel_scoped_intermediates(program: Program, scopes: dict[str, str]) -> dict[int, list[str]]:
