@@ -200,7 +200,10 @@ def _op_cycles(expr, ops: dict[str, float]) -> tuple[float, float, float]:
 def _value_cycles(value, op_items: tuple) -> tuple[float, float, float]:
     """``_op_cycles(value, dict(op_items))``, kept per value expression: a search node's new
     nests restate the right-hand sides of their parent's (about 7,300 distinct among 16,300
-    equations of an attention node's steps)."""
+    equations of an attention node's steps). ``op_items``: the machine's own
+    ``Machine.op_cycles``, one object however many entries hold it (a copy per call kept 19
+    tuples alive per entry, about 190,000 objects for the garbage collector to walk after
+    ranking two attention nodes)."""
     return _op_cycles(value, dict(op_items))
 
 
@@ -437,17 +440,16 @@ def _unrolled_reduction(loops: tuple[Loop, ...], target: _Access, m: Machine) ->
     return count
 
 
-def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
-               ops: dict[str, float]) -> NestCost:
-    return NestCost(n, *_nest_terms(nest, shapes, m, ops))
+def _nest_cost(n: int, nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine
+               ) -> NestCost:
+    return NestCost(n, *_nest_terms(nest, shapes, m))
 
 
-def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
-                ops: dict[str, float]) -> tuple:
+def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine) -> tuple:
     """``NestCost``'s fields after ``nest`` (``SharedSeconds`` reads the seconds alone and builds
     no ``NestCost``)."""
     cycle = 1e-9 / m.ghz
-    op_items = tuple(ops.items())
+    ops = m.ops()
     compute = memory = overhead = 0.0
     any_vec = any_chain = False
     equations = _flatten(nest)
@@ -484,7 +486,7 @@ def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
         # an explicit V loop around serial ones: TVM vectorises the whole body along its lanes
         # (the inner loops run once per group of lanes), its accesses strided along it gathers
         outer_v = _outer_vector_loop(loops) if not vec else None
-        cheap, simd, trans = _value_cycles(eq.value, op_items)
+        cheap, simd, trans = _value_cycles(eq.value, m.op_cycles)
         cheap += ops["store"]
         # float16/bfloat16 accesses convert to and from float32, one instruction per vector
         cheap += m.half_cycles * sum(1 for a in reads + [target] if a.half)
@@ -555,7 +557,7 @@ def _nest_terms(nest: LoopNest, shapes: dict[str, tuple[int, ...]], m: Machine,
 
 @lru_cache(maxsize=1 << 14)
 def _nest_cost_of(nest: LoopNest, shapes: tuple, m: Machine) -> NestCost:
-    return _nest_cost(0, nest, dict(shapes), m, m.ops())
+    return _nest_cost(0, nest, dict(shapes), m)
 
 
 def _cached_nest_cost(nest: LoopNest, shapes: dict, m: Machine) -> NestCost:
@@ -843,7 +845,6 @@ class SharedSeconds:
         # nest is costed here once per shapes, so not through _nest_cost_of's cache
         self._reads: dict[tuple, int] = {}         # shapes a nest reads -> number
         self._seconds: dict[int, float] = {}
-        self._ops = machine.ops()
         self._signatures: dict[int, tuple] = {}    # id(signature) -> (signature, shapes, inputs)
 
     def __call__(self, program: Program) -> float:
@@ -928,7 +929,7 @@ class SharedSeconds:
                 seconds = self._seconds.get(key)
                 if seconds is None:
                     seconds = self._seconds[key] = _nest_terms(
-                        self._first[number], dict(read), self.machine, self._ops)[4]
+                        self._first[number], dict(read), self.machine)[4]
                 self._by_shapes[pair] = seconds
             parts.append(seconds)
         fills = (shapes_number, tuple(map(_FILLS_NUMBER, facts)))
