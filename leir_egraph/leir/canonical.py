@@ -143,22 +143,24 @@ class CanonicalNests:
         (``(key, nest)`` in order), with its ``text`` already made."""
         names_of = []
         order: dict[str, None] = {}
+        known = self._names
         for key, nest in keyed_nests:
-            names = self._names.get(key)
+            names = known.get(key)
             if names is None:
-                names = self._names[key] = tuple(_first_appearances(nest, self.keep))
+                names = known[key] = tuple(_first_appearances(nest, self.keep))
             names_of.append(names)
-            order.update(dict.fromkeys(names))
+            if names:
+                order.update(dict.fromkeys(names))
         new_names = self._new_names   # the k-th intermediate's name, made once per exploration
         while len(new_names) < len(order):
             name = tensor_name(self._supplied)
             self._supplied += 1
             if name not in self.keep:
                 new_names.append(name)
-        tensors = dict(zip(order, new_names))
+        new_name = dict(zip(order, new_names)).__getitem__
         nests, texts = [], []
         for (key, nest), names in zip(keyed_nests, names_of):
-            renamed = tuple(tensors[n] for n in names)
+            renamed = tuple(map(new_name, names)) if names else names
             done = self._done.get((key, renamed))
             if done is None:
                 # a nest already in canonical form (its intermediates keep their names, its
