@@ -14,7 +14,7 @@ from leir_egraph.leir.ast import Bin, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from leir_egraph.leir.canonical import (CanonicalNests, canonical, canonical_kernel,
                                         canonical_text, exact_canonical_text, is_hardware_index)
 from leir_egraph.leir.names import index_name_supply, tensor_name_supply
-from leir_egraph.leir.traverse import rebuild, walk
+from leir_egraph.leir.traverse import rebuild, replaced, walk
 
 
 def _random_renaming(program: Program, rng: random.Random, tensors: bool = True) -> Program:
@@ -83,6 +83,31 @@ def test_canonical_nests_memoised_equal_canonical(reference_rows, row, seed):
         expected = canonical(p)
         assert made.leir == expected.leir
         assert made.text == expected.text == canonical_text(p)
+
+
+@settings(max_examples=30, deadline=None)
+@given(row=st.integers(0, 10_000), seed=st.integers(0, 2**32 - 1))
+def test_replaced_is_dataclasses_replace(reference_rows, row, seed):
+    """``traverse.replaced`` (what rebuilding and canonical renaming make nodes with) gives
+    what ``dataclasses.replace`` gives, for every node of a program and a change of each of
+    its fields to another node's value of that field (spelling, positions and equality
+    included, and a hash of its own), and ``Program.with_leir`` what ``replace`` gives."""
+    r = reference_rows[row % len(reference_rows)]
+    program = Program.parse(r["leir"], r["signature"], name="p")
+    rng = random.Random(seed)
+    nodes = list(walk(program.leir))
+    for node in nodes:
+        hash(node)   # a kept hash (ast._hash_once) must not pass to the new node
+        names = list(vars(replace(node)))
+        others = [n for n in nodes if type(n) is type(node)]
+        changes = {k: getattr(rng.choice(others), k) for k in rng.sample(names, rng.randint(0, len(names)))}
+        made, expected = replaced(node, **changes), replace(node, **changes)
+        assert type(made) is type(expected) and vars(made) == vars(expected)
+        assert made == expected and hash(made) == hash(expected)
+    other = program.with_leir(Leir(tuple(reversed(program.leir.nests))))
+    expected = replace(program, leir=other.leir)
+    assert vars(other) == vars(expected) and other == expected and hash(other) == hash(expected)
+    assert dict(other.values) == dict(expected.values) and other.text == expected.text
 
 
 @settings(max_examples=60, deadline=None)

@@ -44,10 +44,10 @@ from typing import Iterable
 
 from .ast import Bin, Equation, IBin, Idx, IName, Leir, LoopNest, Neg, Num, Var
 from .hardware import hardware_axis
-from .names import index_name_supply, tensor_name_supply
+from .names import index_name_supply, tensor_name, tensor_name_supply
 from .printer import to_text
 from .program import Program
-from .traverse import rebuild, walk
+from .traverse import rebuild, replaced, walk
 
 def is_hardware_index(name: str) -> bool:
     """``tx``, ``bya``, ``tza``...: a name whose first two letters select a GPU axis."""
@@ -94,15 +94,15 @@ def _rename_nest(nest: LoopNest, env: dict[str, str], tensors: dict[str, str]) -
     for loop in nest.loops:
         new = _new_index(loop.index, set(env.values()))
         env[loop.index] = new
-        loops.append(replace(loop, index=new))
+        loops.append(replaced(loop, index=new))
 
     def fn(node):
         if isinstance(node, IName) and node.name in env:
-            return replace(node, name=env[node.name])
+            return replaced(node, name=env[node.name])
         if isinstance(node, Idx) and node.name in env:
-            return replace(node, name=env[node.name])
+            return replaced(node, name=env[node.name])
         if isinstance(node, Var) and node.name in tensors:
-            return replace(node, name=tensors[node.name])
+            return replaced(node, name=tensors[node.name])
         return None
 
     body = tuple(_rename_nest(item, env, tensors) if isinstance(item, LoopNest)
@@ -135,23 +135,32 @@ class CanonicalNests:
         self.keep = frozenset(keep)
         self._names: dict = {}   # nest key -> its intermediates, in order of first appearance
         self._done: dict = {}    # (nest key, their new names) -> (canonical nest, its text)
+        self._new_names: list[str] = []   # tensor_name_supply()'s names not in keep, so far
+        self._supplied = 0                # how many names of the supply were looked at
 
     def __call__(self, program: Program, keyed_nests: list[tuple[object, LoopNest]]) -> Program:
         """The canonical form of ``program``, whose top-level nests are ``keyed_nests``
         (``(key, nest)`` in order), with its ``text`` already made."""
         names_of = []
         order: dict[str, None] = {}
+        known = self._names
         for key, nest in keyed_nests:
-            names = self._names.get(key)
+            names = known.get(key)
             if names is None:
-                names = self._names[key] = tuple(_first_appearances(nest, self.keep))
+                names = known[key] = tuple(_first_appearances(nest, self.keep))
             names_of.append(names)
-            order.update(dict.fromkeys(names))
-        supply = (n for n in tensor_name_supply() if n not in self.keep)
-        tensors = {old: next(supply) for old in order}
+            if names:
+                order.update(dict.fromkeys(names))
+        new_names = self._new_names   # the k-th intermediate's name, made once per exploration
+        while len(new_names) < len(order):
+            name = tensor_name(self._supplied)
+            self._supplied += 1
+            if name not in self.keep:
+                new_names.append(name)
+        new_name = dict(zip(order, new_names)).__getitem__
         nests, texts = [], []
         for (key, nest), names in zip(keyed_nests, names_of):
-            renamed = tuple(tensors[n] for n in names)
+            renamed = tuple(map(new_name, names)) if names else names
             done = self._done.get((key, renamed))
             if done is None:
                 # a nest already in canonical form (its intermediates keep their names, its

@@ -9,7 +9,7 @@ differently, and memos keyed by a program (fact providers, analyses) answer in i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
@@ -61,7 +61,14 @@ class Program:
         """The same signature, name and values around a different AST (a transformed program)."""
         if leir is self.leir:
             return self
-        return replace(self, leir=leir)
+        # ``replace(self, leir=leir)`` without its introspection and without copying the
+        # values again (placing makes one program per successor): the fields but ``leir``
+        # are this program's, ``values`` the read-only view __post_init__ made of a private
+        # copy, which nothing writes
+        out = object.__new__(Program)
+        vars(out).update(leir=leir, signature=self.signature, name=self.name,
+                         values=self.values)
+        return out
 
     @property
     def forward_inputs(self) -> tuple[str, ...]:

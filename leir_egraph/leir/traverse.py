@@ -7,7 +7,7 @@ own recursion over the node classes.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields
 from typing import Callable, Iterator
 
 from .ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir, Logic,
@@ -67,6 +67,27 @@ def nests_in(nest: LoopNest) -> Iterator[LoopNest]:
             yield from nests_in(item)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def replaced(node, **changes):
+    """``dataclasses.replace(node, **changes)`` for an AST node, without its introspection of
+    the class on every call (a rewrite or a renaming rebuilds thousands of nodes): a new node
+    of the same class holding ``changes`` and the node's other fields. AST classes are frozen
+    dataclasses whose fields are all ``__init__`` arguments and which have no
+    ``__post_init__``, so this is what ``replace`` gives; the hash a node keeps
+    (``ast._hash_once``) is not a field, so the new node computes its own."""
+    cls = type(node)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    new = object.__new__(cls)
+    held, state = node.__dict__, new.__dict__
+    for name in names:
+        state[name] = changes[name] if name in changes else held[name]
+    return new
+
+
 def rebuild(node, fn: Callable):
     """Bottom-up rewrite: rebuild children first, then apply ``fn`` to the rebuilt node.
 
@@ -86,7 +107,7 @@ def rebuild(node, fn: Callable):
                 if new is not value:
                     changes[name] = new
         if changes:
-            node = replace(node, **changes)
+            node = replaced(node, **changes)
     result = fn(node)
     return node if result is None else result
 
