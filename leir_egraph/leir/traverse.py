@@ -7,7 +7,7 @@ own recursion over the node classes.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Callable, Iterator
 
 from .ast import (Bin, Call, Compare, Equation, IBin, IConst, Idx, IfThenElse, IName, Leir, Logic,
@@ -75,12 +75,18 @@ def replaced(node, **changes):
     the class on every call (a rewrite or a renaming rebuilds thousands of nodes): a new node
     of the same class holding ``changes`` and the node's other fields. AST classes are frozen
     dataclasses whose fields are all ``__init__`` arguments and which have no
-    ``__post_init__``, so this is what ``replace`` gives; the hash a node keeps
+    ``__post_init__``, so this is what ``replace`` gives (a class that is not gets
+    ``replace`` itself); the hash a node keeps
     (``ast._hash_once``) is not a field, so the new node computes its own."""
     cls = type(node)
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+        # a class that breaks the assumptions (a __post_init__, a field outside __init__)
+        # gets ``replace`` itself: empty names mark it
+        plain = not hasattr(cls, "__post_init__") and all(f.init for f in fields(cls))
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls)) if plain else ()
+    if not names:
+        return replace(node, **changes)
     new = object.__new__(cls)
     held, state = node.__dict__, new.__dict__
     for name in names:
