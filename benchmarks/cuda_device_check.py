@@ -290,21 +290,25 @@ def _cpu_verdict(entry: dict, directory) -> dict:
             "max_abs_err": outcome.max_abs_err}
 
 
-def _sample_steps(roots, k: int, seed: int) -> list:
+def _sample_steps(roots, k: int, seed: int, every_strategy: bool = False) -> list:
     """``k`` single-step rewrites of ``roots`` (entry, program) drawn with ``seed``: strategy by
-    strategy in turn, GPU strategies first, a strategy's shared/local-memory rewrites first."""
+    strategy in turn, GPU strategies first, a strategy's shared/local-memory rewrites first;
+    ``every_strategy``: every built-in strategy takes part, the others after those named here."""
     import random
 
-    from leir_egraph.egraph.steps import all_steps
+    from leir_egraph.egraph.steps import all_steps, default_strategies
+    named = GPU_STRATEGIES + OTHER_STRATEGIES
+    if every_strategy:
+        named += tuple(s.id for s in default_strategies() if s.id not in named)
     rng = random.Random(seed)
     pools: dict[str, list] = {}
     for entry, program in roots:
-        for step in all_steps(program, GPU_STRATEGIES + OTHER_STRATEGIES):
+        for step in all_steps(program, named):
             pools.setdefault(step.strategy, []).append((entry, step))
     for pool in pools.values():
         rng.shuffle(pool)
         pool.sort(key=lambda es: not re.search(r"\{f(32|64),[sl]\}", es[1].after.text))
-    order = [s for s in GPU_STRATEGIES + OTHER_STRATEGIES if pools.get(s)]
+    order = [s for s in named if pools.get(s)]
     chosen: list = []
     while len(chosen) < k and any(pools.get(s) for s in order):
         for s in order:
@@ -366,7 +370,8 @@ def export(args) -> int:
         exported = {r["id"] for r in records}
         small = sorted((p for i, p in programs.items() if i in exported),
                        key=lambda ep: len(ep[1].text))[: args.step_roots]
-        for n, (entry, step) in enumerate(_sample_steps(small, args.steps, args.seed)):
+        drawn = _sample_steps(small, args.steps, args.seed, args.every_strategy)
+        for n, (entry, step) in enumerate(drawn):
             add(f"{entry['id']}/step{n}", entry, step.after,
                 {"kind": "step", "strategy": step.strategy, "rule": step.rule,
                  "path": list(step.path)})
@@ -742,6 +747,8 @@ def main(argv=None) -> int:
     ex.add_argument("--step-roots", type=int, default=12,
                     help="the steps' roots: this many of the shortest exported programs")
     ex.add_argument("--seed", type=int, default=0)
+    ex.add_argument("--every-strategy", action="store_true",
+                    help="draw the steps from every built-in strategy (default: the GPU and loop ones)")
     rn = sub.add_parser("run", help="run a bundle on the GPU (numpy + CuPy)")
     rn.add_argument("--bundle", required=True)
     rn.add_argument("--out", required=True)
