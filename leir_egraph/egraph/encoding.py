@@ -136,9 +136,32 @@ class Decoder:
         hit = self._memo.get(id(term))
         if hit is not None and hit[0] is term:
             return hit[1]
-        node = decode(term, self)
+        if term[0] == "MkNest":
+            node = LoopNest(self._items(term[1]), self._items(term[2]))
+        else:
+            node = decode(term, self)
         self._memo[id(term)] = (term, node)
         return node
+
+    def _items(self, cell: Term) -> tuple:
+        """The decoded items of a nest's loop list or body from ``cell`` on, each suffix's
+        kept: a placed match's new nest shares its loops, and its body after the changed item,
+        with the nest it was made from. Iterative (a body may be long)."""
+        memo, cells = self._memo, []
+        while True:
+            hit = memo.get(id(cell))
+            if hit is not None and hit[0] is cell:
+                items = hit[1]
+                break
+            if len(cell) == 1:  # LNil, BNil
+                items = ()
+                break
+            cells.append(cell)
+            cell = cell[2]
+        for cell in reversed(cells):
+            items = (self(cell[1]), *items)
+            memo[id(cell)] = (cell, items)
+        return items
 
 
 def decode(term: Term, sub=None):
