@@ -19,7 +19,7 @@ each new nest costs the few terms that are new in it.
 from __future__ import annotations
 
 from ..leir.printer import _AND, _ATOM, _BIN_PREC, _CMP, _NEG, _OR, _POW
-from .encoding import _UNBIN, _UNCALL, _UNIBIN, _UNLOGIC, Term
+from .encoding import _UNBIN, _UNCALL, _UNIBIN, _UNLOGIC, Term, kept_suffixes
 
 _OP = {**_UNBIN, **_UNIBIN, **_UNLOGIC}
 # a head's binding strength (printer._prec of the node it decodes to); ATOM when absent
@@ -48,22 +48,11 @@ class TermText:
     def items(self, cell: Term) -> str:
         """The text of a loop list or a body (``LCons``/``BEq``/``BNest`` ... ``LNil``/``BNil``)
         from ``cell`` on, each suffix's kept: a new nest shares its loops and the body after
-        its changed item with the nest it was made from. Iterative (a body may be long)."""
-        memo, cells = self._memo, []
-        while True:
-            hit = memo.get(id(cell))
-            if hit is not None and hit[0] is cell:
-                text = hit[1]
-                break
-            if len(cell) == 1:  # LNil, BNil
-                text = ""
-                break
-            cells.append(cell)
-            cell = cell[2]
-        for cell in reversed(cells):
-            text = self(cell[1]) + (";" if cell[0] == "BEq" else "") + text
-            memo[id(cell)] = (cell, text)
-        return text
+        its changed item with the nest it was made from."""
+        return kept_suffixes(cell, self._memo, "", self._item)
+
+    def _item(self, cell: Term, rest: str) -> str:
+        return self(cell[1]) + (";" if cell[0] == "BEq" else "") + rest
 
     def operand(self, term: Term, needed: int, strict: bool) -> str:
         """``term``'s text, parenthesised when it binds looser than ``needed`` (or equally,
