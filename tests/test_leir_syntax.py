@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import leir_egraph
@@ -108,6 +109,54 @@ def test_random_asts_survive_print_then_parse(leir):
     memo: dict = {}
     assert [to_text(n, memo) for n in leir.nests] == [to_text(n) for n in leir.nests]
     assert to_text(leir, memo) == text and memo
+
+
+def _subterms(term, path=()):
+    """(path, subterm) of every subterm of an encoded term, the term's own first."""
+    yield path, term
+    for i, arg in enumerate(term[1:], start=1):
+        if isinstance(arg, tuple):
+            yield from _subterms(arg, path + (i,))
+
+
+# every parenthesisation corner of the printer (drawn programs seldom reach some)
+CORNERS = parse(
+    "B^{4}_{a=0}L^{8}_{c=0}[C^{f32,g}_{a,(c+1)*2,a-(c-1),a//(2*c),a%3%c,D^{i64,g}_{a}}="
+    "(A^{f32,g}_{a}**2)**3+A^{f32,g}_{a}**2**3+A^{f32,g}_{a}**-1--A^{f32,g}_{a}"
+    "+-A^{f32,g}_{a}**2-(A^{f32,g}_{a}-1)*(1/(2*A^{f32,g}_{a}))-(A^{f32,g}_{a}-(1-2))/-(-3)"
+    "+(-A^{f32,g}_{a})**2+if_then_else((1<2)<3&(1<=2|3>4)|1==2,max(1,-2),exp(-(1+2)));"
+    "L^{2}_{d=0}[E^{f32,l}_{}=E^{f32,l}_{}+1;];];")
+
+
+@settings(max_examples=150, deadline=None)
+@given(PROGRAMS, PROGRAMS, st.randoms(use_true_random=False))
+@example(CORNERS, CORNERS, random.Random(0))
+def test_terms_print_and_decode_as_their_asts_with_memos_kept_across_splices(leir, other, rnd):
+    """egraph/term_text.py prints a term as to_text prints its decoded AST, and the Decoder
+    decodes it as decode does, with their memos (by object, the lists' kept per suffix) shared
+    over many terms spliced together from shared subterms -- what enumeration does with a
+    program's placed matches (``replace_at`` of the program's term with a replacement that
+    shares subterms with other replacements)."""
+    from leir_egraph.egraph.encoding import SORT_OF, Decoder, decode, encode, replace_at, uncons
+    from leir_egraph.egraph.term_text import TermText
+
+    term, donor = encode(leir), encode(other)
+    text, decoder = TermText(), Decoder()
+    assert [text(n) for n in uncons(term, "PCons")] == [to_text(n) for n in leir.nests]
+    assert text(term) == to_text(leir)
+    assert [decoder(n) for n in uncons(term, "PCons")] == list(leir.nests)
+    donors: dict = {}
+    for _, sub in _subterms(donor):
+        donors.setdefault(SORT_OF[sub[0]], []).append(sub)
+    sites = list(_subterms(term))
+    for path, sub in rnd.sample(sites, min(12, len(sites))):
+        if sub[0] not in ("LCons", "LNil", "BEq", "BNest", "BNil", "SCons", "SNil", "CCons",
+                          "CNil"):  # a term of a printable sort prints alone too
+            assert text(sub) == to_text(decode(sub))
+        spliced = replace_at(term, path, rnd.choice(donors.get(SORT_OF[sub[0]], [sub])))
+        expected = decode(spliced)
+        assert text(spliced) == to_text(expected)
+        assert [decoder(n) for n in uncons(spliced, "PCons")] == list(expected.nests)
 
 
 def _hashed_nodes(leir: Leir):

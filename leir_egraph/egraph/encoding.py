@@ -136,9 +136,41 @@ class Decoder:
         hit = self._memo.get(id(term))
         if hit is not None and hit[0] is term:
             return hit[1]
-        node = decode(term, self)
+        if term[0] == "MkNest":
+            node = LoopNest(self._items(term[1]), self._items(term[2]))
+        else:
+            node = decode(term, self)
         self._memo[id(term)] = (term, node)
         return node
+
+    def _items(self, cell: Term) -> tuple:
+        """The decoded items of a nest's loop list or body from ``cell`` on, each suffix's
+        kept: a placed match's new nest shares its loops, and its body after the changed item,
+        with the nest it was made from."""
+        return kept_suffixes(cell, self._memo, (), lambda c, items: (self(c[1]), *items))
+
+
+def kept_suffixes(cell: Term, memo: dict, empty, add):
+    """A value of a cons list (``LCons``/``BEq``/``BNest``... down to its nil) built from its
+    last item back, ``add(cell, value of the rest)``, with every suffix's value kept in
+    ``memo`` by the cell's identity (as ``(cell, value)``): a list that shares its tail with
+    one seen before costs only its new cells. Iterative, so a list's length is not limited by
+    Python's recursion limit."""
+    cells = []
+    while True:
+        hit = memo.get(id(cell))
+        if hit is not None and hit[0] is cell:
+            value = hit[1]
+            break
+        if len(cell) == 1:  # the nil
+            value = empty
+            break
+        cells.append(cell)
+        cell = cell[2]
+    for cell in reversed(cells):
+        value = add(cell, value)
+        memo[id(cell)] = (cell, value)
+    return value
 
 
 def decode(term: Term, sub=None):

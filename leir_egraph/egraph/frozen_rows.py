@@ -47,6 +47,8 @@ class FrozenReader:
         # e-class value -> [(constructor, its frozen row, input sorts)]: a row's inputs are
         # read (a list made by egglog's bindings) only for the nodes a term is read through,
         # a small part of a large database's
+        # (a node is (constructor, row, input sorts, each input's primitive reader or None);
+        # a second node of an e-class makes its entry a list of them)
         self._nodes: dict = {}
         nodes = self._nodes
         for name, function in self.functions.items():
@@ -54,13 +56,13 @@ class FrozenReader:
                     or function.output_sort.startswith("@") or function.output_sort in _PRIMITIVE):
                 continue
             sorts = function.input_sorts
+            readers = tuple(_PRIMITIVE.get(s) for s in sorts)
             for row in function.rows:
                 if not row.subsumed:
-                    found = nodes.get(row.output)
-                    if found is None:
-                        nodes[row.output] = [(name, row, sorts)]
-                    else:
-                        found.append((name, row, sorts))
+                    node = (name, row, sorts, readers)
+                    found = nodes.setdefault(row.output, node)
+                    if found is not node:
+                        nodes[row.output] = [*found, node] if type(found) is list else [found, node]
         self._terms: dict = {}
 
     def rows(self, relation: str) -> list[tuple[str, list | None]]:
@@ -84,12 +86,11 @@ class FrozenReader:
     def node(self, value) -> tuple[str, list, list] | None:
         """The one extractable node of an e-class, ``None`` when it has none."""
         found = self._nodes.get(value)
-        if not found:
+        if found is None:
             return None
-        if len(found) > 1:
+        if type(found) is list:
             raise Ambiguous(f"an e-class holds {len(found)} extractable nodes")
-        name, row, sorts = found[0]
-        return name, row.inputs, sorts
+        return found[0], found[1].inputs, found[2]
 
     def term(self, value, sort: str) -> Term | Literal | None:
         """The term of an e-class (or the literal of a primitive value) of ``sort``."""
@@ -108,16 +109,17 @@ class FrozenReader:
         raises as :meth:`node` would."""
         terms = self._terms
         terms[value] = _VISITING
-        node = self.node(value)
+        node = self._nodes.get(value)  # self.node(value), inlined: once per e-class read
         if node is None:
             terms[value] = None
             return None
-        name, inputs, sorts = node
+        if type(node) is list:
+            raise Ambiguous(f"an e-class holds {len(node)} extractable nodes")
+        name, row, _, readers = node
         args = [name]
         finite = True
         egraph = self._egraph
-        for v, s in zip(inputs, sorts):
-            read = _PRIMITIVE.get(s)
+        for v, read in zip(row.inputs, readers):
             if read is not None:
                 arg = read(egraph, v)
             else:

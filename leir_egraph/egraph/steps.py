@@ -20,10 +20,10 @@ from ..gcpause import gc_paused
 from ..leir.ast import Leir
 from ..leir.program import Program
 from .cot import Site, fragment_text, locate, render_cot
-from ..leir.printer import to_text
 from .encoding import Decoder, OccurrenceIndex, Term, encode, replace_at, subterm, uncons
 from .engine import RawMatch, engine_for
 from .strategy import Strategy, builtin_strategies, strategy_by_id
+from .term_text import TermText
 
 
 @dataclass(frozen=True)
@@ -112,16 +112,10 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     """Place raw matches at every occurrence of their matched term, one transition each."""
     term = index = None
     decoder = Decoder()
-    texts: dict[int, tuple[Term, str]] = {}
-    printed: dict = {}  # to_text's memo: the equations and accesses the new nests share
+    # the nests' texts, printed from their terms: a new nest shares nearly all its subterms
+    # with the program's nests and the other new nests, whose texts are kept
+    nest_text = TermText()
     fragments: dict[int, tuple[object, str]] = {}
-
-    def nest_text(nest_term: Term) -> str:
-        hit = texts.get(id(nest_term))
-        if hit is None or hit[0] is not nest_term:
-            hit = (nest_term, to_text(decoder(nest_term), printed))
-            texts[id(nest_term)] = hit
-        return hit[1]
 
     def fragment(value) -> str:
         # binding values and sides repeat across matches (from_termdag shares their objects)
@@ -202,7 +196,7 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     # the steps' lazy renders (a few of them; each prints only its changed nests) start with
     # empty memos: the loop's hold every step's program term and printed nests, which a
     # search would keep alive (and its garbage collections walk) with its steps
-    decoder, texts, printed = Decoder(), {}, {}
+    decoder, nest_text = Decoder(), TermText()
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1], k[2]))]
 
 
