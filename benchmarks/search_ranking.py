@@ -12,6 +12,12 @@ lookahead's second steps and their costs). The engines are compiled outside the 
 CPU seconds of this process; the machine is shared, so the load average is printed. Each
 node's ranking is printed as a hash (sha1 of its steps' strategy, path and program text, in
 order), so runs of two versions of the code can be checked to rank alike.
+
+The node's two parts run under two pauses of the garbage collector (``steps``, then
+``ranked``), where a search pauses once per node (``ranked`` alone). The process's one full
+collection lands where the objects kept cross ``GROWTH`` (leir_egraph/gcpause.py): at child 1,
+in its ``steps`` or its rest depending on how many objects the code keeps, so compare nodes'
+totals, not the split, across versions of the code.
 """
 
 from __future__ import annotations
