@@ -701,10 +701,7 @@ def _tensor_problem(loop: Loop, written: list[_Write]) -> str | None:
                 f"depend on {loop.index}")
     if all(_pair_disjoint(loop, s, t) for k, s in enumerate(written) for t in written[k:]):
         return None
-    verdict = _enumerate(loop, written)
-    if verdict is None:
-        return None
-    return verdict
+    return _enumerate(loop, written)
 
 
 def _pair_disjoint(loop: Loop, s: _Write, t: _Write) -> bool:
@@ -770,10 +767,21 @@ def has_gather(sub) -> bool:
     return any(isinstance(node, Var) for node in walk(sub))
 
 
-def _index_array(sub, env):
-    """A subscript without gathers over arrays of index values (numpy int64)."""
+def index_array(sub, env: Mapping, gathered: Callable[[Var], object] | None = None):
+    """``evaluate_index`` of a subscript over numpy int64 arrays of index values (``env``:
+    index name -> array); a gather (a tensor read inside it) is ``gathered(var)``'s value, a
+    KeyError without ``gathered``."""
     import numpy as np
-    return evaluate_index(sub, lambda n: np.int64(n.value) if isinstance(n, IConst) else env[n.name])
+
+    def leaf(node):
+        if isinstance(node, IConst):
+            return np.int64(node.value)
+        if isinstance(node, IName):
+            return np.asarray(env[node.name], dtype=np.int64)
+        if gathered is None:
+            raise KeyError(node.name)
+        return gathered(node)
+    return evaluate_index(sub, leaf)
 
 
 # enumeration fallback
@@ -797,7 +805,7 @@ def _enumerate(loop: Loop, written: list[_Write]) -> str | None:
         env = {l.index: g.ravel() for l, g in zip(loops, grids)}
         size = env[loop.index].shape
         columns = [env[l.index] for l in w.outer]
-        columns += [np.broadcast_to(_index_array(sub, env), size)
+        columns += [np.broadcast_to(index_array(sub, env), size)
                     for sub in w.target.subscripts]
         rows.append(np.stack(columns, axis=1) if columns else np.zeros(size + (0,), np.int64))
         owners.append(env[loop.index])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from ..leir.analysis import equation_sites, nest_loops, tensor_names, write_conflicts
+from ..leir.printer import to_text
 from ..leir.hardware import AXIS_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_problems
 from ..leir.program import Program
 from .expr import LoweringError
@@ -89,8 +90,6 @@ def host_problems(program: Program) -> list[str]:
            run it on the host, not in a kernel
 
     A nest with no B loop at all is one single-thread kernel (its loops run in the kernel)."""
-    from ..leir.printer import to_text
-
     bound = {n for n, nest in enumerate(program.leir.nests)
              if any(loop.kind == "B" for loop in nest_loops(nest))}
     return [f"nest {site.nest + 1}: {to_text(site.equation).rstrip(';')} is outside every B "

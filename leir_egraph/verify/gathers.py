@@ -21,8 +21,9 @@ from typing import Mapping
 
 import numpy as np
 
-from ..leir.analysis import equation_sites, guarded_accesses, has_gather, intermediate_shapes
-from ..leir.ast import IConst, IfThenElse, IName, Var, evaluate_index
+from ..leir.analysis import (equation_sites, guarded_accesses, has_gather, index_array,
+                             intermediate_shapes)
+from ..leir.ast import IfThenElse, IName, Var
 from ..leir.printer import to_text
 from ..leir.program import Program
 from ..leir.traverse import walk
@@ -37,13 +38,9 @@ class _OutOfBounds(Exception):
 
 def index_values(sub, env: Mapping[str, np.ndarray],
                  tensors: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
-    """Index arithmetic over arrays of index values (``evaluate_index`` on numpy int64 arrays);
-    gathers read ``tensors`` (a gather out of its tensor's bounds raises _OutOfBounds)."""
-    def leaf(node):
-        if isinstance(node, IConst):
-            return np.int64(node.value)
-        if isinstance(node, IName):
-            return env[node.name].astype(np.int64)
+    """Index arithmetic over arrays of index values (``analysis.index_array``); gathers read
+    ``tensors`` (a gather out of its tensor's bounds raises _OutOfBounds)."""
+    def gathered(node):
         if tensors is None or node.name not in tensors:
             raise KeyError(node.name)
         values = np.asarray(tensors[node.name])
@@ -56,7 +53,7 @@ def index_values(sub, env: Mapping[str, np.ndarray],
                 raise _OutOfBounds(node, dim, int(np.ravel(i)[at]), values.shape[dim], at)
             index.append(i)
         return values[tuple(index)].astype(np.int64) if index else np.int64(values)
-    return evaluate_index(sub, leaf)
+    return index_array(sub, env, gathered)
 
 
 def gather_problem(program: Program, inputs: Mapping[str, np.ndarray]) -> str | None:
