@@ -21,13 +21,14 @@ memory bytes last) and checked against the device PrimFuncs' ``params`` and
 ``tirx.kernel_launch_params`` and the source's own kernel declarations.
 
 ``run`` compiles each program's source with NVRTC (``cupy.RawModule``), fills outputs and
-intermediates with NaN (as ``lower.build.fill_value`` does), launches the kernels in order,
-synchronises, compares with the expected outputs at ``GOLDEN_RTOL`` (the comparison is
-``leir_egraph/lower/compare.py``, copied into the bundle and loaded by path), runs the
-program a second time and compares the two runs bitwise (a race shows as a difference), and
-writes one JSON line per program. Programs run in worker processes; a program that outlives
-``--timeout`` or breaks its CUDA context costs only its worker. ``--dry`` does everything but
-the CuPy calls (bundle parsing, buffer allocation, argument and launch checks).
+intermediates with ``lower.build.fill_value``'s value (NaN for floats; the export records it),
+launches the kernels in order, synchronises, compares with the expected outputs at
+``GOLDEN_RTOL`` (the comparison is ``leir_egraph/lower/compare.py``, copied into the bundle and
+loaded by path), runs the program a second time and compares the two runs bitwise (a race shows
+as a difference), and writes one JSON line per program. Programs run in worker processes; a
+program that outlives ``--timeout`` or breaks its CUDA context costs only its worker. ``--dry``
+does everything but the CuPy calls (bundle parsing, buffer allocation, argument and launch
+checks).
 
 The run half needs a GPU: the test suite never runs it (tests/test_cuda_device_check.py
 checks the export and the dry run); its figures are in benchmarks/results/cuda_device_check.md.
@@ -245,6 +246,7 @@ def describe(program) -> dict:
 
     Raises ``CudaInvalid`` (no valid kernels) or :class:`Unsupported`."""
     from leir_egraph.lower import cuda_source, lower
+    from leir_egraph.lower.build import fill_value, numpy_dtype
     from leir_egraph.lower.cuda import device_modules
     from leir_egraph.lower.targets import target_dict
     source = cuda_source(program)
@@ -279,6 +281,9 @@ def describe(program) -> dict:
                     raise Unsupported(f"{launch['kernel']}: {arg['buffer']} is {buf['dtype']}, "
                                       f"parameter {param['name']} {param['dtype']}")
                 arg["as"] = param["dtype"]
+    for buf in interp.buffers.values():
+        if buf["role"] != "input":   # what the program finds there before it runs
+            buf["fill"] = fill_value(numpy_dtype(buf["dtype"]))
     return {"source": source, "kernels": kernels, "launches": interp.launches,
             "buffers": interp.buffers}
 
@@ -411,10 +416,8 @@ def prepare(record: dict, bundle: Path):
             if list(array.shape) != buf["shape"]:
                 raise Unsupported(f"input {name}: shape {list(array.shape)} vs {buf['shape']}")
             arrays[name] = array
-        else:   # what lower.build.fill_value puts in an output before the program runs
-            fill = np.nan if dtype.kind == "f" else True if dtype.kind == "b" else \
-                np.iinfo(dtype).max
-            arrays[name] = np.full(buf["shape"], fill, dtype=dtype)
+        else:   # lower.build.fill_value's, recorded by describe
+            arrays[name] = np.full(buf["shape"], buf["fill"], dtype=dtype)
             if buf["role"] == "output":
                 expected[name] = np.asarray(data[name])
     launches = []
