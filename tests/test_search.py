@@ -252,6 +252,70 @@ def test_shared_ranking_on_kernels_writing_one_tensor_and_the_unshareable_case()
         assert shared == full and len(shared) > 10
 
 
+class _WithFailures:
+    """The cost proposer's steps behind a proposer error, an unparsable answer and the root
+    again (a repeat): every kind of record a sample or a node's failures can hold."""
+    name = "with-failures"
+
+    def __init__(self):
+        self.inner = RulesProposer("cost", strategies=_strategies(), lookahead=1)
+
+    def propose(self, request):
+        from leir_egraph.search.tree import Proposal
+        return [Proposal(None, error="no answer today"), Proposal("B^{32}_{tx=0}L^{64", raw="x"),
+                Proposal(ROW_SUM, strategy="loop_reorder")] + self.inner.propose(request)
+
+    def expected(self, program):
+        return self.inner.expected(program)
+
+
+def _sequential_beam(search, budget):
+    """The beam as it was before its candidates were judged in the background: each node's
+    candidates judged before the next node is ranked (the reference for the deferred one)."""
+    from leir_egraph.search.algorithms import REPEAT_LIMIT, beam_order, keep_enabler
+    frontier = [search.root]
+    for _ in range(budget.iterations):
+        if search.consecutive_repeats > REPEAT_LIMIT * budget.candidates:
+            return
+        children = []
+        for node in frontier:
+            children.extend(search.expand(node, budget.candidates))
+        if children:
+            frontier = keep_enabler(search, children, beam_order(children)[:budget.topk])
+
+
+@pytest.mark.parametrize("max_samples", [5, 11, 14])
+def test_the_deferred_beam_judges_what_the_sequential_one_does(root, verifier, max_samples):
+    """Ranking the frontier's next node while the worker verifies the candidates of the one
+    before (``Search.expand(defer=True)`` and ``settle``) changes no sample, failure, node or
+    count; the budget runs out at the same candidate (its three sizes stop in the second
+    frontier's first node, in its second node, and in the third frontier). Nothing is faster or slower here (threshold
+    1e9), so the beam's order is the proposer's and both runs must agree exactly."""
+    from dataclasses import replace as _replace
+
+    from leir_egraph.search.run import Search
+    from leir_egraph.search.run import run as run_search
+
+    budget = _replace(DEFAULTS["beam"], iterations=3, candidates=5)
+
+    def summary(result):
+        return ([(s.number, s.node, s.strategy, s.valid, s.level, s.reason, s.text)
+                 for s in result.samples],
+                [(n.id, n.parent.id if n.parent else None, n.key, n.strategy, n.failures)
+                 for n in result.nodes],
+                result.repeats, result.queries, result.stopped)
+
+    def judge():
+        return Judge(root, verifier=verifier, trials=1, timeout=30, threshold=1e9)
+
+    deferred = search(root, "beam", _WithFailures(), judge=judge(), max_samples=max_samples,
+                      iterations=3, candidates=5, confirm=False)
+    state = Search(root, _WithFailures(), judge(), "beam", max_samples)
+    sequential = run_search(state, lambda s: _sequential_beam(s, budget), confirm=False)
+    assert summary(deferred) == summary(sequential)
+    assert len(deferred.samples) == max_samples and len(deferred.nodes) > 2
+
+
 def test_diverse_ranking_offers_each_strategy_once_before_any_twice(root):
     proposer = RulesProposer("cost", strategies=_strategies(), lookahead=1)
     diverse = proposer.ranked(root)

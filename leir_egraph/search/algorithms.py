@@ -56,14 +56,19 @@ def greedy(search: Search, budget: Budget) -> None:
 
 def beam(search: Search, budget: Budget) -> None:
     """Expand every node of the beam; the next beam is the ``topk`` fastest new children (the
-    beam is kept when none is valid), fastest by :func:`evidence`."""
+    beam is kept when none is valid), fastest by :func:`evidence`. The frontier's candidates
+    are judged once all its nodes are ranked (``Search.expand(defer=True)``, ``settle``): a
+    node's ranking then runs while the worker verifies the candidates of the node before it,
+    and the same candidates are judged, in the same order, with the same results."""
     frontier = [search.root]
     for _ in range(budget.iterations):
         if _terminal(search, REPEAT_LIMIT * budget.candidates):
             return
-        children: list[Node] = []
-        for node in frontier:
-            children.extend(search.expand(node, budget.candidates))
+        try:
+            for node in frontier:
+                search.expand(node, budget.candidates, defer=True)
+        finally:
+            children = search.settle()
         if children:
             frontier = keep_enabler(search, children, beam_order(children)[:budget.topk])
 

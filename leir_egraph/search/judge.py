@@ -37,7 +37,8 @@ from pathlib import Path
 from ..leir.canonical import canonical_text
 from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
-from ..verify import TimingError, VerificationResult, Verifier, launch, time_pair, verify
+from ..verify import (TimingError, VerificationResult, Verifier, launch, prepare, time_pair,
+                      verify)
 
 
 NOISE_THRESHOLD = 1.05   # a paired speedup below this is noise, not an improvement
@@ -187,6 +188,13 @@ class Judge:
     def judge(self, program: Program, current_key: str) -> Verdict:
         """The verdict on ``program`` proposed at the node whose canonical text is
         ``current_key``."""
+        return self.conclude(program, self.verification(program, current_key))
+
+    def verification(self, program: Program, current_key: str) -> Verdict | VerificationResult:
+        """The first half of ``judge``: a final verdict when the candidate needs no worker
+        (the root, the current program, a cached verdict), else its verification (no timing).
+        Safe to run in a thread beside the caller's own work (``run.Search``'s deferred
+        judging): it only waits on the worker."""
         key = self.key(program)
         if key == self.root_key:
             return Verdict(False, "none", "same as the root (up to renaming)")
@@ -194,8 +202,19 @@ class Judge:
             return Verdict(False, "none", "same as the current program (up to renaming)")
         if key in self.cache:
             return self.cache[key]
-        verdict = self._verdict(program, self._verify(program, **self.options))
-        self._store(key, verdict)
+        checked = self._verify(program, **self.options)
+        if self._timed(checked):   # its timing's build, made here too: the timing compiles none
+            (self.verifier.prepare if self.verifier is not None else prepare)(
+                self.root, [program], self.options["timeout"], timing=True)
+        return checked
+
+    def conclude(self, program: Program, checked: Verdict | VerificationResult) -> Verdict:
+        """The second half of ``judge``: a verified candidate timed against the root, and its
+        verdict stored."""
+        if isinstance(checked, Verdict):
+            return checked
+        verdict = self._verdict(program, checked)
+        self._store(self.key(program), verdict)
         return verdict
 
     def time(self, program: Program, rounds: int | None = None) -> Timed:
@@ -230,9 +249,14 @@ class Judge:
             return self.verifier.verify(self.root, program, **options)
         return verify(self.root, program, **options)
 
+    @staticmethod
+    def _timed(r: VerificationResult) -> bool:
+        """Whether a verified candidate is valid enough to be timed: Equal, and Independent
+        (or the root's own claims are false)."""
+        return r.equal and (r.independent or r.before_independent is False)
+
     def _verdict(self, program: Program, r: VerificationResult) -> Verdict:
-        independent = r.independent or (r.equal and r.before_independent is False)
-        if not r.equal or not independent:
+        if not self._timed(r):
             return Verdict(False, r.level, r.reason or "not equal")
         try:
             t = self.time(program)

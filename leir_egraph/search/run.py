@@ -26,7 +26,10 @@ P loops on its nests' outer parallel axes, kept only if confirmed faster than th
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -129,6 +132,10 @@ class Search:
     repeats: int = 0
     queries: int = 0
     consecutive_repeats: int = 0
+    _deferred: list[Callable[[], Node | None]] = field(default_factory=list)
+    _owed: int = 0
+    _progress_due: int = 0
+    _background: "_Background" = field(default_factory=lambda: _Background())
 
     def __post_init__(self):
         key = canonical_text(self.root_program)
@@ -139,10 +146,20 @@ class Search:
     # ------------------------------------------------------------ spending budget
 
     def budget_left(self) -> bool:
-        return self.max_samples is None or len(self.samples) < self.max_samples
+        spent = len(self.samples) + self._owed   # the samples ``settle`` will record
+        return self.max_samples is None or spent < self.max_samples
 
-    def expand(self, node: Node, k: int) -> list[Node]:
-        """Ask for ``k`` candidates at ``node``; returns the new valid children."""
+    def expand(self, node: Node, k: int, defer: bool = False) -> list[Node]:
+        """Ask for ``k`` candidates at ``node``; returns the new valid children.
+
+        ``defer``: the candidates' verifications start in the background (one thread, waiting
+        on the verifier's worker) and ``expand`` returns at once with no children; ``settle``
+        then times them and attaches the valid ones, in order. The caller ranks its next node
+        meanwhile (the beam's frontier): each candidate is verified and timed exactly as
+        without ``defer``, and the timings still run while this process waits, never beside
+        a ranking. Only the order of the worker's jobs changes, not what is judged: the
+        samples, nodes and their ids come out as without ``defer``, provided the caller does
+        not read the children before ``settle``."""
         if not self.budget_left():
             raise BudgetSpent
         node.trials += 1
@@ -160,32 +177,94 @@ class Search:
         for proposal in proposals[:max(k, 1)]:
             if not self.budget_left():
                 break
+            if defer:
+                self._defer(node, proposal)
+                continue
             child = self._judge(node, proposal)
             if child is not None:
                 children.append(child)
-        if self.progress:
+        if defer:
+            self._progress_due += 1
+        elif self.progress:
+            self.progress(self)
+        return children
+
+    def _defer(self, node: Node, proposal: Proposal) -> None:
+        """``_judge`` with the verification started in the background (``expand(defer=True)``):
+        what the proposer sees (``seen``, the repeat counts) is updated now, as ``_judge``
+        does; the verdict and every record (samples, failures, nodes) wait for ``settle``, in
+        order."""
+        checked = self._prejudge(node, proposal, self._deferred)
+        if checked is None:
+            return
+        program, key = checked
+        future = self._background.submit(self.judge.verification, program, node.key)
+        self._owed += 1
+        self._deferred.append(lambda: self._attach(
+            node, proposal, program, key, self.judge.conclude(program, future.result())))
+
+    def settle(self) -> list[Node]:
+        """The deferred candidates (``expand(defer=True)``) judged, in the order they were
+        proposed: timed against the root and attached as children as ``expand`` does; returns
+        the new valid children."""
+        children = []
+        deferred, self._deferred, self._owed = self._deferred, [], 0
+        try:
+            for finish in deferred:
+                child = finish()
+                if child is not None:
+                    children.append(child)
+        finally:   # an interrupted settle leaves no verification queued behind it
+            self._background.cancel()
+        due, self._progress_due = self._progress_due, 0
+        for _ in range(due if self.progress else 0):
             self.progress(self)
         return children
 
     def _judge(self, node: Node, proposal: Proposal) -> Node | None:
-        if proposal.error is not None or proposal.text is None:
-            self._sample(node, proposal, False, "none", proposal.error or "no answer")
-            node.failures.append((proposal.raw or "", proposal.error or "no answer"))
+        checked = self._prejudge(node, proposal)
+        if checked is None:
             return None
+        program, key = checked
+        return self._attach(node, proposal, program, key, self.judge.judge(program, node.key))
+
+    def _prejudge(self, node: Node, proposal: Proposal, later: list | None = None
+                  ) -> tuple[Program, str] | None:
+        """What ``_judge`` does before the judge: a failed or repeated candidate is recorded
+        (None; into ``later``, to be done by ``settle``, when given); else the candidate is
+        counted as new, and its program and key come back."""
+        def record(action: Callable[[], None], sample: bool) -> None:
+            if later is None:
+                action()
+            else:
+                later.append(action)
+                self._owed += sample
+
+        def failed(text: str, reason: str) -> None:
+            def action():
+                self._sample(node, proposal, False, "none", reason)
+                node.failures.append((text, reason))
+            record(action, True)
+
+        if proposal.error is not None or proposal.text is None:
+            return failed(proposal.raw or "", proposal.error or "no answer")
         program = proposal.program or self.judge.program_of(proposal.text)
         if isinstance(program, str):
-            self._sample(node, proposal, False, "none", program)
-            node.failures.append((proposal.text, program))
-            return None
+            return failed(proposal.text, program)
         key = canonical_text(program)
         if key in self.seen:
             self.repeats += 1
             self.consecutive_repeats += 1
-            node.failures.append((proposal.text, "repeats a program already judged"))
+            record(lambda: node.failures.append((proposal.text,
+                                                 "repeats a program already judged")), False)
             return None
         self.consecutive_repeats = 0
         self.seen.add(key)
-        verdict = self.judge.judge(program, node.key)
+        return program, key
+
+    def _attach(self, node: Node, proposal: Proposal, program: Program, key: str,
+                verdict) -> Node | None:
+        """The sample of a judged candidate, and its node when it is valid."""
         self._sample(node, proposal, verdict.valid, verdict.level, verdict.reason,
                      verdict.time_ms, verdict.speedup, verdict.faster)
         if not verdict.valid:
@@ -216,6 +295,44 @@ class Search:
         return SearchResult(self.algorithm, getattr(self.proposer, "name", "?"), self.root,
                             best, self.samples, self.nodes, self.repeats, self.queries,
                             self.judge.root_ms, elapsed, stopped, search_best=best)
+
+
+class _Background:
+    """One daemon thread running submitted calls in order (``Search.expand(defer=True)``'s
+    verifications: they wait on the verifier's worker, so they hold no core). A daemon, so
+    that an interrupted run does not wait at exit for a job it no longer needs."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, fn: Callable, *args) -> Future:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="search-judge",
+                                            daemon=True)
+            self._thread.start()
+        future: Future = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def cancel(self) -> None:
+        """Drop the jobs not started yet (their futures are cancelled)."""
+        while True:
+            try:
+                future, _, _ = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            future.cancel()
+
+    def _serve(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as err:  # noqa: BLE001 -- re-raised by future.result()
+                future.set_exception(err)
 
 
 def confirm_best(search: Search, result: SearchResult, top: int = CONFIRM_TOP) -> None:

@@ -7,6 +7,7 @@
     time_pair(before, after, rounds=31) -> lower.build.PairedTiming   (interleaved timing;
         raises TimingError when the worker cannot time the pair)
     launch()    (start the process-wide worker now, without waiting for it)
+    prepare(before, afters, timing=False)   (compile ahead: verifications' or timings' builds)
 """
 
 from __future__ import annotations
@@ -20,4 +21,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "LEVELS": "result", "VerificationResult": "result",
     "Verifier": "verifier", "verify": "verifier", "verify_many": "verifier",
     "TimingError": "verifier", "time_pair": "verifier", "launch": "verifier",
+    "prepare": "verifier",
 })

@@ -24,7 +24,7 @@ from ..leir.parser import LeirSyntaxError, parse
 from ..leir.program import Program
 from ..leir.signature import Signature
 from ..leir.validate import LeirValidationError, check
-from ..lower.build import build, build_many, run, time_pair
+from ..lower.build import build, build_counts, build_for_timing, build_many, run, time_pair
 from ..lower.targets import exact_target, target_kind
 from .compare import compare, value_scale
 from .gathers import gather_problem
@@ -188,8 +188,10 @@ def prebuild_job(job: dict[str, Any]) -> dict[str, Any]:
     """Compile ``job['before']`` and its candidates ``job['afters']`` (specs like a
     verification's ``after``) for the Equal and Independent levels, all in one module
     (``lower.build.build_many``): their verifications then find the builds in this process's
-    cache. Nothing is judged here; a candidate that does not parse or lower is left to its
-    verification, which says why."""
+    cache. With ``job['timing']``, instead, each alone as ``time_job`` times it
+    (``lower.build.build_for_timing``): a pair's timing then compiles nothing. Nothing is
+    judged here; a candidate that does not parse or lower is left to its verification or
+    timing, which says why."""
     before = program_of(job["before"], job.get("values") or {})
     programs = [before]
     for spec in job["afters"]:
@@ -197,8 +199,16 @@ def prebuild_job(job: dict[str, Any]) -> dict[str, Any]:
             programs.append(after_of(spec, job, before))
         except LeirSyntaxError:
             continue
-    return {"kind": "prebuild",
-            "compiled": build_many(programs, equal_target(), **EQUAL_OPTIONS)}
+    if not job.get("timing"):
+        return {"kind": "prebuild",
+                "compiled": build_many(programs, equal_target(), **EQUAL_OPTIONS)}
+    compiled = build_counts()["compiled"]
+    for program in programs:
+        try:
+            build_for_timing(program)
+        except Exception:  # noqa: BLE001 -- the timing builds it again and says why
+            continue
+    return {"kind": "prebuild", "compiled": build_counts()["compiled"] - compiled}
 
 
 def outputs_job(job: dict[str, Any]) -> dict[str, Any]:

@@ -132,8 +132,8 @@ class Verifier:
                                            cause="internal")
         return _with(result, elapsed_s=time.perf_counter() - start)
 
-    def prepare(self, before: Program, afters: Iterable[Program], timeout: float = 60.0
-                ) -> dict[str, Any] | None:
+    def prepare(self, before: Program, afters: Iterable[Program], timeout: float = 60.0, *,
+                timing: bool = False) -> dict[str, Any] | None:
         """Compile ``before`` and the candidates ``afters`` for their verifications, all in one
         TVM module (``lower.build.build_many``), so that each ``verify(before, after)`` that
         follows finds its build in the worker's cache: the module's fixed costs are paid once
@@ -141,12 +141,18 @@ class Verifier:
         worker's answer (``compiled``, ``cpu_s``), or ``None`` when it timed out or crashed --
         then the worker starts afresh and each verification builds its own candidate -- or
         when there was nothing to batch (fewer than two candidates built whole: a program of
-        more than ``lower.link.WHOLE_UP_TO`` nests compiles in cached segments instead)."""
-        afters = [a for a in afters if len(a.leir.nests) <= WHOLE_UP_TO]  # others: segments
-        if len(afters) < 2:
-            return None
+        more than ``lower.link.WHOLE_UP_TO`` nests compiles in cached segments instead).
+
+        ``timing``: compile ``before`` and ``afters`` for ``time_pair`` instead, each alone,
+        the builds it would make itself (``lower.build.build_for_timing``): a pair timed
+        after that compiles nothing, and nothing it measures changes."""
+        afters = list(afters)
+        if not timing:
+            afters = [a for a in afters if len(a.leir.nests) <= WHOLE_UP_TO]  # others: segments
+            if len(afters) < 2:
+                return None
         job = {"kind": "prebuild", "before": _spec(before), "afters": [_spec(a) for a in afters],
-               "values": _input_values(before, afters)}
+               "values": _input_values(before, afters), "timing": timing}
         if self._worker is None:
             from .session import evaluate
             try:
@@ -310,6 +316,12 @@ def verify(before: Program, after: Program | str, target: TargetLike = "llvm", t
 def launch() -> None:
     """``Verifier.launch`` of the process-wide worker of ``verify``."""
     _shared_verifier().launch()
+
+
+def prepare(before: Program, afters: Iterable[Program], timeout: float = 60.0, *,
+            timing: bool = False) -> dict[str, Any] | None:
+    """``Verifier.prepare`` with the process-wide worker of ``verify``."""
+    return _shared_verifier().prepare(before, afters, timeout, timing=timing)
 
 
 def time_pair(before: Program, after: Program, rounds: int = 31, timeout: float = 60.0,

@@ -68,9 +68,12 @@ class WorkerOutcome:
 
 
 class Worker:
-    """Client side of one worker process; ``request`` restarts it after a crash or timeout."""
+    """Client side of one worker process; ``request`` restarts it after a crash or timeout.
+    Threads may share one: a lock keeps each exchange (and a start or stop) whole, so jobs
+    of two threads run one after the other."""
 
     def __init__(self):
+        self._lock = threading.RLock()
         self.proc: subprocess.Popen | None = None
         self._send: Connection | None = None
         self._recv: Connection | None = None
@@ -92,6 +95,10 @@ class Worker:
     def launch(self) -> None:
         """Start a fresh worker process without waiting for it: its imports (TVM's, ~2 s) run
         while the caller goes on, and the first ``request`` waits for the rest."""
+        with self._lock:
+            self._launch()
+
+    def _launch(self) -> None:
         self.close()
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
@@ -134,6 +141,10 @@ class Worker:
 
     def close(self) -> None:
         """Stop the worker (the one this client started) and release its pipes."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self.proc is not None:
             if self.proc.poll() is None:
                 try:
@@ -169,13 +180,14 @@ class Worker:
     def request(self, job: dict[str, Any], deadline: float) -> WorkerOutcome:
         """Send ``job`` and wait for its result until ``deadline`` (a ``time.monotonic()``
         value), starting the worker first if needed (its start-up counts)."""
-        try:
-            return self._request(job, deadline)
-        except BaseException:
-            # an interrupted exchange leaves the worker mid-job: its next messages would be
-            # taken for the next job's, so it goes
-            self.close()
-            raise
+        with self._lock:
+            try:
+                return self._request(job, deadline)
+            except BaseException:
+                # an interrupted exchange leaves the worker mid-job: its next messages would be
+                # taken for the next job's, so it goes
+                self.close()
+                raise
 
     def _request(self, job: dict[str, Any], deadline: float) -> WorkerOutcome:
         progress: dict[str, Any] = {"fields": {}, "stage": "starting the verification worker"}
