@@ -24,13 +24,22 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from ..leir.program import Program
 
+if TYPE_CHECKING:
+    import networkx as nx
+
 STOP_REASONS = ("closure", "depth", "max_programs", "time_limit", "memory_limit",
                 "worker_died")
+
+
+def _networkx():
+    """networkx, imported on first use: a search imports this module (through
+    ``explore.factored``'s ``nonlocal_reason``) and builds no graph (0.2 s of import)."""
+    import networkx
+    return networkx
 
 
 class Deadline:
@@ -134,7 +143,7 @@ class Exploration:
     root: Program
     strategies: tuple[str, ...]
     depth: int
-    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    graph: nx.DiGraph = field(default_factory=lambda: _networkx().DiGraph())
     programs: dict[str, Program] = field(default_factory=dict)
     rounds: list[Round] = field(default_factory=list)
     stopped: str = ""
@@ -230,6 +239,7 @@ class Exploration:
     def write_graphml(self, path: str | Path) -> None:
         """GraphML: node ids are discovery indices (attributes ``program``, ``depth``), edges
         carry ``steps`` joined with ``;`` (GraphML has no list type)."""
+        nx = _networkx()
         g = nx.DiGraph()
         index = {k: a["index"] for k, a in self.graph.nodes(data=True)}
         for k, a in self.graph.nodes(data=True):
