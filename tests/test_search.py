@@ -314,6 +314,13 @@ def test_the_deferred_beam_judges_what_the_sequential_one_does(root, verifier, m
     sequential = run_search(state, lambda s: _sequential_beam(s, budget), confirm=False)
     assert summary(deferred) == summary(sequential)
     assert len(deferred.samples) == max_samples and len(deferred.nodes) > 2
+    import threading
+    import time
+    for _ in range(100):   # the search's background thread ends with it
+        if not any(t.name == "search-judge" for t in threading.enumerate()):
+            break
+        time.sleep(0.05)
+    assert not any(t.name == "search-judge" for t in threading.enumerate())
 
 
 def test_diverse_ranking_offers_each_strategy_once_before_any_twice(root):

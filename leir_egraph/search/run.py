@@ -308,25 +308,35 @@ class _Background:
 
     def submit(self, fn: Callable, *args) -> Future:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="search-judge",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._serve, args=(self._jobs,),
+                                            name="search-judge", daemon=True)
             self._thread.start()
         future: Future = Future()
         self._jobs.put((future, fn, args))
         return future
 
+    def close(self) -> None:
+        """End the thread once the jobs before are done (a search's end: its thread goes)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._jobs, self._thread = queue.SimpleQueue(), None
+
     def cancel(self) -> None:
         """Drop the jobs not started yet (their futures are cancelled)."""
         while True:
             try:
-                future, _, _ = self._jobs.get_nowait()
+                job = self._jobs.get_nowait()
             except queue.Empty:
                 return
-            future.cancel()
+            job[0].cancel()
 
-    def _serve(self) -> None:
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
         while True:
-            future, fn, args = self._jobs.get()
+            job = jobs.get()
+            if job is None:
+                return
+            future, fn, args = job
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -367,6 +377,8 @@ def run(search: Search, algorithm: Callable[[Search], None], confirm: bool = Tru
         algorithm(search)
     except BudgetSpent:
         stopped = "sample budget spent"
+    finally:
+        search._background.close()
     result = search.result(time.perf_counter() - start, stopped)
     if confirm:
         searched = time.perf_counter()

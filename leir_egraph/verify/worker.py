@@ -140,17 +140,24 @@ class Worker:
         self._ready = True
 
     def close(self) -> None:
-        """Stop the worker (the one this client started) and release its pipes."""
+        """Stop the worker (the one this client started) and release its pipes. The process
+        is killed before the lock is taken: a thread waiting on it in ``request`` then gets
+        its crash at once instead of holding the lock until its job's deadline."""
+        self._kill(self.proc)
         with self._lock:
             self._close()
 
+    @staticmethod
+    def _kill(proc: subprocess.Popen | None) -> None:
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+
     def _close(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    self.proc.kill()
+            self._kill(self.proc)
             self.proc.wait()
         for conn in (self._send, self._recv):
             if conn is not None:
