@@ -192,7 +192,8 @@ class Judge:
 
     def verification(self, program: Program, current_key: str) -> Verdict | VerificationResult:
         """The first half of ``judge``: a final verdict when the candidate needs no worker
-        (the root, the current program, a cached verdict), else its verification (no timing).
+        (the root, the current program, a cached verdict), else its verification (no timing);
+        a candidate to be timed also gets its timing build made here (``Verifier.prepare``).
         Safe to run in a thread beside the caller's own work (``run.Search``'s deferred
         judging): it only waits on the worker."""
         key = self.key(program)
