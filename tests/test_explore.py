@@ -86,6 +86,24 @@ def test_back_to_back_explorations_each_equal_the_oracle():
         assert step_labels(space) == step_labels(slow)
 
 
+def test_shared_exploration_leaves_the_collector_as_it_found_it():
+    """The shared method adds and places with the cyclic collector paused (gcpause): after the
+    call the collector is enabled again, or still disabled for a caller that disabled it, and
+    the space is the same either way."""
+    import gc
+    root = zoo_program("ReLU")
+    gc.enable()
+    on = explore(root, STRATEGIES, depth=2)
+    assert gc.isenabled() and on.method == "shared" and on.counts()[-1] > 0
+    gc.disable()
+    try:
+        off = explore(root, STRATEGIES, depth=2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert on.keys() == off.keys() and step_labels(on) == step_labels(off)
+
+
 def test_the_suite_is_not_trivial():
     """At least most programs grow at depth 2, so the equality above has something to say."""
     grown = [k for k in KINDS if len(both(k, 2)[0].counts()) == 3 and both(k, 2)[0].counts()[2]]

@@ -33,6 +33,7 @@ from ..egraph.encoding import Term, shared_terms, to_egglog
 from ..egraph.engine import (Engine, RawMatch, _matches, engine_for, match_relation,
                              prelude_text, provider_errors, reads_context, read_relations,
                              ruleset_name)
+from ..egraph.facts import Later
 from ..egraph.input_rows import (HELD_SUFFIX, RAW, References, load_commands,
                                  load_schema, loaded_relations, rows_folder)
 from ..egraph.loaded import LoadedProgram
@@ -391,7 +392,11 @@ class SharedMatcher:
                     self._stated.add(fact)
                     self._state(fact.name, fact.columns(), None, out)
             for nest, facts in about.items():
-                key = (nest, frozenset((f.name, f.columns()) for f in facts))
+                # a class is a nest and its facts' relations and columns: the facts themselves
+                # where no column is deferred (a Fact is equal by relation and columns, and
+                # keeps its hash: the per-nest memos hand the same ones back), else their columns
+                key = (nest, frozenset(f if type(f.values[-1]) is not Later
+                                       else (f.name, f.columns()) for f in facts))
                 column = self._classes.get(key)
                 if column is None:   # a new class: its facts stated once, with its column
                     column = self._classes[key] = CLASS_BASE + len(self._classes)
