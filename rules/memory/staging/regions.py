@@ -35,7 +35,7 @@ from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape
                             parallel_loops_determined, staged_extent)
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.signature import dtype_bytes
-from leir_egraph.egraph.encoding import encode
+from leir_egraph.egraph.encoding import encode, encode_index, uncons
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation, later)
 
@@ -454,19 +454,30 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     by_name = accesses_by_name(loaded.program.leir)
     out = []
     for tensor, options in storage_layouts(loaded.program).items():
-        forms = list(dict.fromkeys(by_name.get(tensor, ())))
+        # the accesses' terms and their subscripts' (by the subscript object: a permutation
+        # re-orders the same ones), encoded once for all the tensor's layouts
+        forms = tuple((v, encode(v)) for v in dict.fromkeys(by_name.get(tensor, ())))
+        subscripts = {id(sub): (sub, sub_term) for v, term in forms if term[0] == "MkVar"
+                      for sub, sub_term in zip(v.subscripts, uncons(term[4], "SCons"))}
         for lay in options:
             out.append(STORAGE_LAYOUT(tensor, lay.label,
-                                      later(partial(_relayout_map, lay, tuple(forms)))))
+                                      later(partial(_relayout_map, lay, forms, subscripts))))
     return out
 
 
-def _relayout_map(layout, forms) -> tuple:
-    """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access."""
+def _relayout_map(layout, forms, subscripts: dict) -> tuple:
+    """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access (``forms``:
+    each with its term; ``subscripts``: terms of subscripts by object, as ``(subscript,
+    term)``)."""
     body: tuple = ("BNil",)
-    for v in reversed(forms):
-        new = Var(v.name, v.dtype, v.scope, layout.apply(v.subscripts))
-        body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
+    for v, old in reversed(forms):
+        subs: tuple = ("SNil",)
+        for sub in reversed(layout.apply(v.subscripts)):
+            hit = subscripts.get(id(sub))
+            subs = ("SCons", hit[1] if hit is not None and hit[0] is sub else encode_index(sub),
+                    subs)
+        new = ("MkVar", v.name, v.dtype, v.scope, subs)
+        body = ("BEq", ("MkEq", old, ("Read", new)), body)
     return body
 
 
