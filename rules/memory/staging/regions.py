@@ -183,16 +183,24 @@ class DimensionVerdicts:
         subscript, ``size`` its size."""
         extent = 0
         for access, loop_env in self.found:
-            sub = sub_of(access.var.subscripts)
-            r = index_range(sub, access.env)
-            if r is not None and (r[0] < 0 or r[1] >= size):
+            reach = _reach(access, loop_env, sub_of(access.var.subscripts), size, index_range)
+            if reach is None:
                 return False
-            if access.is_write:
-                full = index_range(sub, loop_env)
-                if full is None:
-                    return False
-                extent = max(extent, full[1] + 1)
+            extent = max(extent, reach)
         return extent == size
+
+
+def _reach(access, loop_env, sub, size: int, bounds) -> int | None:
+    """One access's part in ``relayout_sound`` for one new dimension (subscript ``sub``, size
+    ``size``): ``None`` where it reads out of range (or is a write of unknown range), else how
+    far along the dimension it writes (0 for a read)."""
+    r = bounds(sub, access.env)
+    if r is not None and (r[0] < 0 or r[1] >= size):
+        return None
+    if not access.is_write:
+        return 0
+    full = bounds(sub, loop_env)
+    return None if full is None else full[1] + 1
 
 
 def relayout_sound(layout: Layout, found, ranges: dict | None = None) -> bool:
@@ -216,14 +224,10 @@ def relayout_sound(layout: Layout, found, ranges: dict | None = None) -> bool:
         if len(subs) != len(new_shape):
             return False
         for dim, (sub, size) in enumerate(zip(subs, new_shape)):
-            r = bounds(sub, access.env)
-            if r is not None and (r[0] < 0 or r[1] >= size):
+            reach = _reach(access, loop_env, sub, size, bounds)
+            if reach is None:
                 return False
-            if access.is_write:
-                full = bounds(sub, loop_env)
-                if full is None:
-                    return False
-                extent[dim] = max(extent[dim], full[1] + 1)
+            extent[dim] = max(extent[dim], reach)
     return tuple(extent) == new_shape
 
 
