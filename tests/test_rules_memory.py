@@ -147,6 +147,60 @@ def test_layouts_of_a_shape_are_exhaustive_and_distinct():
     assert [index_range(s, {})[0] for s in moved.apply((IConst(1), IConst(2), IConst(1)))] == [9, 1]
 
 
+def test_layouts_decided_by_dimension_agree_with_relayout_sound():
+    """storage_layouts decides re-orderings and merges dimension by dimension
+    (DimensionVerdicts); for random accesses of a tensor -- one loop per dimension, each
+    subscript that loop's index (so the writes cover the tensor) or, now and then, a constant,
+    a shifted or scaled index, another dimension's index (out of range, not covering), under
+    the loops' ranges or narrower guarded ones -- every layout's verdict is relayout_sound's,
+    and both verdicts occur."""
+    from hypothesis import given, settings, strategies as st
+
+    from leir_egraph.leir.analysis import GuardedAccess
+    from leir_egraph.leir.ast import IBin, IName
+    from rules.memory.staging.regions import DimensionVerdicts, relayout_sound
+
+    @st.composite
+    def cases(draw):
+        shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=5)))
+        names = [f"i{d}" for d in range(len(shape))]
+        loop_env = {n: (0, size - 1) for n, size in zip(names, shape)}
+
+        def subscript(d):
+            kind = draw(st.sampled_from(("index",) * 6 + ("const", "shifted", "scaled", "other")))
+            if kind == "index":
+                return IName(names[d])
+            if kind == "const":
+                return IConst(draw(st.integers(0, 3)))
+            if kind == "other":
+                return IName(draw(st.sampled_from(names)))
+            op, by = ("+", draw(st.integers(0, 1))) if kind == "shifted" else ("*", 2)
+            return IBin(op, IName(names[d]), IConst(by))
+
+        found = []
+        for _ in range(draw(st.integers(0, 3))):
+            guarded = {n: (lo, draw(st.integers(lo, hi))) for n, (lo, hi) in loop_env.items()}
+            env = loop_env if draw(st.booleans()) else guarded
+            var = Var("X", "f32", "g", tuple(subscript(d) for d in range(len(shape))))
+            found.append((GuardedAccess(var, env, draw(st.booleans())), loop_env))
+        return shape, tuple(found)
+
+    verdicts = {True: 0, False: 0}
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(cases())
+    def check(case):
+        shape, found = case
+        by_dims = DimensionVerdicts(shape, found, {})
+        for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5):
+            expected = relayout_sound(lay, found)
+            assert by_dims.sound(lay) == expected, (shape, lay)
+            verdicts[expected] += 1
+
+    check()
+    assert verdicts[True] > 100 and verdicts[False] > 100
+
+
 def test_region_checks():
     p = parse("B^{4}_{tx=0}L^{6}_{c=0}L^{2}_{d=0}[C^{f32,g}_{tx,c}=A^{f32,g}_{tx,c*2+d};];")
     nest = p.nests[0]

@@ -35,7 +35,7 @@ from leir_egraph.leir.memory import (Layout, compound_read_indices, covers_shape
                             parallel_loops_determined, staged_extent)
 from leir_egraph.leir.program import Program
 from leir_egraph.leir.signature import dtype_bytes
-from leir_egraph.egraph.encoding import encode
+from leir_egraph.egraph.encoding import encode, encode_index, uncons
 from leir_egraph.egraph.vocabulary import (Fact, Guard, GuardExtension, LoadedProgram,
                                            ParameterSet, Relation, later)
 
@@ -106,11 +106,22 @@ def _view(program: Program) -> _View:
 
 @lru_cache(maxsize=16)
 def storage_layouts(program: Program) -> dict[str, list[Layout]]:
-    """For every intermediate, the layouts it can be stored in (``relayout_sound``). Each
-    tensor's accesses are judged once per distinct (access, ranges, write, loop ranges) --
-    an accumulation reads and writes the same access under the same ranges -- and the bounds
-    of a subscript under one set of ranges are computed once for all the tensor's layouts (a
-    permutation re-orders the same subscripts; up to 595 layouts of one tensor)."""
+    """For every intermediate, the layouts it can be stored in (``relayout_sound``, decided
+    dimension by dimension where that is exact: :class:`DimensionVerdicts`). Each tensor's
+    accesses are judged once per distinct (access, ranges, write, loop ranges) -- an
+    accumulation reads and writes the same access under the same ranges -- and the bounds of a
+    subscript under one set of ranges are computed once for all the tensor's layouts."""
+    out: dict[str, list[Layout]] = {}
+    for name, (shape, accesses_of) in relayout_accesses(program).items():
+        by_dims = DimensionVerdicts(shape, accesses_of, {})
+        out[name] = [lay for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5)
+                     if by_dims.sound(lay)]
+    return out
+
+
+def relayout_accesses(program: Program) -> dict[str, tuple[tuple[int, ...], tuple]]:
+    """``(shape, guarded accesses with their loop ranges)`` of every intermediate of non-empty
+    shape: what ``relayout_sound`` judges its layouts by."""
     view = _view(program)
     known = set(program.signature.names)
     found: dict[str, dict] = {}
@@ -121,15 +132,75 @@ def storage_layouts(program: Program) -> dict[str, list[Layout]]:
             if access.var.name not in known:
                 key = (access.var, frozenset(access.env.items()), access.is_write, loop_key)
                 found.setdefault(access.var.name, {}).setdefault(key, (access, loop_env))
-    out: dict[str, list[Layout]] = {}
-    for name, shape in view.shapes.items():
-        if name in known or not shape:
-            continue
-        accesses_of = tuple(found.get(name, {}).values())
-        ranges: dict = {}
-        out[name] = [lay for lay in layouts(shape, merged_ranks=(3, 4, 5), permutations_up_to=5)
-                     if relayout_sound(lay, accesses_of, ranges)]
-    return out
+    return {name: (shape, tuple(found.get(name, {}).values()))
+            for name, shape in view.shapes.items() if name not in known and shape}
+
+
+class DimensionVerdicts:
+    """``relayout_sound`` of the layouts that only re-order dimensions and merge two of them
+    (swap, permute, merge, permute-merge: up to 595 of one tensor's), decided dimension by
+    dimension, each dimension and each merged pair once per tensor; the other layouts (and any
+    tensor accessed with another number of subscripts than its rank) by ``relayout_sound``.
+
+    Exact: ``relayout_sound`` is a conjunction over the new dimensions of a condition on that
+    dimension's subscripts and size alone (every access in range; the writes' full extent equal
+    to the size). A re-ordered dimension k is old dimension d with d's subscripts and size, and
+    a merged one is old pair (a, b)'s subscripts merged row-major (``s_a*n_b+s_b``, the
+    expression ``Layout.apply`` builds) with size ``n_a*n_b``."""
+
+    def __init__(self, shape: tuple[int, ...], found, ranges: dict):
+        self.shape, self.found, self.ranges = shape, found, ranges
+        self.exact = all(len(access.var.subscripts) == len(shape) for access, _ in found)
+        self._dims: dict[int, bool] = {}
+        self._pairs: dict[tuple[int, int], bool] = {}
+
+    def sound(self, layout: Layout) -> bool:
+        kind = layout.kind
+        if not self.exact or kind not in ("swap", "permute", "merge", "permute-merge"):
+            return relayout_sound(layout, self.found, self.ranges)
+        k = len(self.shape)
+        if kind in ("swap", "permute"):
+            return all(self._dim(d) for d in range(k))
+        order = list(range(k)) if kind == "merge" else list(layout.dims[:-1])
+        i = layout.dims[0] if kind == "merge" else layout.dims[-1]
+        a, b = order[i], order[i + 1]
+        return self._pair(a, b) and all(self._dim(d) for d in range(k) if d not in (a, b))
+
+    def _dim(self, d: int) -> bool:
+        if d not in self._dims:
+            self._dims[d] = self._verdict(lambda subs: subs[d], self.shape[d])
+        return self._dims[d]
+
+    def _pair(self, a: int, b: int) -> bool:
+        if (a, b) not in self._pairs:
+            merge = Layout("merge", (0, 1), (self.shape[a], self.shape[b]))
+            self._pairs[a, b] = self._verdict(lambda subs: merge.apply((subs[a], subs[b]))[0],
+                                              self.shape[a] * self.shape[b])
+        return self._pairs[a, b]
+
+    def _verdict(self, sub_of, size: int) -> bool:
+        """``relayout_sound``'s condition on one new dimension: ``sub_of(subscripts)`` its
+        subscript, ``size`` its size."""
+        extent = 0
+        for access, loop_env in self.found:
+            reach = _reach(access, loop_env, sub_of(access.var.subscripts), size, index_range)
+            if reach is None:
+                return False
+            extent = max(extent, reach)
+        return extent == size
+
+
+def _reach(access, loop_env, sub, size: int, bounds) -> int | None:
+    """One access's part in ``relayout_sound`` for one new dimension (subscript ``sub``, size
+    ``size``): ``None`` where it reads out of range (or is a write of unknown range), else how
+    far along the dimension it writes (0 for a read)."""
+    r = bounds(sub, access.env)
+    if r is not None and (r[0] < 0 or r[1] >= size):
+        return None
+    if not access.is_write:
+        return 0
+    full = bounds(sub, loop_env)
+    return None if full is None else full[1] + 1
 
 
 def relayout_sound(layout: Layout, found, ranges: dict | None = None) -> bool:
@@ -153,14 +224,10 @@ def relayout_sound(layout: Layout, found, ranges: dict | None = None) -> bool:
         if len(subs) != len(new_shape):
             return False
         for dim, (sub, size) in enumerate(zip(subs, new_shape)):
-            r = bounds(sub, access.env)
-            if r is not None and (r[0] < 0 or r[1] >= size):
+            reach = _reach(access, loop_env, sub, size, bounds)
+            if reach is None:
                 return False
-            if access.is_write:
-                full = bounds(sub, loop_env)
-                if full is None:
-                    return False
-                extent[dim] = max(extent[dim], full[1] + 1)
+            extent[dim] = max(extent[dim], reach)
     return tuple(extent) == new_shape
 
 
@@ -391,19 +458,30 @@ def _storage_layout_facts(loaded: LoadedProgram) -> Iterable[Fact]:
     by_name = accesses_by_name(loaded.program.leir)
     out = []
     for tensor, options in storage_layouts(loaded.program).items():
-        forms = list(dict.fromkeys(by_name.get(tensor, ())))
+        # the accesses' terms and their subscripts' (by the subscript object: a permutation
+        # re-orders the same ones), encoded once for all the tensor's layouts
+        forms = tuple((v, encode(v)) for v in dict.fromkeys(by_name.get(tensor, ())))
+        subscripts = {id(sub): (sub, sub_term) for v, term in forms if term[0] == "MkVar"
+                      for sub, sub_term in zip(v.subscripts, uncons(term[4], "SCons"))}
         for lay in options:
             out.append(STORAGE_LAYOUT(tensor, lay.label,
-                                      later(partial(_relayout_map, lay, tuple(forms)))))
+                                      later(partial(_relayout_map, lay, forms, subscripts))))
     return out
 
 
-def _relayout_map(layout, forms) -> tuple:
-    """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access."""
+def _relayout_map(layout, forms, subscripts: dict) -> tuple:
+    """The map of one storage layout: ``X_{old}=X_{new}`` for each distinct access (``forms``:
+    each with its term; ``subscripts``: terms of subscripts by object, as ``(subscript,
+    term)``)."""
     body: tuple = ("BNil",)
-    for v in reversed(forms):
-        new = Var(v.name, v.dtype, v.scope, layout.apply(v.subscripts))
-        body = ("BEq", ("MkEq", encode(v), ("Read", encode(new))), body)
+    for v, old in reversed(forms):
+        subs: tuple = ("SNil",)
+        for sub in reversed(layout.apply(v.subscripts)):
+            hit = subscripts.get(id(sub))
+            subs = ("SCons", hit[1] if hit is not None and hit[0] is sub else encode_index(sub),
+                    subs)
+        new = ("MkVar", v.name, v.dtype, v.scope, subs)
+        body = ("BEq", ("MkEq", old, ("Read", new)), body)
     return body
 
 
