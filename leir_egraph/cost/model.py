@@ -230,7 +230,7 @@ def _subscript_form(sub) -> tuple[dict[str, float], bool]:
 class _Access:
     """One access's shape, element size and subscript forms. Made once per (access, shape) by
     ``_access`` (cached), so it is compared by identity. What is read off it per loop index
-    (``_stride``) and per loop spans (``_lines``) is kept in its own dicts, keyed by strings
+    (``_stride``) and per loop spans (``_line_column``) is kept in its own dicts, keyed by strings
     and ints: such a dict holds no object the garbage collector tracks (a tuple key is one),
     and a search node's ranking keeps about 100,000 of these values."""
     name: str
@@ -246,7 +246,6 @@ class _Access:
     names: frozenset = frozenset()   # the loop indices its forms read
     # shared by the accesses of one layout (``_layout``): what they read of the access
     strides: dict = field(default_factory=dict)   # loop index -> _stride
-    lines: dict = field(default_factory=dict)     # _span_number -> _lines
     columns: dict = field(default_factory=dict)   # _span_number -> _line_column
 
 
@@ -291,12 +290,12 @@ def _subscript_facts(sub) -> tuple[dict[str, float], bool, str, str]:
 
 @lru_cache(maxsize=1 << 14)
 def _layout(layout: str, shape: tuple[int, ...], size: int, gather: bool
-            ) -> tuple[dict, dict, dict]:
-    """The ``strides``, ``lines`` and ``columns`` dicts of every access with these forms (``layout``: their
-    items in order, which ``_lines_of`` adds in), shape, element size and gather flag: all that
-    ``_stride_of`` and ``_lines_of`` read of an access. Accesses of other tensors with the same
-    shape and subscripts (most of an attention program's) share what is read off them."""
-    return {}, {}, {}
+            ) -> tuple[dict, dict]:
+    """The ``strides`` and ``columns`` dicts of every access with these forms (``layout``: their
+    items in order, which ``_range`` adds in), shape, element size and gather flag: all that
+    ``_stride_of`` and ``_line_column_of`` read of an access. Accesses of other tensors with the
+    same shape and subscripts (most of an attention program's) share what is read off them."""
+    return {}, {}
 
 
 def _stride(acc: _Access, index: str) -> float | None:
@@ -320,7 +319,7 @@ def _stride_of(acc: _Access, index: str) -> float | None:
     return abs(stride)
 
 
-# (loop spans, line bytes) -> number, for ``_lines``'s per-access dicts. Numbers are never
+# (loop spans, line bytes) -> number, for ``_line_column``'s per-access dicts. Numbers are never
 # reused: when the table is emptied (it holds at most SPANS entries) the count goes on, and
 # the dicts' entries under old numbers are never read again.
 _spans: dict[tuple, int] = {}
@@ -338,44 +337,17 @@ def _span_number(spans: tuple[tuple[str, int], ...], line_bytes: int) -> int:
     return number
 
 
-def _lines(acc: _Access, spans: tuple[tuple[str, int], ...], number: int, line_bytes: int
-           ) -> float:
-    """Distinct cache lines ``acc`` touches while loops with these ``(index, extent)``s
-    (outermost first, as ``_memory_cycles`` reads them off its loops) run through all their
-    values. Kept per access and (spans, line bytes) number, the only part of the loops it
-    reads: the accesses a step leaves alone keep their loops, and a step that changes only
-    loop kinds (binding, unrolling, vectorising) keeps their lines. ``number``:
-    ``_span_number(spans, line_bytes)``."""
-    try:
-        return acc.lines[number]
-    except KeyError:
-        lines = acc.lines[number] = _lines_of(acc, spans, line_bytes)
-        return lines
-
-
-def _lines_of(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int) -> float:
-    if not acc.forms:
-        return 1.0
-    extents = dict(spans)
-    ranges = []
-    for dim, form in enumerate(acc.forms):
-        size = acc.shape[dim] if dim < len(acc.shape) else 1
-        # one pass: the span's terms added left to right from 0, as sum() adds them
-        spread, touched = 0, 1.0
-        for i, c in form.items():  # a dim visited with gaps touches extent points, not span
-            extent = extents.get(i)
-            if extent is not None:
-                spread += abs(c) * (extent - 1)
-                touched *= extent
-        span = 1.0 + spread
-        ranges.append(min(span, touched, float(max(size, 1))) if touched > 1 else 1.0)
-    if acc.gather:
-        return float(math.prod(ranges))
-    per_line = max(line_bytes // acc.bytes, 1)
-    last = acc.forms[-1]
-    inner_dense = any(abs(c) == 1 for i, c in last.items() if i in extents)
-    last_lines = math.ceil(ranges[-1] / per_line) if inner_dense else ranges[-1]
-    return float(math.prod(ranges[:-1]) * last_lines)
+def _range(form: dict[str, float], size: int, extents: dict[str, int]) -> float:
+    """Distinct values one dimension of subscript form ``form`` (of ``size`` elements) takes
+    while the loops of ``extents`` (index -> extent) run through all their values."""
+    # one pass: the span's terms added left to right from 0, as sum() adds them
+    spread, touched = 0, 1.0
+    for i, c in form.items():  # a dim visited with gaps touches extent points, not span
+        extent = extents.get(i)
+        if extent is not None:
+            spread += abs(c) * (extent - 1)
+            touched *= extent
+    return min(1.0 + spread, touched, float(max(size, 1))) if touched > 1 else 1.0
 
 
 # ---------------------------------------------------------------- one nest
@@ -704,7 +676,9 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
         lines_fit = capacity / m.line_bytes
         # the outermost k whose sub-nest footprint fits: the accesses stream through the
         # cache once per trip of the loops outside it
-        k = next((k for k in range(d + 1) if foot[k] <= lines_fit), d)
+        k = 0
+        while k < d and foot[k] > lines_fit:
+            k += 1
         moved = foot[k] * trips[k]
         if 0 < k and 2 * foot[k] <= lines_fit and not conflicts:
             # the previous trip's lines are still there: across the loop around the sub-nest
@@ -717,12 +691,13 @@ def _memory_cycles(loops: tuple[Loop, ...], accs: list[_Access], m: Machine) -> 
 
 def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], number: int,
                  line_bytes: int) -> tuple[float, ...]:
-    """``_lines`` of ``acc`` in each sub-nest ``spans[k:]``, for k = 0 .. len(spans), kept per
-    layout and ``number``: ``_span_number(spans, line_bytes)`` (the accesses a step leaves
-    alone keep their loops' spans, and other tensors' accesses share a layout). Lines read
-    only the loops whose index the access's forms hold, so each sub-nest is looked up under
-    those loops alone: a loop the access does not read (one split, added or reordered
-    elsewhere in the nest) leaves its lines as they were."""
+    """Distinct cache lines ``acc`` touches in each sub-nest ``spans[k:]`` (``(index, extent)``
+    of its loops, outermost first, running through all their values), for k = 0 .. len(spans),
+    kept per layout and ``number``: ``_span_number(spans, line_bytes)`` (the accesses a step
+    leaves alone keep their loops' spans, and other tensors' accesses share a layout). Per
+    dimension, the values its form takes (``_range``); a dimension whose form names no loop of
+    the sub-nest is one value, and the last dimension, walked with a unit coefficient, is
+    counted in lines."""
     try:
         return acc.columns[number]
     except KeyError:
@@ -732,16 +707,32 @@ def _line_column(acc: _Access, spans: tuple[tuple[str, int], ...], number: int,
 
 def _line_column_of(acc: _Access, spans: tuple[tuple[str, int], ...], line_bytes: int
                     ) -> tuple[float, ...]:
+    """Each sub-nest adds one loop around the last: only the dimensions whose forms name its
+    index change their ranges (``_range``), and whether the last dimension is walked densely
+    can only turn true."""
     d = len(spans)
-    names = acc.names
-    column = [0.0] * (d + 1)
-    read: tuple[tuple[str, int], ...] = ()
-    column[d] = lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+    column = [1.0] * (d + 1)   # a sub-nest of loops the access does not read: one line
+    if not acc.forms:
+        return tuple(column)
+    names, forms, shape, gather = acc.names, acc.forms, acc.shape, acc.gather
+    last = forms[-1]
+    per_line = max(line_bytes // acc.bytes, 1)
+    extents: dict[str, int] = {}
+    ranges = [1.0] * len(forms)
+    lines, dense = 1.0, False
     for k in range(d - 1, -1, -1):
-        span = spans[k]
-        if span[0] in names:
-            read = (span, *read)
-            lines = _lines(acc, read, _span_number(read, line_bytes), line_bytes)
+        index, extent = spans[k]
+        if index in names and index not in extents:   # an inner loop of one index wins
+            extents[index] = extent
+            for dim, form in enumerate(forms):
+                if index in form:
+                    ranges[dim] = _range(form, shape[dim] if dim < len(shape) else 1, extents)
+            if gather:
+                lines = float(math.prod(ranges))
+            else:
+                dense = dense or abs(last.get(index, 0.0)) == 1
+                last_lines = math.ceil(ranges[-1] / per_line) if dense else ranges[-1]
+                lines = float(math.prod(ranges[:-1]) * last_lines)
         column[k] = lines
     return tuple(column)
 
