@@ -194,6 +194,34 @@ def test_a_launched_worker_is_waited_for_by_the_first_request(softmax):
     assert paired.target == target_dict("llvm") and len(paired.after_ms) == 3
 
 
+def test_waiting_for_another_threads_exchange_does_not_eat_a_jobs_timeout(softmax):
+    """A worker shared by threads (the search judges a beam's candidates in the background):
+    a verification or a timing that waits while another thread holds the worker still gets
+    its whole timeout, so its verdict is the one it gets alone."""
+    import threading
+    import time
+    from leir_egraph.verify import Verifier
+    after = Program.parse(rows_parallel(SOFTMAX), softmax.signature)
+    with Verifier() as v:
+        assert v.verify(softmax, after, timing=False).level == "independent"   # started
+        for ask in (lambda: v.verify(softmax, after, timeout=4.0, timing=False),
+                    lambda: v.time_pair(softmax, after, rounds=3, timeout=4.0)):
+            held = threading.Event()
+
+            def hold():
+                with v._worker.exclusive():
+                    held.set()
+                    time.sleep(5.0)
+
+            holder = threading.Thread(target=hold)
+            holder.start()
+            held.wait()
+            got = ask()
+            holder.join()
+            assert getattr(got, "level", "independent") == "independent", got.reason
+            assert v._worker.alive()
+
+
 # The two tests below kill the worker; they run last so that the others share one worker.
 
 def test_timeout_is_a_result_and_the_worker_recovers():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import time
+from contextlib import nullcontext
 from itertools import groupby
 from typing import Any, Iterable, Mapping
 
@@ -67,14 +68,17 @@ class Verifier:
         Equal also needs one special-value input set within it and the declared exactness
         (docs/VERIFY.md "Special values")."""
         start = time.perf_counter()
-        deadline = (time.monotonic() if started is None else started) + timeout
-        try:
-            result = self._verify(before, after, target, trials, timeout, seed, timing, deadline,
-                                  domain, ulps, scale)
-        except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
-            from .session import describe_error
-            result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
-                                           cause="internal")
+        # the worker held from here: a job of another thread sharing it (the search's deferred
+        # judging) neither runs between the first request and its retry nor eats the timeout
+        with self._worker.exclusive() if self._worker is not None else nullcontext():
+            deadline = (time.monotonic() if started is None else started) + timeout
+            try:
+                result = self._verify(before, after, target, trials, timeout, seed, timing,
+                                      deadline, domain, ulps, scale)
+            except Exception as err:  # noqa: BLE001 -- the contract is to return, never raise
+                from .session import describe_error
+                result = VerificationResult.at("none", f"internal error: {describe_error(err)}",
+                                               cause="internal")
         return _with(result, elapsed_s=time.perf_counter() - start)
 
     def _verify(self, before, after, target, trials, timeout, seed, timing,

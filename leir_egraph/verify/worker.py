@@ -139,6 +139,11 @@ class Worker:
             raise RuntimeError(f"verification worker sent {message!r} instead of ready")
         self._ready = True
 
+    def exclusive(self) -> threading.RLock:
+        """The lock that keeps an exchange whole (re-entrant): held around several requests, it
+        keeps another thread's jobs from running between them."""
+        return self._lock
+
     def close(self) -> None:
         """Stop the worker (the one this client started) and release its pipes. The process
         is killed before the lock is taken: a thread waiting on it in ``request`` then gets
@@ -186,8 +191,12 @@ class Worker:
 
     def request(self, job: dict[str, Any], deadline: float) -> WorkerOutcome:
         """Send ``job`` and wait for its result until ``deadline`` (a ``time.monotonic()``
-        value), starting the worker first if needed (its start-up counts)."""
+        value), starting the worker first if needed (its start-up counts). Time spent waiting
+        for another thread's exchange to end does not count: the deadline moves by it, so a
+        job gets the same time as when it is the only one."""
+        asked = time.monotonic()
         with self._lock:
+            deadline += time.monotonic() - asked
             try:
                 return self._request(job, deadline)
             except BaseException:
