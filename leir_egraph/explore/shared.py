@@ -395,7 +395,7 @@ class SharedMatcher:
                 # a class is a nest and its facts' relations and columns: the facts themselves
                 # where no column is deferred (a Fact is equal by relation and columns, and
                 # keeps its hash: the per-nest memos hand the same ones back), else their columns
-                key = (nest, frozenset(f if type(f.values[-1]) is not Later
+                key = (nest, frozenset(f if not f.values or type(f.values[-1]) is not Later
                                        else (f.name, f.columns()) for f in facts))
                 column = self._classes.get(key)
                 if column is None:   # a new class: its facts stated once, with its column
