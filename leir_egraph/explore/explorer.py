@@ -24,6 +24,10 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+# every exploration builds its graph (space.Exploration): networkx comes with the explorer,
+# not inside the first exploration (space imports it on first use, for the search's sake)
+import networkx  # noqa: F401
+
 from ..egraph.encoding import Decoder, OccurrenceIndex, encode, replace_at, uncons
 from ..egraph.engine import engine_for
 from ..egraph.steps import all_steps, default_strategies, resolve
