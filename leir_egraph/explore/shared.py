@@ -311,8 +311,8 @@ def _set_up(chosen: tuple[Strategy, ...], classes: bool) -> _SetUp:
 
 # Past this many rows and commands sent since the database was last restored, an exploration's
 # end restores it instead of emptying it (:meth:`SharedDatabase.end`): deleting costs about
-# what the rows are (conv_standard_1D at depth 2, 5,807 programs: 33 ms, against 15-20 ms for a
-# restore), and a restore also frees what deleting rows leaves behind in egglog (its union-find
+# what the rows are (conv_standard_1D at depth 2, 5,807 programs: 33 ms, against 20-30 ms for a
+# restore holding them), and a restore also frees what deleting rows leaves behind in egglog (its union-find
 # of every e-class made since).
 RESTORE_ROWS = 20_000
 
