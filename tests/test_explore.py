@@ -104,6 +104,35 @@ def test_shared_exploration_leaves_the_collector_as_it_found_it():
     assert on.keys() == off.keys() and step_labels(on) == step_labels(off)
 
 
+def test_the_shared_database_is_as_built_after_each_exploration():
+    """An exploration's end leaves the shared database as it was built: the rows it added are
+    deleted (``shared.EMPTY_ALL``), the rows its providers' egglog files state when it is built
+    (register_tiling's ``TileIdentity``) kept, and restored instead when one was added to them.
+    An exploration after another finds what it finds in a new database process."""
+    from leir_egraph.egraph.steps import resolve
+    from leir_egraph.explore import worker
+    from leir_egraph.explore.shared import SharedDatabase
+
+    chosen = ["register_tiling", "loop_reorder", "loop_split"]
+    gemm, softmax = zoo_program("Gemm_Add_ReLU"), zoo_program("softmax")
+    worker.close_all()
+    first = explore(gemm, chosen, depth=1, method="shared")
+    explore(softmax, chosen, depth=1, method="shared")
+    again = explore(gemm, chosen, depth=1, method="shared")
+    assert any(label.startswith("register_tiling/") for labels in step_labels(first).values()
+               for label in labels)
+    assert again.keys() == first.keys() and step_labels(again) == step_labels(first)
+
+    database = SharedDatabase(tuple(resolve(chosen)))
+    sizes = lambda: {n: k for n, k in database.engine.run("(print-size)")[0].sizes if k}
+    built = sizes()
+    assert built.get("TileIdentity", 0) > 0
+    database.match(["(TileIdentity \"?\" \"0\")"], {})
+    assert database.end() == "restored" and sizes() == built
+    database.match(["(PNil)"], {})
+    assert sizes() != built and database.end() == "emptied" and sizes() == built
+
+
 def test_the_suite_is_not_trivial():
     """At least most programs grow at depth 2, so the equality above has something to say."""
     grown = [k for k in KINDS if len(both(k, 2)[0].counts()) == 3 and both(k, 2)[0].counts()[2]]

@@ -30,9 +30,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ..egraph.encoding import Term, shared_terms, to_egglog
-from ..egraph.engine import (Engine, RawMatch, _matches, engine_for, match_relation,
-                             prelude_text, provider_errors, reads_context, read_relations,
-                             ruleset_name)
+from ..egraph.engine import (Engine, RawMatch, _matches, base_program, engine_for,
+                             match_relation, prelude_text, provider_errors, reads_context,
+                             read_relations, row_constructor, ruleset_name)
 from ..egraph.facts import Later
 from ..egraph.input_rows import (HELD_SUFFIX, RAW, References, load_commands,
                                  load_schema, loaded_relations, rows_folder)
@@ -211,19 +211,69 @@ class NestFacts:
             yield from self.vocabulary.facts(alone, self.wanted, self.per_nest)
 
 
+class SharedEngine(NamedTuple):
+    """A strategy set's shared database as built (:func:`shared_engine_for`)."""
+    engine: Engine
+    # the relations holding rows when the database is built (facts of the providers' egglog
+    # files: ``TileIdentity``, ``OnlineFloat``), with their sizes; None when a function with an
+    # output holds some (its values could change under a merge without its size changing)
+    built: dict[str, int] | None
+
+
 @lru_cache(maxsize=4)
-def shared_engine_for(strategies: tuple[Strategy, ...]) -> Engine:
+def shared_engine_for(strategies: tuple[Strategy, ...]) -> SharedEngine:
     """The context engine of a strategy set (its vocabulary's context relations), with the
-    references' constructors and the one-iteration ruleset declared; an exploration works in a
-    ``push`` of it and pops when done (:meth:`SharedDatabase.end`)."""
+    references' constructors, the one-iteration ruleset and the ruleset emptying what an
+    exploration adds (:data:`EMPTY_ALL`) declared (:meth:`SharedDatabase.end`)."""
     context = context_relations(vocabulary_of(strategies), strategies)
     engine = Engine(strategies, context, reached_helpers_only=True)
     engine.declare(References.declarations())
-    engine.send(load_schema(loaded_relations(engine.vocabulary, context)))
+    loading = load_schema(loaded_relations(engine.vocabulary, context))
+    engine.send(loading)
     engine.run(f"(ruleset {CLEAR_ROWS})\n"
                f"(rule ((Matched r)) ((delete (Matched r))) :ruleset {CLEAR_ROWS})")
     engine.one_iteration(strategies, ruleset_name)
-    return engine
+    declared = "\n".join([base_program(engine.vocabulary, context), References.declarations(),
+                          *loading, *(row_constructor(s, r, context)
+                                      for s in strategies for r in s.rules)])
+    text, built = emptying_ruleset(engine, declared)
+    engine.run(text)
+    return SharedEngine(engine, built)
+
+
+# The ruleset deleting every row of every function of a shared database that holds none when
+# the database is built, run when an exploration ends: the database is then as it was built,
+# at about 1.5-2 ms for a small exploration's rows, where egglog's ``push`` and ``pop``
+# (cloning every table and rule of the schema) took 15-20 ms whatever the rows.
+# (docs/EXPLORE.md, "The database between explorations".)
+EMPTY_ALL = "empty_all__"
+_DECLARED = re.compile(r"\((constructor|relation|function) (\S+) \(([^()]*)\)")
+
+
+def emptying_ruleset(engine: Engine, declared: str) -> tuple[str, dict[str, int] | None]:
+    """The :data:`EMPTY_ALL` ruleset of ``engine`` (one rule per function holding no row now,
+    deleting each of its rows) and the relations holding rows now, with their sizes (None
+    when a function with an output holds some). ``declared`` is the text of the engine's
+    declarations; every function egglog holds must be declared there (``RuntimeError``
+    naming those that are not, so no table is left unemptied)."""
+    (sizes,) = engine.run("(print-size)")
+    held = dict(sizes.sizes)
+    rules, covered, built = [f"(ruleset {EMPTY_ALL})"], set(), {}
+    for kind, name, sorts in _DECLARED.findall(declared):
+        if name not in held or name in covered:
+            continue
+        covered.add(name)
+        if held[name]:
+            built = None if built is None or kind != "relation" else {**built, name: held[name]}
+            continue
+        call = "(" + " ".join([name, *(f"v{i}" for i in range(len(sorts.split())))]) + ")"
+        query = call if kind == "relation" else f"(= out__ {call})"
+        rules.append(f"(rule ({query}) ((delete {call})) :ruleset {EMPTY_ALL})")
+    if held.keys() - covered:
+        raise RuntimeError(f"the shared database cannot empty "
+                           f"{', '.join(sorted(held.keys() - covered))}: not declared where "
+                           f"emptying_ruleset looks")
+    return "\n".join(rules), built
 
 
 class _SetUp(NamedTuple):
@@ -259,24 +309,56 @@ def _set_up(chosen: tuple[Strategy, ...], classes: bool) -> _SetUp:
     return _SetUp(context, shared, alone, classed, facts, loaded, order, fresh_rules(shared))
 
 
+# Past this many rows and commands sent since the database was last restored, an exploration's
+# end restores it instead of emptying it (:meth:`SharedDatabase.end`): deleting costs about
+# what the rows are (conv_standard_1D at depth 2, 5,807 programs: 33 ms, against 20-30 ms for a
+# restore holding them), and a restore also frees what deleting rows leaves behind in egglog (its union-find
+# of every e-class made since).
+RESTORE_ROWS = 20_000
+
+
 class SharedDatabase:
     """The persistent egglog database of one strategy set (run in a child process of its own,
-    explore/worker.py, so that a limit can stop it): :meth:`begin` and :meth:`end` bracket an
-    exploration, :meth:`match` sends a round's commands, runs the round and returns its rows."""
+    explore/worker.py, so that a limit can stop it): :meth:`match` sends a round's commands,
+    runs the round and returns its rows; :meth:`end` ends an exploration, leaving the database
+    empty for the next one.
+
+    Built, it is ``push``-ed once: an exploration's end deletes every row it added
+    (:data:`EMPTY_ALL`), or restores that pushed database (``pop``, then ``push`` again) past
+    :data:`RESTORE_ROWS` rows sent since the last restore, after a round that raised, or when
+    a relation holding rows when built holds more."""
 
     def __init__(self, shared: tuple[Strategy, ...]):
-        self.engine = shared_engine_for(shared)
+        self.engine, self._built = shared_engine_for(shared)
         self._rows = {match_relation(s, r): (s, r) for s in shared for r in s.rules}
         self._contextual = frozenset(match_relation(s, r) for s in shared for r in s.rules
                                      if reads_context(r, self.engine.context))
         self._step = self.engine.one_iteration(shared, ruleset_name)
         self._folder = rows_folder("leir-shared-")   # the rows' files
+        self._sizes = "\n".join(f"(print-size {name})" for name in self._built or ())
+        self.engine.run("(push)")   # the database as built, restored by end()
+        self._sent = 0              # rows and commands sent since the last restore
+        self._failed = False        # a round raised since the last restore
 
-    def begin(self) -> None:
-        self.engine.run("(push)")
+    def end(self) -> str:
+        """Leave the database as it was built for the next exploration; how: ``"emptied"``
+        or ``"restored"``."""
+        if self._failed or self._sent > RESTORE_ROWS or not self._built_kept():
+            self.engine.run("(pop)\n(push)")
+            self._sent, self._failed = 0, False
+            return "restored"
+        self.engine.run(f"(run {EMPTY_ALL} 1)")
+        return "emptied"
 
-    def end(self) -> None:
-        self.engine.run("(pop)")
+    def _built_kept(self) -> bool:
+        """Whether the relations holding rows when the database was built hold those alone
+        (rows are only added to them, so their sizes say it)."""
+        if self._built is None:
+            return False
+        if not self._sizes:
+            return True
+        sizes = [out.size for out in self.engine.run(self._sizes)]
+        return sizes == list(self._built.values())
 
     def match(self, commands: list[str], rows: dict[str, list[tuple]]) -> list[RawMatch]:
         """Send ``commands`` (a round's terms and the facts not loaded as rows), load ``rows``
@@ -285,11 +367,15 @@ class SharedDatabase:
         frozen tables where they decide them (``Engine.read_table``; ``Matched`` is emptied
         after it)."""
         engine = self.engine
+        self._sent += len(commands) + sum(len(r) for r in rows.values())
+        self._failed = True   # until the round is done
         engine.send(commands + load_commands(rows, self._folder.name)
                     + ["(run-schedule (saturate (run analysis)))", self._step,
                        "(run-schedule (saturate (run helpers)))"])
         table = engine.read_table("Matched")
         engine.run(f"(run {CLEAR_ROWS} 1)")
+        self._failed = False
+        self._sent += len(table)
         return _matches(table, self._rows, self._contextual)[0]
 
 
@@ -322,7 +408,6 @@ class SharedMatcher:
             self.worker = worker_for(self.shared)
             self.compile_cpu_s += time.process_time() - compiling
             self._worker_cpu = [self.worker.cpu_s] * 2
-            self.worker.call("begin", (), None, None)
         compiling = time.process_time()
         self.fallback = engine_for(self.alone) if self.alone else None
         self.compile_cpu_s += time.process_time() - compiling
@@ -346,13 +431,14 @@ class SharedMatcher:
 
     @property
     def worker_cpu_s(self) -> float:
-        """The CPU seconds of the database's process for this exploration so far: from its
-        ``push`` on, its ``pop`` included once the matcher is closed (0 without one)."""
+        """The CPU seconds of the database's process for this exploration so far: from the
+        matcher's start on, the database's emptying included once the matcher is closed (0
+        without one)."""
         start, end = self._worker_cpu
         return (self.worker.cpu_s if self.worker is not None else end) - start
 
     def close(self) -> None:
-        """Drop this exploration's programs from the database (its process is kept for the
+        """Delete this exploration's programs from the database (its process is kept for the
         next exploration of the same strategy set: compiling the rules takes seconds)."""
         if self.worker is not None and self.worker.alive:
             try:
