@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     from leir_egraph.workloads import steptp
 
     rng = random.Random(args.seed)
-    entries = [e for e in steptp.load() if not isinstance(steptp.mapping(e), steptp.Unmapped)]
+    entries = [e for e in steptp.load() if steptp.is_mapped(e)]
     entries = rng.sample(entries, min(args.workloads, len(entries)))
     pairs, per_workload, model_s = [], [], []
     for e in entries:

@@ -21,6 +21,16 @@ def test_every_entry_is_mapped_or_has_a_reason(report):
     assert all(unmapped.values())
 
 
+def test_is_mapped_agrees_with_mapping_without_building_modules(report, monkeypatch):
+    """``is_mapped`` (the search benchmark's filter) says what ``mapping`` says of every entry,
+    and builds no module to say it (the convolution chains' stride/padding probes)."""
+    built = []
+    monkeypatch.setattr(steptp, "_meta_shapes", lambda m, dims: built.append(m.kind))
+    assert [steptp.is_mapped(e) for e in steptp.load()] == [r["kind"] is not None
+                                                            for r in report]
+    assert built == []
+
+
 def test_paper_shapes_equal_the_list(report):
     """Forward inputs and output (and, for most, every parameter) have the listed shapes;
     the few whose zoo structure differs from the authors' are pinned by index."""

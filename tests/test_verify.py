@@ -170,6 +170,20 @@ def test_all_zero_output_does_not_establish_equality():
     assert r.level == "exec" and "all zero or non-finite in every trial" in r.reason
 
 
+def test_the_worker_verifies_and_times_without_torch(softmax):
+    """TVM's FFI imports torch whenever it can; the worker keeps it out (no job uses it, and
+    its import was most of the worker's start-up): after a verification and a paired timing,
+    no torch library is mapped into the worker, and the verdict is the usual one."""
+    from leir_egraph.verify import Verifier
+    after = Program.parse(rows_parallel(SOFTMAX), softmax.signature)
+    with Verifier() as v:
+        r = v.verify(softmax, after, timing=False)
+        paired = v.time_pair(softmax, after, rounds=3)
+        maps = Path(f"/proc/{v._worker.proc.pid}/maps").read_text()
+    assert r.level == "independent" and r.max_abs_err == 0.0 and len(paired.after_ms) == 3
+    assert "libtvm" in maps and "libtorch" not in maps
+
+
 def test_a_launched_worker_is_waited_for_by_the_first_request(softmax):
     """``Verifier.launch`` starts the worker without waiting: a second launch keeps it, the
     first request waits for its start-up within the request's own timeout (a timeout then is a

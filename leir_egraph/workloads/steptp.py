@@ -247,7 +247,9 @@ def _attention_dims(e: Entry, kind: str) -> dict:
 _CHAINS = {name: (head, steps) for name, head, steps in level2.CHAINS}
 
 
-def _chain_dims(e: Entry, kind: str) -> dict:
+def _chain_dims(e: Entry, kind: str, probe: bool = True) -> dict:
+    """The chain's dims; a convolution head's stride and padding found by running the chain on
+    meta tensors (``probe``; without it the kind's own: only ``is_mapped`` reads those)."""
     head, _ = _CHAINS[kind]
     a = _first(e)
     if head in ("gemm", "gemm_nobias", "gemm_square", "matmulT"):
@@ -265,6 +267,8 @@ def _chain_dims(e: Entry, kind: str) -> dict:
     dims = {"batch": a[0], "cin": a[1], "spatial": list(a[2:]), "cout": weight[0], "k": k[0]}
     # the kind's own stride/padding first, then the smallest that reproduce the listed output
     default = (2, 1) if head == "conv3d_sp" else (1, 0)
+    if not probe:
+        return {**dims, "stride": default[0], "padding": default[1]}
     options = [default] + [(s, p) for s in (1, 2, 3) for p in range(k[0] + 1)]
     probe = Mapping(e, kind, {}, _chain_make(kind))
     for stride, pad in options:
@@ -339,6 +343,17 @@ UNMAPPABLE = {
 
 def mapping(entry: Entry) -> Mapping | Unmapped:
     """The zoo kind and paper-size dims of ``entry``, or why it cannot be mapped."""
+    return _mapping(entry, probe=True)
+
+
+def is_mapped(entry: Entry) -> bool:
+    """Whether ``mapping(entry)`` maps it, decided without building any module: the shape
+    checks that can refuse an entry come before the meta-tensor probes (a convolution head's
+    stride and padding), which never do."""
+    return not isinstance(_mapping(entry, probe=False), Unmapped)
+
+
+def _mapping(entry: Entry, probe: bool) -> Mapping | Unmapped:
     kind = kind_name(entry.name)
     if not kind:
         return Unmapped(entry, f"no zoo kind named like '{entry.name}'")
@@ -354,7 +369,8 @@ def mapping(entry: Entry) -> Mapping | Unmapped:
         note = "the list repeats variable names; the first set is used"
         entry = Entry(entry.index, entry.name, _first_set(entry.variables))
     try:
-        dims = dims_of(entry, kind)
+        dims = dims_of(entry, kind) if probe or dims_of is not _chain_dims else \
+            _chain_dims(entry, kind, probe=False)
     except (ValueError, StopIteration) as err:
         return Unmapped(entry, f"{kind}: {err or 'the shapes do not fit the kind'}")
     return Mapping(entry, kind, dims, make, note)
@@ -546,5 +562,5 @@ def report(path: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["Entry", "Mapping", "Unmapped", "load", "mapping", "instantiate", "program",
+__all__ = ["Entry", "Mapping", "Unmapped", "load", "mapping", "is_mapped", "instantiate", "program",
            "report", "shape_match", "dims_for", "scaled", "CPU_MAX_ELEMENTS"]
