@@ -697,10 +697,11 @@ def test_rows_read_from_frozen_tables_are_the_printed_rows(golden_rows):
     engine = engine_for(default_strategies())
     compared = {"Matched": [], "Found": []}
 
-    def both(relation):
-        frozen = FrozenReader(engine._egraph, engine._unextractable).rows(relation)
+    def both(relation, names=None):  # names: the program's fresh names put in as read
+        string = None if names is None else names.term
+        frozen = FrozenReader(engine._egraph, engine._unextractable, string).rows(relation)
         (output,) = engine.run(f"(print-function {relation} {engine_module.MAX_ROWS})")
-        printed = engine_module._printed_rows(output)
+        printed = engine_module._printed_rows(output, names)
         assert frozen == printed
         compared[relation].append(len(printed))
         return printed

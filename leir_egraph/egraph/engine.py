@@ -327,22 +327,29 @@ class Engine:
         self.send(top_level_commands(text))
         self._unextractable |= unextractable_constructors(text)
 
-    def read_rows(self, rows: dict[str, tuple[Strategy, Rule]]) -> tuple[list[RawMatch], int]:
+    def read_rows(self, rows: dict[str, tuple[Strategy, Rule]], names: FreshNames | None = None
+                  ) -> tuple[list[RawMatch], int]:
         """The ``Matched`` rows now in the database (:meth:`read_table`) as matches, and how
-        many could not be extracted (:func:`_matches`)."""
-        return _matches(self.read_table("Matched"), rows)
+        many could not be extracted (:func:`_matches`); with ``names``, the program's fresh
+        tensor names put in for the placeholders as the terms are read."""
+        return _matches(self.read_table("Matched", names), rows)
 
-    def read_table(self, relation: str) -> list[tuple[str, list | None]]:
+    def read_table(self, relation: str, names: FreshNames | None = None
+                   ) -> list[tuple[str, list | None]]:
         """The rows of a relation of row terms (``Matched``, ``Found``) now in the database,
         each as its row constructor's name and its argument terms (``None`` for a row egglog
         cannot extract; an argument it cannot extract is ``None``), in the order
         ``print-function`` lists them: from egglog's frozen tables where they decide every
-        term as its extractor would (:mod:`.frozen_rows`), else printed."""
+        term as its extractor would (:mod:`.frozen_rows`), else printed. With ``names``, every
+        string read is ``names.term`` of it: a fresh tensor placeholder (a string no program
+        name is, held only by what the rules reading ``FreshTensor`` built) becomes the
+        program's name, every other string stays as it is."""
         try:
-            return FrozenReader(self._egraph, self._unextractable).rows(relation)
+            string = None if names is None else names.term
+            return FrozenReader(self._egraph, self._unextractable, string).rows(relation)
         except Ambiguous:
             (output,) = self.run(f"(print-function {relation} {MAX_ROWS})")
-            return _printed_rows(output)
+            return _printed_rows(output, names)
 
     def unreported(self, strategy: str, rule: str) -> frozenset[str]:
         """The variables a rule binds through a deferred relation's last column, which its
@@ -411,8 +418,9 @@ class Engine:
     def matches(self, program, strategies: list[Strategy] | None = None, *,
                 named: bool = True) -> list[RawMatch]:
         """Every recorded application of the given strategies (default: all) on a program,
-        the program's fresh tensor names put in for their placeholders (:meth:`named`; not
-        with ``named=False``: ``windows.py`` keeps matches for every program holding a window).
+        the program's fresh tensor names put in for their placeholders as the rows are read
+        (:meth:`read_table`; not with ``named=False``: ``windows.py`` keeps matches for every
+        program holding a window).
 
         A row egglog cannot extract has a helper in its right-hand side that never finished:
         a rule defect. Its constructor cannot be read either, so each strategy is run alone to
@@ -420,13 +428,13 @@ class Engine:
         to report (``transitions_from``'s ``broken``)."""
         chosen = self.strategies if strategies is None else tuple(strategies)
         loaded = LoadedProgram(program)
-        found, stuck = self._recorded(loaded, chosen)
+        found, stuck = self._recorded(loaded, chosen, FreshNames(program) if named else None)
         if stuck:
             for strategy in chosen:
                 if self._recorded(loaded, (strategy,))[1]:
                     found.append(RawMatch(strategy.id, " or ".join(r.name for r in strategy.rules),
                                           None, None, ()))
-        return self.named(program, found) if named else found
+        return found
 
     def named(self, program, found: list, names: FreshNames | None = None) -> list:
         """``found`` (matches or applications on ``program``) with the program's fresh tensor
@@ -551,10 +559,11 @@ class Engine:
                 own[min(ks)].add(name)
         return set(readers).union(self._analysed) - set().union(*own), own
 
-    def _recorded(self, loaded: LoadedProgram, chosen: tuple[Strategy, ...]
-                  ) -> tuple[list[RawMatch], int]:
+    def _recorded(self, loaded: LoadedProgram, chosen: tuple[Strategy, ...],
+                  names: FreshNames | None = None) -> tuple[list[RawMatch], int]:
         """The rows the chosen strategies record on the loaded program, in rule order, and how
-        many rows could not be extracted.
+        many rows could not be extracted; with ``names``, read with the program's fresh tensor
+        names put in (:meth:`read_table`).
 
         The facts every group reads are loaded once; each group of :meth:`groups` then has its
         own facts stated (:meth:`scopes`), runs its strategies once, saturates ``helpers`` and
@@ -579,7 +588,7 @@ class Engine:
                     if facts:  # analysis rules read the terms these facts hold, too
                         facts.append("(run-schedule (saturate (run analysis)))")
                     self.send(facts + [step, "(run-schedule (saturate (run helpers)))"])
-                    group_found, group_stuck = self.read_rows(rows)
+                    group_found, group_stuck = self.read_rows(rows, names)
                 finally:
                     if inner:
                         self.run("(pop)")
@@ -740,8 +749,9 @@ def _matches(table: list[tuple[str, list | None]], rows: dict[str, tuple[Strateg
     return found, stuck
 
 
-def _printed_rows(output) -> list[tuple[str, list | None]]:
-    """:meth:`Engine.read_table` of a ``print-function`` output."""
+def _printed_rows(output, names: FreshNames | None = None) -> list[tuple[str, list | None]]:
+    """:meth:`Engine.read_table` of a ``print-function`` output (with ``names``, its strings
+    renamed as there)."""
     out: list[tuple[str, list | None]] = []
     termdag, memo = output.termdag, {}
     for row_id, _ in output.terms:
@@ -750,7 +760,8 @@ def _printed_rows(output) -> list[tuple[str, list | None]]:
         if type(row).__name__ != "TermApp":  # TermVar("Unextractable")
             out.append(("", None))
             continue
-        out.append((row.name, [from_termdag(termdag, a, memo) for a in row.args]))
+        args = [from_termdag(termdag, a, memo) for a in row.args]
+        out.append((row.name, args if names is None else [names.term(a) for a in args]))
     return out
 
 

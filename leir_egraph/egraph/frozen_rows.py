@@ -41,9 +41,13 @@ class FrozenReader:
     """One frozen database's term-sort constructors by the e-class each row makes, and the
     terms of e-classes read once each."""
 
-    def __init__(self, egraph, unextractable: frozenset[str]):
+    def __init__(self, egraph, unextractable: frozenset[str], string=None):
+        """``string``: applied to every string read (its result read instead), or none."""
         self._egraph = egraph
         self.functions = egraph.freeze().functions
+        self._primitive = _PRIMITIVE if string is None else {**_PRIMITIVE,
+                                                             "String": _strings(string)}
+        primitive = self._primitive
         # e-class value -> [(constructor, its frozen row, input sorts)]: a row's inputs are
         # read (a list made by egglog's bindings) only for the nodes a term is read through,
         # a small part of a large database's
@@ -56,7 +60,7 @@ class FrozenReader:
                     or function.output_sort.startswith("@") or function.output_sort in _PRIMITIVE):
                 continue
             sorts = function.input_sorts
-            readers = tuple(_PRIMITIVE.get(s) for s in sorts)
+            readers = tuple(primitive.get(s) for s in sorts)
             for row in function.rows:
                 if not row.subsumed:
                     node = (name, row, sorts, readers)
@@ -94,7 +98,7 @@ class FrozenReader:
 
     def term(self, value, sort: str) -> Term | Literal | None:
         """The term of an e-class (or the literal of a primitive value) of ``sort``."""
-        read = _PRIMITIVE.get(sort)
+        read = self._primitive.get(sort)
         if read is not None:
             return read(self._egraph, value)
         hit = self._terms.get(value, _MISSING)
@@ -143,6 +147,18 @@ _MISSING = object()
 def _unreadable(sort: str):
     def read(_egraph, _value):
         raise Ambiguous(f"a column of sort {sort}")
+    return read
+
+
+def _strings(string):
+    """A reader of string values that gives ``string`` of each (computed once per value)."""
+    memo: dict = {}
+
+    def read(egraph, value):
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = string(egraph.value_to_string(value))
+        return found
     return read
 
 
