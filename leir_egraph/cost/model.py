@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from operator import itemgetter
-from functools import lru_cache
+from functools import lru_cache, update_wrapper
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
@@ -51,6 +51,31 @@ from ..leir.traverse import walk, walk_values
 HALF_DTYPES = ("f16", "bf16")
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
                "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1}
+
+
+_MISSING = object()
+
+
+def _memo_by_node(maxsize: int) -> Callable:
+    """``lru_cache(maxsize)`` for a pure function of one AST node, keyed by the node itself:
+    ``lru_cache`` keys such a call by a one-tuple holding the node, an object the garbage
+    collector tracks (about 55,000 of them per attention node's ranking, walked by every full
+    collection). Full, it forgets its oldest entry; ``cache_clear`` empties it."""
+    def wrap(fn: Callable) -> Callable:
+        memo: dict = {}
+        get = memo.get
+
+        def call(node):
+            value = get(node, _MISSING)
+            if value is _MISSING:
+                value = fn(node)
+                if len(memo) >= maxsize:
+                    del memo[next(iter(memo))]
+                memo[node] = value
+            return value
+        call.cache_clear = memo.clear
+        return update_wrapper(call, fn)
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -265,7 +290,7 @@ def _access_of(var: Var, shape: tuple[int, ...] | None) -> _Access:
                    *_layout(layout, shape, size, gather))
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_node(1 << 16)
 def _var_forms(var: Var) -> tuple:
     """``(forms, gather, same, names, layout)`` of ``_Access`` for ``var``, whatever its
     shape: read per subscript (``_subscript_facts``), since a search node's accesses are a few
@@ -278,7 +303,7 @@ def _var_forms(var: Var) -> tuple:
             frozenset(name for f in forms for name in f), ";".join(f[3] for f in facts))
 
 
-@lru_cache(maxsize=1 << 14)
+@_memo_by_node(1 << 14)
 def _subscript_facts(sub) -> tuple[dict[str, float], bool, str, str]:
     """``(form, gather, repr of the sorted items of form, repr of its items)`` of one
     subscript: its ``_subscript_form`` (shared by every access that has it, never changed),
@@ -550,7 +575,7 @@ def _nest_tensors(nest: LoopNest) -> tuple[str, ...]:
 # A step rebuilds the nests it changes around the equations it leaves alone (the decoder shares
 # them), so what is read off an equation is kept per equation: hashing one is a walk in C, far
 # cheaper than walking it again in Python.
-@lru_cache(maxsize=1 << 16)
+@_memo_by_node(1 << 16)
 def _equation_tensors(eq: Equation) -> frozenset[str]:
     """``analysis.tensor_names(eq)``: the target's name and those of the accesses it reads
     (``_equation_reads``, which hold the gathers in the target's subscripts), without walking
@@ -558,7 +583,7 @@ def _equation_tensors(eq: Equation) -> frozenset[str]:
     return frozenset((eq.target.name, *(v.name for v in _equation_reads(eq))))
 
 
-@lru_cache(maxsize=1 << 16)
+@_memo_by_node(1 << 16)
 def _equation_reads(eq: Equation) -> tuple[Var, ...]:
     """``analysis.equation_reads(eq)``: the accesses of its right-hand side, then the gathers in
     its target's subscripts, each part kept per value expression and per target (equations
@@ -566,7 +591,7 @@ def _equation_reads(eq: Equation) -> tuple[Var, ...]:
     return _value_reads(eq.value) + _target_reads(eq.target)
 
 
-@lru_cache(maxsize=1 << 14)
+@_memo_by_node(1 << 14)
 def _value_reads(value) -> tuple[Var, ...]:
     """``tuple(analysis.accesses(value))``, walking only the subscripts of gathers."""
     return tuple(v for node in walk_values(value) if isinstance(node, Var)
@@ -578,7 +603,7 @@ def _accesses(var: Var) -> Iterable[Var]:
     return accesses(var) if _var_forms(var)[1] else (var,)
 
 
-@lru_cache(maxsize=1 << 14)
+@_memo_by_node(1 << 14)
 def _target_reads(target: Var) -> tuple[Var, ...]:
     return tuple(v for sub in target.subscripts for v in accesses(sub))
 
@@ -598,7 +623,7 @@ def _nest_written_extents(nest: LoopNest) -> tuple:
     return tuple(extents.items())
 
 
-@lru_cache(maxsize=1 << 14)
+@_memo_by_node(1 << 14)
 def _index_names(node) -> frozenset[str]:
     """Every loop index named in an access or a subscript (gathers' included): its extent
     reads the ranges of these alone."""

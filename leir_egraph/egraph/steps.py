@@ -131,8 +131,22 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
     def bind(m: RawMatch) -> dict:
         return {name: "?" if value is None else fragment(value) for name, value in m.bindings}
 
-    def render(strategy, rule, m: RawMatch, path, after_nests) -> tuple:
-        """The site, binding texts, guard facts and CoT of one placed match (on first use)."""
+    def placed(m: RawMatch, path) -> tuple[int, list, int]:
+        """``(k, new nests, end)``: the match at ``path`` replaces nests ``k`` to ``end`` (one
+        nest, or the suffix from nest k on) with the new nests' terms."""
+        k = 0
+        while k < len(path) and path[k] == 2:
+            k += 1
+        if k == len(path):  # a program suffix: its nests are the replacement's
+            return k, uncons(m.rhs, "PCons"), len(before_nests)
+        return k, [replace_at(before_nests[k], path[k + 1:], m.rhs)], k + 1
+
+    def render(strategy, rule, m: RawMatch, path) -> tuple:
+        """The site, binding texts, guard facts and CoT of one placed match (on first use).
+        The program after it is placed again here, so a step not rendered keeps no terms of
+        its own."""
+        k, new_nests, end = placed(m, path)
+        after_nests = before_nests[:k] + new_nests + before_nests[end:]
         rendered = bind(m)
         lhs_text, rhs_text = fragment(m.lhs), fragment(m.rhs)
         site = locate(term, path, rule.lhs_sort, lhs_text, decoder)
@@ -168,16 +182,7 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             starts = [0, *accumulate(map(len, before_texts))]
         for path in index.paths(m.lhs):
             # the nest (or the suffix from nest k on) that the path replaces
-            k = 0
-            while k < len(path) and path[k] == 2:
-                k += 1
-            if k == len(path):  # a program suffix: its nests are the replacement's
-                new_nests = uncons(m.rhs, "PCons")
-                end = len(before_nests)
-            else:
-                new_nests = [replace_at(before_nests[k], path[k + 1:], m.rhs)]
-                end = k + 1
-            after_nests = before_nests[:k] + new_nests + before_nests[end:]
+            k, new_nests, end = placed(m, path)
             text = (whole[:starts[k]] + "".join(nest_text(n) for n in new_nests)
                     + whole[starts[end]:])
             if text == program.text:
@@ -188,10 +193,11 @@ def transitions_from(program: Program, matches: Iterable[RawMatch],
             nests = program.leir.nests
             after = program.with_leir(Leir(nests[:k] + tuple(decoder(n) for n in new_nests)
                                            + nests[end:]))
-            after.__dict__["text"] = text  # already printed, nest by nest
+            # already printed, nest by nest; set as an attribute: ``__dict__`` would make one
+            object.__setattr__(after, "text", text)
             out[key] = Transition(program, after, strategy.id, strategy.category, rule.name,
                                   path, score, difficulty,
-                                  partial(render, strategy, rule, m, path, after_nests),
+                                  partial(render, strategy, rule, m, path),
                                   partial(bind, m))
     # the steps' lazy renders (a few of them; each prints only its changed nests) start with
     # empty memos: the loop's hold every step's program term and printed nests, which a

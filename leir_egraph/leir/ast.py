@@ -38,11 +38,16 @@ def _pos() -> Pos:
 
 def _hash_once(fields: Callable) -> Callable:
     """A ``__hash__`` that computes what the dataclass's would (the hash of ``fields(self)``,
-    the fields that take part in equality) once per object and keeps it in its ``__dict__``:
-    nests, equations and accesses key the cost model's and the engine's caches, and hashing
-    one walks all of it. Used with :func:`_state_without_hash`."""
+    the fields that take part in equality) once per object and keeps it as the attribute
+    ``_hash``: nests, equations and accesses key the cost model's and the engine's caches, and
+    hashing one walks all of it. It is read and set as an attribute, never through
+    ``__dict__``: a node's attributes live in the object itself until something asks for its
+    ``__dict__``, which then becomes one more object for the garbage collector to walk (about
+    45,000 of them per attention node's ranking). The class holds ``_hash = None`` (not a
+    field), which a node's own attribute shadows once set. Used with
+    :func:`_state_without_hash`."""
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
+        h = self._hash
         if h is None:
             h = hash(fields(self))
             object.__setattr__(self, "_hash", h)
@@ -95,6 +100,7 @@ class Var:
     empty_subscript: bool = field(default=False, compare=False, hash=False, repr=False)
 
     __hash__ = _hash_once(lambda self: (self.name, self.dtype, self.scope, self.subscripts))
+    _hash = None   # (_hash_once) not a field: no annotation
     __getstate__ = _state_without_hash
 
     @property
@@ -227,6 +233,7 @@ class Equation:
     pos: Pos = _pos()
 
     __hash__ = _hash_once(lambda self: (self.target, self.value))
+    _hash = None   # (_hash_once) not a field: no annotation
     __getstate__ = _state_without_hash
 
 
@@ -240,6 +247,7 @@ class LoopNest:
     # nests key many caches (cost model, engine), and hashing a nest walks all of it (20 % of
     # ranking an attention node's 4,000 steps went to recomputing it)
     __hash__ = _hash_once(lambda self: (self.loops, self.body))
+    _hash = None   # (_hash_once) not a field: no annotation
     __getstate__ = _state_without_hash
 
     @property

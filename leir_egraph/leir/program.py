@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # numpy only names the values' type: importing LEIR does not 
     import numpy as np
 
 
+_set = object.__setattr__   # a field of a new frozen Program (``with_leir``)
+
+
 @dataclass(frozen=True)
 class Program:
     """LEIR AST + Signature (+ constant/parameter values by tensor name)."""
@@ -64,10 +67,13 @@ class Program:
         # ``replace(self, leir=leir)`` without its introspection and without copying the
         # values again (placing makes one program per successor): the fields but ``leir``
         # are this program's, ``values`` the read-only view __post_init__ made of a private
-        # copy, which nothing writes
+        # copy, which nothing writes. Set as attributes, not through ``vars(out)``: asking for
+        # the ``__dict__`` makes one, an object more per program for the garbage collector
         out = object.__new__(Program)
-        vars(out).update(leir=leir, signature=self.signature, name=self.name,
-                         values=self.values)
+        _set(out, "leir", leir)
+        _set(out, "signature", self.signature)
+        _set(out, "name", self.name)
+        _set(out, "values", self.values)
         return out
 
     @property

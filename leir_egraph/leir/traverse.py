@@ -68,6 +68,9 @@ def nests_in(nest: LoopNest) -> Iterator[LoopNest]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+# sets a field of a new frozen node (what its dataclass ``__init__`` does); assigning through
+# ``__dict__`` would give each node a dict object besides its inline attribute values
+_set = object.__setattr__
 
 
 def replaced(node, **changes):
@@ -88,9 +91,8 @@ def replaced(node, **changes):
     if not names:
         return replace(node, **changes)
     new = object.__new__(cls)
-    held, state = node.__dict__, new.__dict__
     for name in names:
-        state[name] = changes[name] if name in changes else held[name]
+        _set(new, name, changes[name] if name in changes else getattr(node, name))
     return new
 
 
